@@ -1,0 +1,224 @@
+package abi
+
+import "encoding/binary"
+
+// Record is one 64-byte command record as it sits in a ring. The host copies
+// a Record out of shared memory, then decodes the copy.
+type Record [RecordSize]byte
+
+// Opcode names a command. Zero is never valid, so a zeroed ring slot fails
+// loudly instead of running as a NOP.
+type Opcode uint16
+
+// Opcodes of ABI v1.
+const (
+	OpNop        Opcode = 1
+	OpFence      Opcode = 2
+	OpThrottle   Opcode = 3
+	OpMemset     Opcode = 4
+	OpCopy       Opcode = 5
+	OpAlloc      Opcode = 6
+	OpFree       Opcode = 7
+	OpLoadModule Opcode = 8
+	OpLaunch     Opcode = 9
+	opcodeCount         = 10
+)
+
+// Command flags.
+const (
+	// FlagInterrupt asks the host to signal the channel's vector back to the
+	// guest when this record completes.
+	FlagInterrupt uint16 = 1 << 0
+	validFlags           = FlagInterrupt
+)
+
+// Copy directions.
+const (
+	CopyHostToDevice   uint32 = 1 // heap -> buffer
+	CopyDeviceToHost   uint32 = 2 // buffer -> heap
+	CopyDeviceToDevice uint32 = 3 // buffer SrcHandle -> buffer Handle
+)
+
+// Module formats for LOAD_MODULE.
+const (
+	ModulePTX   uint32 = 1
+	ModuleCubin uint32 = 2
+)
+
+// Relocation kinds in a LAUNCH argument blob.
+const (
+	RelocBuffer uint32 = 1 // the u64 at the offset is a buffer handle: becomes its device address
+	RelocHeap   uint32 = 2 // the u64 at the offset is a heap offset: becomes its device-visible address
+)
+
+// Field offsets within a record. Every record starts with opcode, flags and
+// handle; the rest is the opcode's payload, and bytes a payload does not use
+// must be zero.
+const (
+	RecOpcode = 0  // uint16
+	RecFlags  = 2  // uint16
+	RecHandle = 4  // uint32: buffer (MEMSET, COPY, ALLOC, FREE) or module (LOAD_MODULE, LAUNCH)
+	RecArg0   = 8  // first payload word
+	RelocSize = 8  // one relocation entry in a LAUNCH blob: u32 arg offset, u32 kind
+	MaxRelocs = 64 // relocations per LAUNCH
+	MaxHandle = 1 << 20
+	maxGrid   = 1 << 31
+)
+
+// Command is a decoded, validated record. Which fields mean something depends
+// on Op; the others are zero.
+type Command struct {
+	Op     Opcode
+	Flags  uint16
+	Handle uint32 // buffer or module handle, 1..MaxHandle
+
+	Value      uint64 // FENCE: value to publish; MEMSET: byte to write
+	DurationNs uint64 // THROTTLE
+	Size       uint64 // ALLOC
+	Dir        uint32 // COPY: CopyHostToDevice, CopyDeviceToHost, CopyDeviceToDevice
+	SrcHandle  uint32 // COPY device to device: source buffer
+	Offset     uint64 // MEMSET, COPY: offset in the buffer Handle
+	HeapOff    uint64 // COPY: heap offset (or source offset, device to device); LOAD_MODULE: image
+	Length     uint64 // MEMSET, COPY, LOAD_MODULE
+
+	Format    uint32    // LOAD_MODULE: ModulePTX or ModuleCubin
+	Grid      [3]uint32 // LAUNCH
+	Block     [3]uint32 // LAUNCH
+	SharedMem uint32    // LAUNCH: dynamic shared memory bytes
+	NameOff   uint64    // LAUNCH: heap offset of the kernel's name (not NUL terminated)
+	NameLen   uint32    // LAUNCH
+	ArgsOff   uint64    // LAUNCH: heap offset of the argument blob; relocations follow it, 8-byte aligned
+	ArgsLen   uint32    // LAUNCH
+	Relocs    uint32    // LAUNCH: number of relocations
+}
+
+// opSpec is one row of the opcode table: how to decode and encode the
+// payload. A missing row (nil decode) is an unknown opcode.
+type opSpec struct {
+	name   string
+	decode func(p *payload, c *Command, lim *decodeLimits) ErrorCode
+	encode func(p *payload, c *Command)
+}
+
+var opTable = [opcodeCount]opSpec{
+	OpNop:        {name: "NOP", decode: func(*payload, *Command, *decodeLimits) ErrorCode { return OK }, encode: func(*payload, *Command) {}},
+	OpFence:      {name: "FENCE", decode: decodeFence, encode: encodeFence},
+	OpThrottle:   {name: "THROTTLE", decode: decodeThrottle, encode: encodeThrottle},
+	OpMemset:     {name: "MEMSET", decode: decodeMemset, encode: encodeMemset},
+	OpCopy:       {name: "COPY", decode: decodeCopy, encode: encodeCopy},
+	OpAlloc:      {name: "ALLOC", decode: decodeAlloc, encode: encodeAlloc},
+	OpFree:       {name: "FREE", decode: decodeFree, encode: func(*payload, *Command) {}},
+	OpLoadModule: {name: "LOAD_MODULE", decode: decodeLoadModule, encode: encodeLoadModule},
+	OpLaunch:     {name: "LAUNCH", decode: decodeLaunch, encode: encodeLaunch},
+}
+
+func (o Opcode) String() string {
+	if int(o) < len(opTable) && opTable[o].name != "" {
+		return opTable[o].name
+	}
+	return "OP_" + itoa(uint64(o))
+}
+
+// Valid reports whether o is an opcode of this ABI version.
+func (o Opcode) Valid() bool { return int(o) < len(opTable) && opTable[o].decode != nil }
+
+// Opcodes lists the valid opcodes in order.
+func Opcodes() []Opcode {
+	var ops []Opcode
+	for i := range opTable {
+		if opTable[i].decode != nil {
+			ops = append(ops, Opcode(i))
+		}
+	}
+	return ops
+}
+
+type decodeLimits struct {
+	heapSize uint64
+	Limits
+}
+
+// DecodeCommand decodes and validates a record copied out of a ring of a
+// region laid out as l. It never reads outside rec; heap ranges are checked
+// against l, limits against lim. On failure the command is zero and the code
+// says why.
+func DecodeCommand(rec *Record, l Layout, lim Limits) (Command, ErrorCode) {
+	p := payload{rec: rec}
+	c := Command{
+		Op:     Opcode(p.u16(RecOpcode)),
+		Flags:  p.u16(RecFlags),
+		Handle: p.u32(RecHandle),
+	}
+	if !c.Op.Valid() {
+		return Command{}, ErrBadOpcode
+	}
+	if c.Flags&^validFlags != 0 {
+		return Command{}, ErrBadRecord
+	}
+	dl := decodeLimits{heapSize: l.HeapSize, Limits: lim}
+	if code := opTable[c.Op].decode(&p, &c, &dl); code != OK {
+		return Command{}, code
+	}
+	// Whatever the payload decoder did not read must be zero, so that later
+	// minor versions can give those bytes meaning.
+	if !p.restZero() {
+		return Command{}, ErrBadRecord
+	}
+	return c, OK
+}
+
+// EncodeCommand writes c into a record (guest side). It does not validate: a
+// guest may deliberately encode garbage, and the host must cope.
+func EncodeCommand(c Command) Record {
+	var rec Record
+	p := payload{rec: &rec}
+	p.put16(RecOpcode, uint16(c.Op))
+	p.put16(RecFlags, c.Flags)
+	p.put32(RecHandle, c.Handle)
+	if c.Op.Valid() {
+		opTable[c.Op].encode(&p, &c)
+	}
+	return rec
+}
+
+// payload reads and writes little-endian fields of a record and remembers
+// which bytes were read, so that DecodeCommand can insist the rest is zero.
+type payload struct {
+	rec  *Record
+	used uint64 // bit i: byte i was consumed
+}
+
+var le = binary.LittleEndian
+
+func (p *payload) mark(off, n int) { p.used |= ((uint64(1) << n) - 1) << off }
+
+func (p *payload) u16(off int) uint16 { p.mark(off, 2); return le.Uint16(p.rec[off:]) }
+func (p *payload) u32(off int) uint32 { p.mark(off, 4); return le.Uint32(p.rec[off:]) }
+func (p *payload) u64(off int) uint64 { p.mark(off, 8); return le.Uint64(p.rec[off:]) }
+func (p *payload) put16(off int, v uint16) { le.PutUint16(p.rec[off:], v) }
+func (p *payload) put32(off int, v uint32) { le.PutUint32(p.rec[off:], v) }
+func (p *payload) put64(off int, v uint64) { le.PutUint64(p.rec[off:], v) }
+
+func (p *payload) restZero() bool {
+	for i := range RecordSize {
+		if p.used&(uint64(1)<<i) == 0 && p.rec[i] != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func validHandle(h uint32) bool { return h != 0 && h <= MaxHandle }
+
+func itoa(v uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			return string(b[i:])
+		}
+	}
+}

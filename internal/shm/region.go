@@ -1,0 +1,69 @@
+package shm
+
+import "fmt"
+
+// Region is a view of shared memory.
+type Region struct {
+	b []byte
+}
+
+// New wraps b (for example a mapping, or a plain slice in tests). b must be
+// 8-byte aligned, as every mapping is.
+func New(b []byte) *Region {
+	if len(b) > 0 && addr(b)%8 != 0 {
+		panic("shm: region not 8-byte aligned")
+	}
+	return &Region{b: b}
+}
+
+// Len is the region's size in bytes.
+func (r *Region) Len() int { return len(r.b) }
+
+// Bytes returns the raw bytes from off to off+n. Callers must treat them as
+// changing under their feet: copy, then read.
+func (r *Region) Bytes(off, n uint64) []byte {
+	r.check(off, n, 1)
+	return r.b[off : off+n : off+n]
+}
+
+// CopyOut copies len(dst) bytes at off into dst.
+func (r *Region) CopyOut(dst []byte, off uint64) {
+	r.check(off, uint64(len(dst)), 1)
+	copy(dst, r.b[off:])
+}
+
+// CopyIn copies src to off.
+func (r *Region) CopyIn(off uint64, src []byte) {
+	r.check(off, uint64(len(src)), 1)
+	copy(r.b[off:], src)
+}
+
+// Load32 atomically loads the uint32 at off.
+func (r *Region) Load32(off uint64) uint32 {
+	r.check(off, 4, 4)
+	return load32(r.b, off)
+}
+
+// Store32 atomically stores v at off.
+func (r *Region) Store32(off uint64, v uint32) {
+	r.check(off, 4, 4)
+	store32(r.b, off, v)
+}
+
+// Load64 atomically loads the uint64 at off.
+func (r *Region) Load64(off uint64) uint64 {
+	r.check(off, 8, 8)
+	return load64(r.b, off)
+}
+
+// Store64 atomically stores v at off.
+func (r *Region) Store64(off uint64, v uint64) {
+	r.check(off, 8, 8)
+	store64(r.b, off, v)
+}
+
+func (r *Region) check(off, n, align uint64) {
+	if off%align != 0 || off > uint64(len(r.b)) || n > uint64(len(r.b))-off {
+		panic(fmt.Sprintf("shm: access [%d, +%d) align %d outside region of %d bytes", off, n, align, len(r.b)))
+	}
+}

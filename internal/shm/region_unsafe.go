@@ -1,0 +1,24 @@
+package shm
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+func addr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+func load32(b []byte, off uint64) uint32 {
+	return atomic.LoadUint32((*uint32)(unsafe.Pointer(&b[off])))
+}
+
+func store32(b []byte, off uint64, v uint32) {
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&b[off])), v)
+}
+
+func load64(b []byte, off uint64) uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[off])))
+}
+
+func store64(b []byte, off uint64, v uint64) {
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&b[off])), v)
+}

@@ -1,0 +1,105 @@
+// Package backend is the contract between the mediator and a GPU: the
+// mediator forwards validated commands to a Backend and learns of their
+// completion; the accounting poller reads which channels the GPU is running.
+// Nothing above this package knows which GPU (simulated or CUDA) it drives.
+//
+// Backends register themselves by name (Register) and are opened with Open.
+// Abilities beyond the core (reading the running-channel state) are separate
+// interfaces, found by type assertion.
+package backend
+
+import (
+	"errors"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+)
+
+// Sentinel errors of this package.
+var (
+	ErrUnknownBackend = errors.New("unknown backend")
+	ErrInvalid        = errors.New("invalid backend option")
+	ErrClosed         = errors.New("backend closed")
+)
+
+// Backend is one GPU.
+type Backend interface {
+	// Attach creates a VM's context on the GPU (on a real GPU: a context of
+	// its own, for address-space isolation, and a stream per channel).
+	Attach(spec VMSpec) (VM, error)
+	// Clock is the time base of every timestamp this backend reports.
+	Clock() Clock
+	// Close detaches every VM and releases the GPU.
+	Close() error
+}
+
+// VMSpec describes a VM to Attach.
+type VMSpec struct {
+	ID       uint32 // unique among the backend's attached VMs
+	Name     string
+	Channels int
+	// Heap is the VM's heap in shared memory, in the guest's hands: the
+	// backend copies from and to it (or registers it for DMA) and must never
+	// read a control value out of it.
+	Heap []byte
+	// Complete is called exactly once for every command submitted, in
+	// submission order within a channel, from a backend goroutine. It must
+	// not block; it may call Submit.
+	Complete func(Completion)
+}
+
+// VM is one VM's context on a backend.
+type VM interface {
+	// Submit queues a validated command on a channel, behind the channel's
+	// earlier commands. It does not wait for the GPU. tag comes back in the
+	// Completion. An error means the command was not queued and no
+	// Completion will follow.
+	Submit(channel int, cmd abi.Command, tag uint64) error
+	// Close completes every queued command with abi.ErrShutdown, waits for
+	// the running ones and frees the VM's device memory.
+	Close() error
+}
+
+// Completion reports one command's end.
+type Completion struct {
+	Channel int
+	Tag     uint64
+	Op      abi.Opcode
+	Code    abi.ErrorCode // OK, or why the command failed
+	// Start and End bound the command's execution on the GPU on the
+	// backend's Clock; both are zero for a command that never ran.
+	Start, End int64
+}
+
+// Busy is how long the command occupied the GPU.
+func (c Completion) Busy() int64 { return c.End - c.Start }
+
+// Clock is a backend's time base in nanoseconds: real monotonic time or a
+// simulated timeline.
+type Clock interface {
+	Now() int64
+}
+
+// StatusReader is implemented by a backend whose running-channel state can be
+// polled without disturbing it (LoGA): the sim's status register and channel
+// table, or the CUDA backend's markers.
+type StatusReader interface {
+	// ReadStatus fills st with the state at the current time.
+	ReadStatus(st *Status)
+}
+
+// Status is a snapshot of what the GPU is executing.
+type Status struct {
+	Time int64 // on the backend's Clock
+	// Running lists the channels executing a command now, one entry per
+	// engine busy.
+	Running []ChannelRef
+	// Active lists the channels with queued or running work (the channel
+	// table's active bits).
+	Active []ChannelRef
+}
+
+// ChannelRef names one channel of one attached VM.
+type ChannelRef struct {
+	VM      uint32
+	Channel int
+}
