@@ -38,3 +38,17 @@ func (s ChannelState) String() string {
 	}
 	return "unknown"
 }
+
+// CheckPut validates a put index read from a channel descriptor against the
+// host's own get (records completed) and submitted (records already
+// forwarded) indices. All three are free-running uint32 counters. It returns
+// how many new records lie between submitted and put, or ErrRingOverflow if
+// put is behind submitted or more than entries ahead of get.
+func CheckPut(put, get, submitted, entries uint32) (uint32, ErrorCode) {
+	ahead := put - get // wraps correctly for free-running counters
+	inFlight := submitted - get
+	if ahead > entries || ahead < inFlight {
+		return 0, ErrRingOverflow
+	}
+	return ahead - inFlight, OK
+}

@@ -1,0 +1,99 @@
+// Package hostapi is the contract of the mediator's host API: JSON over HTTP
+// on a UNIX socket (and later TCP). It holds the request and response types
+// and a client; the server lives in the mediator. openapi.yaml beside this
+// file is the same contract for other languages.
+//
+// Routes (all under /v1):
+//
+//	GET    /v1/version            Version
+//	POST   /v1/vms                CreateVMRequest -> VM (201)
+//	GET    /v1/vms                []VM
+//	GET    /v1/vms/{name}         VM
+//	DELETE /v1/vms/{name}         204
+//	GET    /v1/vms/{name}/usage   Usage
+//	GET    /v1/stats              Stats
+//
+// Errors come back as a non-2xx status with an Error body; Code is one of the
+// Code* constants and maps to the sentinel errors below.
+package hostapi
+
+import "time"
+
+// VM states.
+const (
+	StateWaiting   = "waiting"   // endpoint up, no guest connected
+	StateConnected = "connected" // a guest peer is connected
+)
+
+// CreateVMRequest asks for a new VM endpoint. Zero fields take defaults.
+type CreateVMRequest struct {
+	Name        string `json:"name"`
+	Weight      uint32 `json:"weight,omitempty"`       // default 1
+	Channels    int    `json:"channels,omitempty"`     // default 4
+	RingEntries int    `json:"ring_entries,omitempty"` // default 256
+	RegionSize  uint64 `json:"region_size,omitempty"`  // bytes, power of two, default 4 MiB
+}
+
+// VM describes one VM endpoint.
+type VM struct {
+	Name        string    `json:"name"`
+	ID          uint32    `json:"id"`
+	Weight      uint32    `json:"weight"`
+	Channels    int       `json:"channels"`
+	RingEntries int       `json:"ring_entries"`
+	RegionSize  uint64    `json:"region_size"`
+	HeapSize    uint64    `json:"heap_size"`
+	Endpoint    string    `json:"endpoint"` // ivshmem server socket for QEMU or a process guest
+	Vectors     int       `json:"vectors"`  // MSI vectors the ivshmem device needs
+	State       string    `json:"state"`
+	Peers       int       `json:"peers"`
+	Created     time.Time `json:"created"`
+}
+
+// Usage is a VM's cumulative use of the GPU. It is billing data: it survives
+// mediator restarts and counts from Since.
+type Usage struct {
+	Name     string    `json:"name"`
+	GPUNs    uint64    `json:"gpu_ns"`   // GPU busy time of the VM's commands
+	Kernels  uint64    `json:"kernels"`  // THROTTLE and LAUNCH commands completed
+	Commands uint64    `json:"commands"` // all commands completed, kernels included
+	Errors   uint64    `json:"errors"`   // commands failed and records rejected
+	Since    time.Time `json:"since"`
+}
+
+// ChannelStats is the host's view of one channel.
+type ChannelStats struct {
+	Index     int    `json:"index"`
+	State     string `json:"state"` // idle, busy, held, failed
+	InFlight  uint32 `json:"in_flight"`
+	Error     string `json:"error,omitempty"`
+	ErrorCode uint32 `json:"error_code,omitempty"`
+}
+
+// VMStats is one VM's line in Stats.
+type VMStats struct {
+	VM
+	Usage        Usage          `json:"usage"`
+	Doorbells    uint64         `json:"doorbells"`
+	ChannelStats []ChannelStats `json:"channel_stats"`
+}
+
+// Stats is a snapshot for live views: sample it twice and divide the deltas
+// by the difference of Now.
+type Stats struct {
+	Backend   string    `json:"backend"`
+	Clock     string    `json:"clock"`
+	Now       int64     `json:"now_ns"`      // the backend's clock
+	GPUBusyNs uint64    `json:"gpu_busy_ns"` // sum over VMs
+	VMs       []VMStats `json:"vms"`
+}
+
+// Version identifies the daemon.
+type Version struct {
+	Version  string `json:"version"`
+	ABIMajor int    `json:"abi_major"`
+	ABIMinor int    `json:"abi_minor"`
+	Backend  string `json:"backend"`
+	Clock    string `json:"clock"`
+	Epoch    uint64 `json:"epoch"`
+}
