@@ -101,10 +101,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		if json.Unmarshal(data, &e) != nil || e.Message == "" {
 			e.Message = http.StatusText(resp.StatusCode)
 		}
-		if s := sentinelOf(e.Code); s != nil {
-			return fmt.Errorf("%s: %w", e.Message, s)
-		}
-		return fmt.Errorf("%s %s: %s", method, path, e.Message)
+		return &RemoteError{Status: resp.StatusCode, Code: e.Code, Message: e.Message}
 	}
 	if out == nil {
 		return nil
@@ -114,3 +111,17 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	return nil
 }
+
+// RemoteError is an error the daemon answered with. It unwraps to the
+// sentinel its code maps to, so errors.Is(err, ErrNotFound) works on the
+// client as on the server.
+type RemoteError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *RemoteError) Error() string { return e.Message }
+
+// Unwrap returns the sentinel error of the code, or nil.
+func (e *RemoteError) Unwrap() error { return sentinelOf(e.Code) }

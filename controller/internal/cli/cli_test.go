@@ -1,0 +1,325 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sluice-gpu/sluice/api/hostapi"
+)
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// runCLI runs sluicectl in-process with env as its environment.
+func runCLI(ctx context.Context, env map[string]string, term bool, args ...string) result {
+	var out, errb bytes.Buffer
+	code := Run(ctx, args, Options{
+		Version:    "v9.9.9",
+		Stdout:     &out,
+		Stderr:     &errb,
+		Getenv:     func(k string) string { return env[k] },
+		IsTerminal: func(io.Writer) bool { return term },
+	})
+	return result{out.String(), errb.String(), code}
+}
+
+const wantVMTable = `NAME   ID  WEIGHT  CHANNELS  STATE      PEERS  ENDPOINT
+batch  12       1         8  waiting        0  /run/sluice/vms/batch.sock
+web     1       2         4  connected      1  /run/sluice/vms/web.sock
+`
+
+const wantVMGet = `Name:          web
+ID:            1
+Weight:        2
+State:         connected
+Peers:         1
+Endpoint:      /run/sluice/vms/web.sock
+MSI vectors:   5
+Channels:      4
+Ring entries:  256
+Region size:   4 MiB (4194304 bytes)
+Heap size:     3 MiB (3145728 bytes)
+Created:       2026-05-09T12:00:00Z
+`
+
+const wantUsage = `VM:        web
+GPU time:  1.234567 s (1234567890 ns)
+Kernels:   420
+Commands:  1000
+Errors:    3
+Since:     2026-05-09T12:00:00Z
+`
+
+const wantUsageJSON = `{
+  "name": "web",
+  "gpu_ns": 1234567890,
+  "kernels": 420,
+  "commands": 1000,
+  "errors": 3,
+  "since": "2026-05-09T12:00:00Z"
+}
+`
+
+const hint = "Run 'sluicectl vm create --help' for usage.\n"
+
+type commandTest struct {
+	name   string
+	args   []string
+	want   result
+	check  func(t *testing.T, f *fakeDaemon) // state of the daemon afterwards
+	prefix bool                              // want.stdout is a prefix only
+}
+
+// commandTests run against a fresh fake daemon each, with --socket.
+var commandTests = []commandTest{
+	{name: "version", args: []string{"version"}, want: result{stdout: "client: sluicectl v9.9.9\n" +
+		"daemon: sluiced 0.3.0 (ABI 1.0, backend fake, clock virtual, epoch 7)\n"}},
+	{name: "create prints endpoint", args: []string{"vm", "create", "db"},
+		want: result{stdout: "/run/sluice/vms/db.sock\n"},
+		check: func(t *testing.T, f *fakeDaemon) {
+			wantReqs(t, f, hostapi.CreateVMRequest{Name: "db"})
+		}},
+	{name: "create with flags", args: []string{"vm", "create", "big", "--weight", "4", "--channels", "8",
+		"--ring-entries", "512", "--region-size", "64MiB"},
+		want: result{stdout: "/run/sluice/vms/big.sock\n"},
+		check: func(t *testing.T, f *fakeDaemon) {
+			wantReqs(t, f, hostapi.CreateVMRequest{Name: "big", Weight: 4, Channels: 8,
+				RingEntries: 512, RegionSize: 64 << 20})
+		}},
+	{name: "create region size in bytes", args: []string{"vm", "create", "b", "--region-size=65536"},
+		want: result{stdout: "/run/sluice/vms/b.sock\n"},
+		check: func(t *testing.T, f *fakeDaemon) {
+			wantReqs(t, f, hostapi.CreateVMRequest{Name: "b", RegionSize: 65536})
+		}},
+	{name: "create json", args: []string{"vm", "create", "db", "--json"},
+		want: result{stdout: "{\n  \"name\": \"db\",\n  \"id\": 101,\n"}, prefix: true},
+	{name: "create exists", args: []string{"vm", "create", "web"},
+		want: result{stderr: "sluicectl: vm \"web\": already exists\n", code: 1}},
+	{name: "create rejected by daemon", args: []string{"vm", "create", "x", "--region-size", "3000"},
+		want: result{stderr: "sluicectl: vm \"x\": region size 3000 is not a power of two: invalid request\n", code: 1}},
+	{name: "create rejected, daemon names the vm", args: []string{"vm", "create", "named"},
+		want: result{stderr: "sluicectl: vm \"named\": name reserved: invalid request\n", code: 1}},
+	{name: "create bad size unit", args: []string{"vm", "create", "x", "--region-size", "4MB"},
+		want: result{stderr: "sluicectl: invalid argument \"4MB\" for \"--region-size\" flag: invalid size \"4MB\": " +
+			"want bytes or a KiB, MiB, GiB or TiB suffix, e.g. 4MiB\n" + hint, code: 2},
+		check: func(t *testing.T, f *fakeDaemon) { wantReqs(t, f) }},
+	{name: "create size overflow", args: []string{"vm", "create", "x", "--region-size", "20000000TiB"},
+		want: result{stderr: "sluicectl: invalid argument \"20000000TiB\" for \"--region-size\" flag: " +
+			"invalid size \"20000000TiB\": too large\n" + hint, code: 2}},
+	{name: "create zero size", args: []string{"vm", "create", "x", "--region-size", "0"},
+		want: result{stderr: "sluicectl: invalid argument \"0\" for \"--region-size\" flag: " +
+			"size must be greater than zero\n" + hint, code: 2}},
+	{name: "create zero weight", args: []string{"vm", "create", "x", "--weight", "0"},
+		want:  result{stderr: "sluicectl: --weight must be at least 1\n" + hint, code: 2},
+		check: func(t *testing.T, f *fakeDaemon) { wantReqs(t, f) }},
+	{name: "create negative weight", args: []string{"vm", "create", "x", "--weight", "-1"},
+		want: result{stderr: "sluicectl: invalid argument \"-1\" for \"--weight\" flag: " +
+			"strconv.ParseUint: parsing \"-1\": invalid syntax\n" + hint, code: 2}},
+	{name: "create zero channels", args: []string{"vm", "create", "x", "--channels", "0"},
+		want: result{stderr: "sluicectl: --channels must be at least 1\n" + hint, code: 2}},
+	{name: "create negative ring entries", args: []string{"vm", "create", "x", "--ring-entries=-4"},
+		want: result{stderr: "sluicectl: --ring-entries must be at least 1\n" + hint, code: 2}},
+	{name: "create no name", args: []string{"vm", "create"},
+		want: result{stderr: "sluicectl: missing argument NAME\n" + hint, code: 2}},
+	{name: "create empty name", args: []string{"vm", "create", ""},
+		want: result{stderr: "sluicectl: argument NAME must not be empty\n" + hint, code: 2}},
+	{name: "create two names", args: []string{"vm", "create", "a", "b"},
+		want: result{stderr: "sluicectl: unexpected argument \"b\"\n" + hint, code: 2}},
+	{name: "list", args: []string{"vm", "list"}, want: result{stdout: wantVMTable}},
+	{name: "list alias", args: []string{"vm", "ls"}, want: result{stdout: wantVMTable}},
+	{name: "get", args: []string{"vm", "get", "web"}, want: result{stdout: wantVMGet}},
+	{name: "get not found", args: []string{"vm", "get", "nope"},
+		want: result{stderr: "sluicectl: vm \"nope\": not found\n", code: 1}},
+	{name: "get json", args: []string{"vm", "get", "web", "--json"},
+		want: result{stdout: "{\n  \"name\": \"web\",\n  \"id\": 1,\n  \"weight\": 2,\n"}, prefix: true},
+	{name: "delete", args: []string{"vm", "delete", "web"}, want: result{stdout: "vm \"web\" deleted\n"},
+		check: func(t *testing.T, f *fakeDaemon) {
+			if _, ok := f.vms["web"]; ok {
+				t.Error("vm web still exists")
+			}
+		}},
+	{name: "delete not found", args: []string{"vm", "rm", "nope"},
+		want: result{stderr: "sluicectl: vm \"nope\": not found\n", code: 1}},
+	{name: "usage", args: []string{"vm", "usage", "web"}, want: result{stdout: wantUsage}},
+	{name: "usage json", args: []string{"vm", "usage", "web", "--json"}, want: result{stdout: wantUsageJSON}},
+	{name: "usage not found", args: []string{"vm", "usage", "nope", "--json"},
+		want: result{stderr: "sluicectl: vm \"nope\": not found\n", code: 1}},
+	{name: "usage daemon unavailable", args: []string{"vm", "usage", "flaky"},
+		want: result{stderr: "sluicectl: vm \"flaky\": accounting store busy: unavailable\n", code: 1}},
+	{name: "help", args: []string{"vm", "create", "--help"}, prefix: true,
+		want: result{stdout: "Create a VM endpoint named NAME"}},
+	{name: "no command", args: []string{},
+		want: result{stderr: "sluicectl: missing command after \"sluicectl\" (one of: top, version, vm)\n" +
+			"Run 'sluicectl --help' for usage.\n", code: 2}},
+	{name: "vm no command", args: []string{"vm"},
+		want: result{stderr: "sluicectl: missing command after \"sluicectl vm\" " +
+			"(one of: create, delete, get, list, usage)\nRun 'sluicectl vm --help' for usage.\n", code: 2}},
+	{name: "unknown command", args: []string{"vm", "lst"},
+		want: result{stderr: "sluicectl: unknown command \"lst\" for \"sluicectl vm\" " +
+			"(did you mean \"list\" or \"get\"?)\nRun 'sluicectl vm --help' for usage.\n", code: 2}},
+	{name: "unknown top-level command", args: []string{"frobnicate"},
+		want: result{stderr: "sluicectl: unknown command \"frobnicate\" for \"sluicectl\"\n" +
+			"Run 'sluicectl --help' for usage.\n", code: 2}},
+	{name: "unknown flag", args: []string{"vm", "list", "--wide"},
+		want: result{stderr: "sluicectl: unknown flag: --wide\nRun 'sluicectl vm list --help' for usage.\n", code: 2}},
+	{name: "extra argument", args: []string{"vm", "list", "web"},
+		want: result{stderr: "sluicectl: unexpected argument \"web\"\nRun 'sluicectl vm list --help' for usage.\n", code: 2}},
+}
+
+func TestCommands(t *testing.T) {
+	for _, tt := range commandTests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeDaemon()
+			socket := f.serve(t)
+			got := runCLI(t.Context(), nil, false, append([]string{"--socket", socket}, tt.args...)...)
+			if tt.prefix {
+				if !strings.HasPrefix(got.stdout, tt.want.stdout) {
+					t.Errorf("stdout = %q, want prefix %q", got.stdout, tt.want.stdout)
+				}
+				got.stdout = tt.want.stdout
+			}
+			if got != tt.want {
+				t.Errorf("got\n%+v\nwant\n%+v", got, tt.want)
+			}
+			if tt.check != nil {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				tt.check(t, f)
+			}
+		})
+	}
+}
+
+func wantReqs(t *testing.T, f *fakeDaemon, want ...hostapi.CreateVMRequest) {
+	t.Helper()
+	if len(f.created) != len(want) || (len(want) > 0 && !reflect.DeepEqual(f.created, want)) {
+		t.Errorf("create requests = %+v, want %+v", f.created, want)
+	}
+}
+
+func TestJSONRoundTrips(t *testing.T) {
+	f := newFakeDaemon()
+	socket := f.serve(t)
+	t.Run("list", func(t *testing.T) {
+		r := runCLI(t.Context(), nil, false, "--socket", socket, "vm", "list", "--json")
+		var got []hostapi.VM
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.code != 0 {
+			t.Fatalf("code %d, %v: %q", r.code, err, r.stdout)
+		}
+		want := []hostapi.VM{vmBatch, vmWeb}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("got %+v, want %+v", got, want)
+		}
+	})
+	t.Run("create", func(t *testing.T) {
+		r := runCLI(t.Context(), nil, false, "--socket", socket, "vm", "create", "db", "--json")
+		var got hostapi.VM
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.code != 0 {
+			t.Fatalf("code %d, %v: %q", r.code, err, r.stdout)
+		}
+		if got.Name != "db" || got.Endpoint != "/run/sluice/vms/db.sock" || got.Vectors != 5 {
+			t.Errorf("got %+v", got)
+		}
+	})
+	t.Run("empty list", func(t *testing.T) {
+		f.mu.Lock()
+		clear(f.vms)
+		f.mu.Unlock()
+		r := runCLI(t.Context(), nil, false, "--socket", socket, "vm", "list", "--json")
+		if r != (result{stdout: "[]\n"}) {
+			t.Errorf("got %+v", r)
+		}
+		r = runCLI(t.Context(), nil, false, "--socket", socket, "vm", "list")
+		if r != (result{stdout: "NAME  ID  WEIGHT  CHANNELS  STATE  PEERS  ENDPOINT\n"}) {
+			t.Errorf("got %+v", r)
+		}
+	})
+}
+
+func TestSocketSelection(t *testing.T) {
+	socket := newFakeDaemon().serve(t)
+	missing := filepath.Join(t.TempDir(), "missing.sock")
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		code int
+	}{
+		{"env", map[string]string{SocketEnv: socket}, nil, 0},
+		{"flag beats env", map[string]string{SocketEnv: missing}, []string{"--socket", socket}, 0},
+		{"env wrong", map[string]string{SocketEnv: missing}, nil, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runCLI(t.Context(), tt.env, false, append(tt.args, "vm", "get", "web")...)
+			if r.code != tt.code {
+				t.Errorf("code = %d, want %d (stderr %q)", r.code, tt.code, r.stderr)
+			}
+		})
+	}
+	t.Run("default in help", func(t *testing.T) {
+		r := runCLI(t.Context(), nil, false, "--help")
+		if r.code != 0 || !strings.Contains(r.stdout, `(default "`+DefaultSocket+`")`) {
+			t.Errorf("got %+v", r)
+		}
+		r = runCLI(t.Context(), map[string]string{SocketEnv: "/x/y.sock"}, false, "--help")
+		if !strings.Contains(r.stdout, `(default "/x/y.sock")`) {
+			t.Errorf("env default not shown: %q", r.stdout)
+		}
+	})
+}
+
+func TestDaemonDown(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.sock")
+	// A socket file nobody listens on: connection refused.
+	stale := filepath.Join(dir, "stale.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+	cmds := [][]string{
+		{"vm", "list"}, {"vm", "create", "x"}, {"vm", "get", "x"}, {"vm", "delete", "x"},
+		{"vm", "usage", "x", "--json"}, {"top", "--once"},
+	}
+	for _, socket := range []string{missing, stale} {
+		want := "sluicectl: cannot reach sluiced at " + socket +
+			": is it running? (set --socket or SLUICE_SOCKET)\n"
+		for _, args := range cmds {
+			t.Run(filepath.Base(socket)+" "+strings.Join(args, " "), func(t *testing.T) {
+				r := runCLI(t.Context(), nil, false, append([]string{"--socket", socket}, args...)...)
+				if r != (result{stderr: want, code: 1}) {
+					t.Errorf("got %+v", r)
+				}
+			})
+		}
+	}
+	t.Run("version", func(t *testing.T) {
+		r := runCLI(t.Context(), map[string]string{SocketEnv: missing}, false, "version")
+		want := result{stdout: "client: sluicectl v9.9.9\n", code: 1,
+			stderr: "sluicectl: cannot reach sluiced at " + missing + ": is it running? (set --socket or SLUICE_SOCKET)\n"}
+		if r != want {
+			t.Errorf("got %+v, want %+v", r, want)
+		}
+	})
+}
+
+func TestDefaultVersion(t *testing.T) {
+	var out bytes.Buffer
+	missing := filepath.Join(t.TempDir(), "missing.sock")
+	code := Run(t.Context(), []string{"--socket", missing, "version"}, Options{Stdout: &out})
+	if code != 1 || out.String() != "client: sluicectl "+Version+"\n" {
+		t.Errorf("code %d, stdout %q", code, out.String())
+	}
+}

@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/sluice-gpu/sluice/api/hostapi"
+)
+
+// column is one column of a text table.
+type column struct {
+	title string
+	right bool // numbers are right-aligned so that magnitudes line up
+}
+
+// renderTable lays rows out under cols, two spaces apart, without trailing
+// blanks. Cells are assumed clean (see clean).
+func renderTable(cols []column, rows [][]string) string {
+	widths := make([]int, len(cols))
+	for i, c := range cols {
+		widths[i] = utf8.RuneCountInString(c.title)
+	}
+	for _, r := range rows {
+		for i := range cols {
+			widths[i] = max(widths[i], utf8.RuneCountInString(r[i]))
+		}
+	}
+	var b strings.Builder
+	line := func(cells func(int) string) {
+		var l strings.Builder
+		for i, c := range cols {
+			s := cells(i)
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(s))
+			if i > 0 {
+				l.WriteString("  ")
+			}
+			if c.right {
+				l.WriteString(pad + s)
+			} else {
+				l.WriteString(s + pad)
+			}
+		}
+		b.WriteString(strings.TrimRight(l.String(), " "))
+		b.WriteByte('\n')
+	}
+	line(func(i int) string { return cols[i].title })
+	for _, r := range rows {
+		line(func(i int) string { return r[i] })
+	}
+	return b.String()
+}
+
+// clean makes daemon-supplied text safe for a terminal: control characters
+// (escape sequences included) become '?'.
+func clean(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) < 0 {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if !unicode.IsPrint(r) && r != ' ' {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// RenderVMTable renders VMs as the "vm list" table.
+func RenderVMTable(vms []hostapi.VM) string {
+	cols := []column{
+		{title: "NAME"}, {title: "ID", right: true}, {title: "WEIGHT", right: true},
+		{title: "CHANNELS", right: true}, {title: "STATE"}, {title: "PEERS", right: true},
+		{title: "ENDPOINT"},
+	}
+	rows := make([][]string, 0, len(vms))
+	for _, vm := range vms {
+		rows = append(rows, []string{
+			clean(vm.Name), u64(uint64(vm.ID)), u64(uint64(vm.Weight)),
+			strconv.Itoa(vm.Channels), clean(vm.State), strconv.Itoa(vm.Peers),
+			clean(vm.Endpoint),
+		})
+	}
+	return renderTable(cols, rows)
+}
+
+// RenderVM renders one VM as "key: value" lines for "vm get".
+func RenderVM(vm hostapi.VM) string {
+	return renderFields([][2]string{
+		{"Name", clean(vm.Name)},
+		{"ID", u64(uint64(vm.ID))},
+		{"Weight", u64(uint64(vm.Weight))},
+		{"State", clean(vm.State)},
+		{"Peers", strconv.Itoa(vm.Peers)},
+		{"Endpoint", clean(vm.Endpoint)},
+		{"MSI vectors", strconv.Itoa(vm.Vectors)},
+		{"Channels", strconv.Itoa(vm.Channels)},
+		{"Ring entries", strconv.Itoa(vm.RingEntries)},
+		{"Region size", sizeWithBytes(vm.RegionSize)},
+		{"Heap size", sizeWithBytes(vm.HeapSize)},
+		{"Created", formatTime(vm.Created)},
+	})
+}
+
+// RenderUsage renders a VM's usage for "vm usage".
+func RenderUsage(u hostapi.Usage) string {
+	return renderFields([][2]string{
+		{"VM", clean(u.Name)},
+		{"GPU time", fmt.Sprintf("%s (%d ns)", FormatGPUTime(u.GPUNs), u.GPUNs)},
+		{"Kernels", u64(u.Kernels)},
+		{"Commands", u64(u.Commands)},
+		{"Errors", u64(u.Errors)},
+		{"Since", formatTime(u.Since)},
+	})
+}
+
+// FormatGPUTime renders nanoseconds as seconds with microsecond precision,
+// truncated rather than rounded so that it never shows more than was used:
+// 1234567890 -> "1.234567 s".
+func FormatGPUTime(ns uint64) string {
+	return fmt.Sprintf("%d.%06d s", ns/1e9, ns%1e9/1e3)
+}
+
+func renderFields(kv [][2]string) string {
+	w := 0
+	for _, f := range kv {
+		w = max(w, len(f[0]))
+	}
+	var b strings.Builder
+	for _, f := range kv {
+		fmt.Fprintf(&b, "%-*s  %s\n", w+1, f[0]+":", f[1])
+	}
+	return b.String()
+}
+
+func sizeWithBytes(n uint64) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s (%d bytes)", FormatSize(n), n)
+}
+
+// formatTime prints UTC so that output is the same wherever it is run.
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func u64(n uint64) string { return strconv.FormatUint(n, 10) }

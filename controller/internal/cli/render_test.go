@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/hostapi"
+)
+
+func TestRenderVMTable(t *testing.T) {
+	if got := RenderVMTable([]hostapi.VM{vmBatch, vmWeb}); got != wantVMTable {
+		t.Errorf("got\n%s\nwant\n%s", got, wantVMTable)
+	}
+	// Escape sequences from the daemon must not reach the terminal.
+	evil := hostapi.VM{Name: "x\x1b[2Jy", ID: 1234567, State: "wait\ning"}
+	want := "NAME         ID  WEIGHT  CHANNELS  STATE     PEERS  ENDPOINT\n" +
+		"x?[2Jy  1234567       0         0  wait?ing      0\n"
+	if got := RenderVMTable([]hostapi.VM{evil}); got != want {
+		t.Errorf("got\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestRenderVM(t *testing.T) {
+	if got := RenderVM(vmWeb); got != wantVMGet {
+		t.Errorf("got\n%s\nwant\n%s", got, wantVMGet)
+	}
+	// Times print in UTC whatever the zone the daemon used.
+	vm := vmWeb
+	vm.Created = t0.In(time.FixedZone("X", 3600))
+	vm.HeapSize = 0
+	want := wantVMGet[:len(wantVMGet)-len("Heap size:     3 MiB (3145728 bytes)\nCreated:       2026-05-09T12:00:00Z\n")] +
+		"Heap size:     -\nCreated:       2026-05-09T12:00:00Z\n"
+	if got := RenderVM(vm); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestRenderUsage(t *testing.T) {
+	if got := RenderUsage(usageWeb); got != wantUsage {
+		t.Errorf("got\n%s\nwant\n%s", got, wantUsage)
+	}
+	want := "VM:        b\nGPU time:  0.000000 s (999 ns)\nKernels:   0\nCommands:  0\nErrors:    0\nSince:     -\n"
+	if got := RenderUsage(hostapi.Usage{Name: "b", GPUNs: 999}); got != want {
+		t.Errorf("got\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestFormatGPUTime(t *testing.T) {
+	tests := []struct {
+		ns   uint64
+		want string
+	}{
+		{0, "0.000000 s"},
+		{999, "0.000000 s"},
+		{1000, "0.000001 s"},
+		{1234567000, "1.234567 s"},
+		{1234567999, "1.234567 s"}, // truncated, never rounded up
+		{3600e9, "3600.000000 s"},
+		{^uint64(0), "18446744073.709551 s"},
+	}
+	for _, tt := range tests {
+		if got := FormatGPUTime(tt.ns); got != tt.want {
+			t.Errorf("FormatGPUTime(%d) = %q, want %q", tt.ns, got, tt.want)
+		}
+	}
+}

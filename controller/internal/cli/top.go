@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// clearScreen moves the cursor home and clears the screen, so that each
+// frame replaces the last on a terminal.
+const clearScreen = "\x1b[H\x1b[2J"
+
+func newTopCommand(a *app) *cobra.Command {
+	var interval, duration time.Duration
+	var once bool
+	cmd := &cobra.Command{
+		Use:   "top",
+		Short: "Live per-VM view of GPU time, shares and rates",
+		Long: `Show a live per-VM view computed from successive /v1/stats snapshots taken
+--interval apart:
+
+  GPU TIME     cumulative GPU busy time of the VM
+  GPU%         the VM's GPU busy time in the interval / length of the interval
+  SHARE        the VM's GPU busy time / all VMs' GPU busy time in the interval
+  KERNELS/S    kernels completed per second; KERNELS and ERRORS are cumulative
+  DOORBELLS/S  doorbells rung by the guest per second
+
+The header shows the backend, its clock, the interval and the GPU utilisation
+(all GPU busy time in the interval / length of the interval).
+
+Intervals and rates are measured on the backend's clock (the daemon's
+Stats.Now), not on this machine's: with a virtual clock (a simulated backend)
+"per second" means per simulated second, and --interval only sets how often
+sluicectl samples. A "-" marks a value with no baseline yet (a VM created
+during the interval) or none at all (no GPU work, so no SHARE).
+
+On a terminal the view refreshes in place; otherwise frames are printed one
+after another, separated by a blank line, for pipes and logs. Ctrl-C exits.`,
+		Example: `  sluicectl top
+  sluicectl top --interval 500ms
+  sluicectl top --once
+  sluicectl top --duration 30s --interval 5s > top.log`,
+		Args: argsNamed(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if interval <= 0 {
+				return usageErrorf("--interval must be positive")
+			}
+			if duration < 0 {
+				return usageErrorf("--duration must not be negative")
+			}
+			if once && cmd.Flags().Changed("duration") {
+				return usageErrorf("--once and --duration cannot be used together")
+			}
+			frames := 0 // forever
+			if once {
+				frames = 1
+			} else if duration > 0 {
+				frames = max(1, int(duration/interval))
+			}
+			return a.runTop(cmd.Context(), cmd.OutOrStdout(), interval, frames)
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&interval, "interval", time.Second, "time between two samples, e.g. 500ms, 2s")
+	f.BoolVar(&once, "once", false, "sample twice, --interval apart, print one frame and exit")
+	f.DurationVar(&duration, "duration", 0,
+		"stop after this long (duration/interval frames, at least one), e.g. 30s; 0 runs until Ctrl-C")
+	return cmd
+}
+
+// runTop prints frames (0: until ctx is done). Cancellation is a clean exit,
+// not an error: it is how Ctrl-C ends top.
+func (a *app) runTop(ctx context.Context, out io.Writer, interval time.Duration, frames int) error {
+	c := a.client()
+	prev, err := c.Stats(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("sampling stats: %w", err)
+	}
+	term := a.opts.IsTerminal(out)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for n := 0; frames == 0 || n < frames; n++ {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		cur, err := c.Stats(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("sampling stats: %w", err)
+		}
+		sep := ""
+		if term {
+			sep = clearScreen
+		} else if n > 0 {
+			sep = "\n"
+		}
+		if _, err := io.WriteString(out, sep+RenderTopFrame(prev, cur)); err != nil {
+			return fmt.Errorf("writing frame: %w", err)
+		}
+		prev = cur
+	}
+	return nil
+}

@@ -1,0 +1,230 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/sluice-gpu/sluice/api/hostapi"
+)
+
+func vmStats(name string, id uint32, weight uint32, state string, gpuNs, kernels, errs, doorbells uint64) hostapi.VMStats {
+	return hostapi.VMStats{
+		VM:        hostapi.VM{Name: name, ID: id, Weight: weight, State: state},
+		Usage:     hostapi.Usage{Name: name, GPUNs: gpuNs, Kernels: kernels, Errors: errs},
+		Doorbells: doorbells,
+	}
+}
+
+// statsA and statsB are 2 s of backend clock apart. In between the GPU was
+// busy 1 s: web 750 ms, batch 250 ms; "new" appeared.
+var (
+	statsA = hostapi.Stats{Backend: "fake", Clock: "virtual", Now: 1e9, GPUBusyNs: 500e6,
+		VMs: []hostapi.VMStats{
+			vmStats("web", 1, 2, "connected", 300e6, 100, 0, 50),
+			vmStats("batch", 12, 1, "connected", 200e6, 10, 0, 5),
+		}}
+	statsB = hostapi.Stats{Backend: "fake", Clock: "virtual", Now: 3e9, GPUBusyNs: 1500e6,
+		VMs: []hostapi.VMStats{
+			vmStats("web", 1, 2, "connected", 1050e6, 300, 2, 150),
+			vmStats("batch", 12, 1, "connected", 450e6, 15, 0, 6),
+			vmStats("new", 30, 1, "waiting", 0, 0, 0, 0),
+		}}
+)
+
+const wantFrameAB = `backend: fake  clock: virtual  interval: 2.000000 s  GPU busy: 50.0%  VMs: 3
+
+VM     WEIGHT  STATE        GPU TIME   GPU%  SHARE  KERNELS/S  KERNELS  ERRORS  DOORBELLS/S
+batch       1  connected  0.450000 s  12.5%  25.0%        2.5       15       0          0.5
+new         1  waiting    0.000000 s      -      -          -        0       0            -
+web         2  connected  1.050000 s  37.5%  75.0%      100.0      300       2         50.0
+`
+
+func TestRenderTopFrame(t *testing.T) {
+	if got := RenderTopFrame(statsA, statsB); got != wantFrameAB {
+		t.Errorf("got\n%s\nwant\n%s", got, wantFrameAB)
+	}
+}
+
+type topRowWant struct {
+	name               string
+	hasRates, hasShare bool
+	gpuPct, share, kps float64
+}
+
+type computeTopTest struct {
+	name       string
+	prev, cur  hostapi.Stats
+	intervalOK bool
+	util       float64
+	rows       []topRowWant
+}
+
+func computeTopTests() []computeTopTest {
+	idle := statsA
+	idle.Now += 5e8 // clock moved, nothing ran
+	recreated := statsB
+	recreated.VMs = []hostapi.VMStats{vmStats("web", 99, 2, "waiting", 0, 0, 0, 0)}
+	recreated.GPUBusyNs = 0
+	deleted := statsB
+	deleted.VMs = statsB.VMs[:1]                  // batch was deleted
+	deleted.GPUBusyNs = statsB.VMs[0].Usage.GPUNs // the total lost batch with it
+	return []computeTopTest{
+		{"normal", statsA, statsB, true, 50, []topRowWant{
+			{"batch", true, true, 12.5, 25, 2.5},
+			{"new", false, false, 0, 0, 0},
+			{"web", true, true, 37.5, 75, 100},
+		}},
+		{"same snapshot", statsA, statsA, false, 0, []topRowWant{
+			{"batch", false, false, 0, 0, 0},
+			{"web", false, false, 0, 0, 0},
+		}},
+		{"clock went back", statsB, statsA, false, 0, []topRowWant{
+			{"batch", false, false, 0, 0, 0},
+			{"web", false, false, 0, 0, 0},
+		}},
+		{"nothing ran", statsA, idle, true, 0, []topRowWant{
+			{"batch", true, false, 0, 0, 0},
+			{"web", true, false, 0, 0, 0},
+		}},
+		{"recreated vm", statsA, recreated, true, 0, []topRowWant{
+			{"web", false, false, 0, 0, 0},
+		}},
+		{"vm deleted", statsA, deleted, true, 37.5, []topRowWant{
+			{"web", true, true, 37.5, 100, 100},
+		}},
+		{"empty", hostapi.Stats{}, hostapi.Stats{Now: 1}, true, 0, nil},
+	}
+}
+
+func TestComputeTop(t *testing.T) {
+	for _, tt := range computeTopTests() {
+		t.Run(tt.name, func(t *testing.T) {
+			f := computeTop(tt.prev, tt.cur)
+			if (f.intervalNs > 0) != tt.intervalOK || f.util != tt.util {
+				t.Errorf("interval %d, util %v; want interval ok %v, util %v", f.intervalNs, f.util, tt.intervalOK, tt.util)
+			}
+			var got []topRowWant
+			for _, r := range f.rows {
+				got = append(got, topRowWant{r.name, r.hasRates, r.hasShare, r.gpuPct, r.share, r.kernelsPerSec})
+			}
+			if len(got) != len(tt.rows) {
+				t.Fatalf("rows %+v, want %+v", got, tt.rows)
+			}
+			for i := range got {
+				if got[i] != tt.rows[i] {
+					t.Errorf("row %d = %+v, want %+v", i, got[i], tt.rows[i])
+				}
+			}
+			// Rendering never divides by zero into NaN or Inf.
+			if s := RenderTopFrame(tt.prev, tt.cur); strings.Contains(s, "NaN") || strings.Contains(s, "Inf") {
+				t.Errorf("frame has NaN/Inf:\n%s", s)
+			}
+		})
+	}
+}
+
+func TestRenderTopFrameNoInterval(t *testing.T) {
+	want := `backend: fake  clock: virtual  interval: -  GPU busy: -  VMs: 2
+
+VM     WEIGHT  STATE        GPU TIME  GPU%  SHARE  KERNELS/S  KERNELS  ERRORS  DOORBELLS/S
+batch       1  connected  0.200000 s     -      -          -       10       0            -
+web         2  connected  0.300000 s     -      -          -      100       0            -
+`
+	if got := RenderTopFrame(statsA, statsA); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestTopCommand(t *testing.T) {
+	const interval = "--interval=1ms"
+	tests := []struct {
+		name   string
+		args   []string
+		term   bool
+		frames int
+	}{
+		{"once", []string{"--once", interval}, false, 1},
+		{"duration", []string{"--duration=3ms", interval}, false, 3},
+		{"duration shorter than interval", []string{"--duration=1ns", interval}, false, 1},
+		{"terminal", []string{"--duration=2ms", interval}, true, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeDaemon()
+			f.stats = []hostapi.Stats{statsA, statsB}
+			socket := f.serve(t)
+			r := runCLI(t.Context(), nil, tt.term, append([]string{"--socket", socket, "top"}, tt.args...)...)
+			if r.code != 0 || r.stderr != "" {
+				t.Fatalf("code %d, stderr %q", r.code, r.stderr)
+			}
+			// Frames after the first compare statsB with itself.
+			frames := []string{wantFrameAB}
+			for len(frames) < tt.frames {
+				frames = append(frames, RenderTopFrame(statsB, statsB))
+			}
+			want := strings.Join(frames, "\n")
+			if tt.term {
+				want = clearScreen + strings.Join(frames, clearScreen)
+			}
+			if r.stdout != want {
+				t.Errorf("stdout\n%q\nwant\n%q", r.stdout, want)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.nStats != tt.frames+1 {
+				t.Errorf("%d stats requests, want %d", f.nStats, tt.frames+1)
+			}
+		})
+	}
+}
+
+func TestTopInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	f := newFakeDaemon()
+	f.stats = []hostapi.Stats{statsA, statsB}
+	f.onStats = func(n int) {
+		if n == 3 {
+			cancel() // Ctrl-C while top runs forever
+		}
+	}
+	socket := f.serve(t)
+	r := runCLI(ctx, nil, false, "--socket", socket, "top", "--interval=1ms")
+	if r.code != 0 || r.stderr != "" || !strings.HasPrefix(r.stdout, wantFrameAB) {
+		t.Errorf("got %+v", r)
+	}
+}
+
+func TestTopUsage(t *testing.T) {
+	hint := "\nRun 'sluicectl top --help' for usage.\n"
+	tests := []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"--interval=0s"}, "sluicectl: --interval must be positive" + hint},
+		{[]string{"--duration=-1s"}, "sluicectl: --duration must not be negative" + hint},
+		{[]string{"--once", "--duration=5s"}, "sluicectl: --once and --duration cannot be used together" + hint},
+		{[]string{"--interval=fast"}, "sluicectl: invalid argument \"fast\" for \"--interval\" flag: " +
+			"time: invalid duration \"fast\"" + hint},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			socket := newFakeDaemon().serve(t)
+			r := runCLI(t.Context(), nil, false, append([]string{"--socket", socket, "top"}, tt.args...)...)
+			if r != (result{stderr: tt.stderr, code: 2}) {
+				t.Errorf("got %+v, want stderr %q", r, tt.stderr)
+			}
+		})
+	}
+}
+
+func TestTopStatsError(t *testing.T) {
+	socket := newFakeDaemon().serve(t) // no stats configured: 500
+	r := runCLI(t.Context(), nil, false, "--socket", socket, "top", "--once", "--interval=1ms")
+	// The daemon's wording is the client's business; the CLI adds what it did.
+	if r.code != 1 || r.stdout != "" || !strings.HasPrefix(r.stderr, "sluicectl: sampling stats: ") ||
+		!strings.HasSuffix(r.stderr, "no stats configured\n") {
+		t.Errorf("got %+v", r)
+	}
+}

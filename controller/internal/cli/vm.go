@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-gpu/sluice/api/hostapi"
+)
+
+func newVMCommand(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "vm",
+		Short: "Create, inspect and delete VM endpoints",
+		Long: `Manage VM endpoints. Each VM gets an ivshmem endpoint socket that QEMU (or a
+process guest) connects to, a weight for fair sharing of the GPU, and exact
+GPU-time accounting that outlives the VM.`,
+		Example: `  sluicectl vm create web --weight 2
+  sluicectl vm list
+  sluicectl vm usage web
+  sluicectl vm delete web`,
+		Args: groupArgs,
+		RunE: groupRun,
+	}
+	cmd.AddCommand(
+		newVMCreateCommand(a),
+		newVMListCommand(a),
+		newVMGetCommand(a),
+		newVMDeleteCommand(a),
+		newVMUsageCommand(a),
+	)
+	return cmd
+}
+
+func newVMCreateCommand(a *app) *cobra.Command {
+	var req hostapi.CreateVMRequest
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a VM endpoint and print its socket path",
+		Long: `Create a VM endpoint named NAME and print the path of its ivshmem endpoint
+socket on one line, so that a script can hand it to QEMU:
+
+  -chardev socket,path=$(sluicectl vm create web),id=sluice0
+  -device ivshmem-doorbell,chardev=sluice0,vectors=N
+
+Flags left out take the daemon's defaults (weight 1, 4 channels, 256 ring
+entries, a 4 MiB region). Use --json to print the whole VM instead, including
+the number of MSI vectors the ivshmem device needs.`,
+		Example: `  sluicectl vm create web
+  sluicectl vm create batch --weight 4 --channels 8 --region-size 64MiB
+  sluicectl vm create db --json`,
+		Args: argsNamed("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkCreateFlags(cmd, req); err != nil {
+				return err
+			}
+			req.Name = args[0]
+			vm, err := a.client().CreateVM(cmd.Context(), req)
+			if err != nil {
+				return vmError(args[0], err)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), vm)
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), vm.Endpoint)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.Uint32Var(&req.Weight, "weight", 0, "share of the GPU relative to other VMs, at least 1 (daemon default 1)")
+	f.IntVar(&req.Channels, "channels", 0, "number of command channels (daemon default 4)")
+	f.IntVar(&req.RingEntries, "ring-entries", 0, "entries per channel ring (daemon default 256)")
+	f.Var(sizeValue{&req.RegionSize}, "region-size",
+		"shared-memory region size: bytes or with a KiB/MiB/GiB suffix, a power of two (daemon default 4MiB)")
+	f.BoolVar(&asJSON, "json", false, "print the created VM as JSON instead of its endpoint path")
+	return cmd
+}
+
+// checkCreateFlags rejects explicit zero or negative values, which the wire
+// format would silently turn into daemon defaults.
+func checkCreateFlags(cmd *cobra.Command, req hostapi.CreateVMRequest) error {
+	f := cmd.Flags()
+	if f.Changed("weight") && req.Weight == 0 {
+		return usageErrorf("--weight must be at least 1")
+	}
+	if f.Changed("channels") && req.Channels <= 0 {
+		return usageErrorf("--channels must be at least 1")
+	}
+	if f.Changed("ring-entries") && req.RingEntries <= 0 {
+		return usageErrorf("--ring-entries must be at least 1")
+	}
+	return nil
+}
+
+func newVMListCommand(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List VM endpoints",
+		Long: `List the VM endpoints, sorted by name: NAME ID WEIGHT CHANNELS STATE PEERS
+ENDPOINT. STATE is "waiting" until a guest connects, then "connected".`,
+		Example: `  sluicectl vm list
+  sluicectl vm list --json | jq -r '.[].name'`,
+		Args: argsNamed(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			vms, err := a.client().ListVMs(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("listing vms: %w", err)
+			}
+			if asJSON {
+				if vms == nil {
+					vms = []hostapi.VM{}
+				}
+				return writeJSON(cmd.OutOrStdout(), vms)
+			}
+			_, err = io.WriteString(cmd.OutOrStdout(), RenderVMTable(vms))
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the VMs as a JSON array")
+	return cmd
+}
+
+func newVMGetCommand(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "get NAME",
+		Short: "Describe one VM endpoint",
+		Long:  `Describe the VM endpoint NAME: its configuration, endpoint socket and state.`,
+		Example: `  sluicectl vm get web
+  sluicectl vm get web --json`,
+		Args: argsNamed("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			vm, err := a.client().GetVM(cmd.Context(), args[0])
+			if err != nil {
+				return vmError(args[0], err)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), vm)
+			}
+			_, err = io.WriteString(cmd.OutOrStdout(), RenderVM(vm))
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the VM as JSON")
+	return cmd
+}
+
+func newVMDeleteCommand(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "delete NAME",
+		Aliases: []string{"rm"},
+		Short:   "Delete a VM endpoint (its usage stays on record)",
+		Long: `Tear down the endpoint of VM NAME. A connected guest loses its GPU. The VM's
+usage stays on record: "sluicectl vm usage NAME" still reports it.`,
+		Example: `  sluicectl vm delete web`,
+		Args:    argsNamed("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.client().DeleteVM(cmd.Context(), args[0]); err != nil {
+				return vmError(args[0], err)
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "vm %q deleted\n", clean(args[0]))
+			return err
+		},
+	}
+}
+
+func newVMUsageCommand(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "usage NAME",
+		Short: "Show a VM's cumulative GPU time and command counts",
+		Long: `Show the cumulative usage of VM NAME since the time printed as "since": GPU
+busy time of its commands (exact, in nanoseconds), kernels (THROTTLE and
+LAUNCH commands) completed, all commands completed, and errors (commands
+failed and records rejected). This is billing data: it survives daemon
+restarts and VM deletion. --json prints the daemon's usage object.`,
+		Example: `  sluicectl vm usage web
+  sluicectl vm usage web --json | jq .gpu_ns`,
+		Args: argsNamed("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			u, err := a.client().Usage(cmd.Context(), args[0])
+			if err != nil {
+				return vmError(args[0], err)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), u)
+			}
+			_, err = io.WriteString(cmd.OutOrStdout(), RenderUsage(u))
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the usage object as JSON")
+	return cmd
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("writing json: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# make demo: start sluiced on the simulated GPU (wall clock), two process
+# guests with a 10x kernel-length skew, watch them with `sluicectl top`, then
+# stop everything and print a per-VM summary. Leaves nothing behind.
+set -euo pipefail
+
+BIN=${BIN:-bin}
+DEMO_SECONDS=${DEMO_SECONDS:-20}
+BIN=$(cd "$BIN" && pwd)
+dir=$(mktemp -d /tmp/sluice-demo.XXXXXX)
+sock=$dir/sluiced.sock
+ctl() { "$BIN/sluicectl" --socket "$sock" "$@"; }
+pids=()
+
+cleanup() {
+  local rc=$?
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  if [[ -n "${daemon:-}" ]]; then
+    kill -TERM "$daemon" 2>/dev/null || true
+    wait "$daemon" 2>/dev/null || true
+  fi
+  rm -rf "$dir"
+  exit "$rc"
+}
+trap cleanup EXIT INT TERM
+
+echo "== starting sluiced (backend sim, wall clock) in $dir"
+"$BIN/sluiced" --socket "$sock" --state-dir "$dir/state" --backend sim --clock wall \
+  --log-level warn 2>"$dir/sluiced.log" &
+daemon=$!
+for _ in $(seq 100); do
+  ctl version >/dev/null 2>&1 && break
+  kill -0 "$daemon" 2>/dev/null || { cat "$dir/sluiced.log"; exit 1; }
+  sleep 0.1
+done
+ctl version
+
+ep_short=$(ctl vm create short --weight 1 --channels 1)
+ep_long=$(ctl vm create long --weight 1 --channels 1)
+echo "== vm short: endpoint $ep_short (throttle: 100 us kernels, back to back)"
+echo "== vm long:  endpoint $ep_long (throttle: 1000 us kernels, back to back)"
+
+"$BIN/sluice-agent" --endpoint "$ep_short" run throttle --kernel-us 100 --sleep-us 0 \
+  --duration "${DEMO_SECONDS}s" >"$dir/short.out" 2>&1 &
+pids+=($!)
+"$BIN/sluice-agent" --endpoint "$ep_long" run throttle --kernel-us 1000 --sleep-us 0 \
+  --duration "${DEMO_SECONDS}s" >"$dir/long.out" 2>&1 &
+pids+=($!)
+
+ctl top --interval 1s --duration "${DEMO_SECONDS}s"
+
+status=0
+for p in "${pids[@]}"; do wait "$p" || status=$?; done
+pids=()
+
+echo
+echo "== summary"
+for vm in short long; do
+  echo "-- vm $vm: what the mediator accounted"
+  ctl vm usage "$vm"
+  echo "-- vm $vm: what the guest agent measured"
+  cat "$dir/$vm.out"
+done
+echo
+echo "Without a fair scheduler (policy none) the GPU round-robins commands, so the VM with"
+echo "10x longer kernels gets about 10x the GPU time. Fair sharing (dfq) comes with the scheduler."
+exit "$status"

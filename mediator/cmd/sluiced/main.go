@@ -1,0 +1,162 @@
+// Command sluiced is Sluice's host mediator: it creates per-VM endpoints
+// (shared memory + ivshmem doorbell server), forwards the commands guests
+// ring in to a GPU backend, accounts GPU time per VM, and serves the host API
+// on a UNIX socket.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluice-gpu/sluice/mediator/backend"
+	_ "github.com/sluice-gpu/sluice/mediator/backend/null"
+	_ "github.com/sluice-gpu/sluice/mediator/backend/sim"
+	"github.com/sluice-gpu/sluice/mediator/internal/apiserver"
+	"github.com/sluice-gpu/sluice/mediator/internal/daemon"
+)
+
+const usageText = `sluiced: Sluice's GPU mediator daemon.
+
+Usage:
+  sluiced [flags]
+
+It listens on --socket for the host API (use sluicectl), creates one ivshmem
+endpoint socket per VM under --endpoint-dir, and keeps the VM list and the
+usage ledger (billing data) under --state-dir, so both survive a restart.
+
+Environment variables SLUICE_SOCKET, SLUICE_STATE_DIR, SLUICE_BACKEND and
+SLUICE_CLOCK set the matching flags' defaults; flags win.
+
+Examples:
+  sluiced --socket /run/sluice/sluiced.sock --state-dir /var/lib/sluice --backend sim --clock wall
+  sluiced --socket /tmp/s/sluiced.sock --state-dir /tmp/s/state --clock virtual
+
+Flags:
+`
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	cfg, logLevel, err := parseFlags(args)
+	if err == flag.ErrHelp {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sluiced:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel}))
+	if err := serve(cfg, log); err != nil {
+		log.Error("stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func parseFlags(args []string) (daemon.Config, slog.Level, error) {
+	cfg := daemon.DefaultConfig()
+	fs := flag.NewFlagSet("sluiced", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageText)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&cfg.Socket, "socket", env("SLUICE_SOCKET", cfg.Socket), "host API UNIX socket")
+	fs.StringVar(&cfg.StateDir, "state-dir", env("SLUICE_STATE_DIR", cfg.StateDir), "directory for the VM list and the usage ledger")
+	fs.StringVar(&cfg.EndpointDir, "endpoint-dir", "", "directory for the VMs' ivshmem sockets (default: vms/ beside --socket)")
+	fs.StringVar(&cfg.Backend, "backend", env("SLUICE_BACKEND", cfg.Backend), "GPU backend: "+strings.Join(backend.Names(), ", "))
+	fs.StringVar(&cfg.Clock, "clock", env("SLUICE_CLOCK", cfg.Clock), "backend clock: wall (real time) or virtual (simulated time, as fast as possible)")
+	params := fs.String("backend-params", "", "backend options as key=value,key=value")
+	mode := fs.String("socket-mode", "0660", "permission bits of every socket created (octal)")
+	fs.IntVar(&cfg.Layout.Channels, "channels", cfg.Layout.Channels, "default channels per VM")
+	fs.IntVar(&cfg.Layout.RingEntries, "ring-entries", cfg.Layout.RingEntries, "default ring entries per channel (power of two)")
+	fs.Uint64Var(&cfg.Layout.RegionSize, "region-size", cfg.Layout.RegionSize, "default shared-memory region size per VM in bytes (power of two)")
+	fs.IntVar(&cfg.MaxVMs, "max-vms", cfg.MaxVMs, "maximum number of VMs")
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	version := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return cfg, 0, err
+	}
+	if *version {
+		fmt.Println("sluiced", daemon.Version)
+		return cfg, 0, flag.ErrHelp
+	}
+	if fs.NArg() > 0 {
+		return cfg, 0, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+	}
+	var err error
+	if cfg.BackendParams, err = daemon.ParseParams(*params); err != nil {
+		return cfg, 0, err
+	}
+	m, err := strconv.ParseUint(*mode, 8, 32)
+	if err != nil || m > 0o777 {
+		return cfg, 0, fmt.Errorf("--socket-mode %q: want octal permission bits like 0660", *mode)
+	}
+	cfg.SocketMode = uint32(m)
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		return cfg, 0, fmt.Errorf("--log-level %q: %w", *level, err)
+	}
+	return cfg, lvl, cfg.Validate()
+}
+
+func env(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func serve(cfg daemon.Config, log *slog.Logger) error {
+	d, err := daemon.New(cfg)
+	if err != nil {
+		return err
+	}
+	srv, err := apiserver.Listen(cfg.Socket, os.FileMode(cfg.SocketMode), apiserver.Handler(d))
+	if err != nil {
+		d.Close()
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve() }()
+	log.Info("ready", "socket", cfg.Socket, "backend", cfg.Backend, "clock", cfg.Clock,
+		"state_dir", cfg.StateDir, "endpoint_dir", cfg.EndpointDir, "epoch", fmt.Sprintf("%#x", d.Epoch()))
+
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var serveErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case serveErr = <-errc:
+			break loop
+		case <-tick.C:
+			if err := d.Heartbeat(); err != nil {
+				log.Warn("persisting usage", "err", err)
+			}
+		}
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("stopping host api", "err", err)
+	}
+	if err := d.Close(); err != nil {
+		return fmt.Errorf("closing: %w", err)
+	}
+	return serveErr
+}

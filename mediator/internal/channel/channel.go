@@ -1,0 +1,294 @@
+// Package channel runs one channel of one VM on the host side: it reads the
+// guest's put index, copies new command records out of the ring, validates
+// the copies, forwards the valid ones to the backend, and publishes
+// completions (get, fence, error) back into the channel's host-owned cache
+// line.
+//
+// A channel is fed from two goroutines: Poll from the VM's doorbell goroutine
+// and Complete from the backend's. One mutex (Channel.mu) guards the host
+// state; it is never held while calling the backend, because a backend may
+// complete a command synchronously inside Submit.
+package channel
+
+import (
+	"sync"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/shm"
+)
+
+// Submitter forwards a validated command to the GPU; it is the backend VM's
+// Submit, bound to this channel.
+type Submitter interface {
+	Submit(channel int, cmd abi.Command, tag uint64) error
+}
+
+// Counters are a channel's running totals. Kernels counts THROTTLE and
+// LAUNCH records completed without error.
+type Counters struct {
+	Doorbells uint64
+	Commands  uint64
+	Kernels   uint64
+	Errors    uint64
+	BusyNs    uint64
+}
+
+// Snapshot is the host's view of a channel, for stats.
+type Snapshot struct {
+	State      abi.ChannelState
+	InFlight   uint32
+	Error      abi.ErrorCode
+	ErrorIndex uint32
+	Counters
+}
+
+// Channel is the host side of one channel.
+type Channel struct {
+	idx    int
+	region *shm.Region
+	layout abi.Layout
+	limits abi.Limits
+	off    uint64 // descriptor offset, from the host's own layout
+	gpu    Submitter
+
+	pollMu sync.Mutex // serialises Poll, which uses batch outside mu
+
+	mu        sync.Mutex
+	get       uint32 // next record to complete
+	submitted uint32 // next record to forward
+	failed    bool
+	failCode  abi.ErrorCode
+	failIndex uint32
+	failLocal bool   // the failing record never reached the backend: get must step over it
+	resetAck  uint32 // last reset request acted on
+	held      bool   // scheduler latch: doorbells noted, records not forwarded
+	fence     uint64
+	closed    bool
+	counters  Counters
+	batch     []pending
+	fences    []uint64 // FENCE values by ring slot, noted when forwarded
+}
+
+type pending struct {
+	idx uint32
+	cmd abi.Command
+}
+
+// New returns the host side of channel idx of a region laid out as l, whose
+// host-owned line it initialises.
+func New(idx int, region *shm.Region, l abi.Layout, lim abi.Limits, gpu Submitter) *Channel {
+	c := &Channel{
+		idx:    idx,
+		region: region,
+		layout: l,
+		limits: lim,
+		off:    l.ChannelOff(uint32(idx)),
+		gpu:    gpu,
+		batch:  make([]pending, 0, l.RingEntries),
+		fences: make([]uint64, l.RingEntries),
+	}
+	c.resetAck = region.Load32(c.off + abi.ChReset)
+	// A guest may already have written put (a restarted mediator on an old
+	// region is not supported: the region is new). Start from the guest's
+	// put so stale indices are not executed.
+	c.get = region.Load32(c.off + abi.ChPut)
+	c.submitted = c.get
+	c.publishLocked()
+	return c
+}
+
+// Index is the channel's index in its VM.
+func (c *Channel) Index() int { return c.idx }
+
+// Poll handles a doorbell: it forwards every new valid record, stopping at
+// the first invalid one, which fails the channel.
+func (c *Channel) Poll() {
+	c.pollMu.Lock()
+	defer c.pollMu.Unlock()
+	c.mu.Lock()
+	c.counters.Doorbells++
+	c.handleResetLocked()
+	if c.failed || c.held || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	batch := c.collectLocked()
+	c.publishLocked()
+	c.mu.Unlock()
+
+	for i := range batch {
+		if err := c.gpu.Submit(c.idx, batch[i].cmd, uint64(batch[i].idx)); err != nil {
+			c.rejectUnsent(batch[i].idx, abi.CodeOf(err))
+			return
+		}
+	}
+}
+
+// collectLocked copies and validates the records between submitted and put,
+// advancing submitted over the valid ones.
+func (c *Channel) collectLocked() []pending {
+	put := c.region.Load32(c.off + abi.ChPut)
+	n, code := abi.CheckPut(put, c.get, c.submitted, c.layout.RingEntries)
+	if code != abi.OK {
+		// Nothing to step over: the guest's indices are broken, and only a
+		// reset (get = put) repairs them.
+		c.counters.Errors++
+		c.failLocked(c.submitted, code, false)
+		return nil
+	}
+	batch := c.batch[:0]
+	var rec abi.Record
+	for range n {
+		i := c.submitted
+		c.region.CopyOut(rec[:], c.layout.RecordOff(uint32(c.idx), i))
+		cmd, code := abi.DecodeCommand(&rec, c.layout, c.limits)
+		if code != abi.OK {
+			c.counters.Errors++
+			c.failLocked(i, code, true)
+			break
+		}
+		if cmd.Op == abi.OpFence {
+			c.fences[i&(c.layout.RingEntries-1)] = cmd.Value
+		}
+		batch = append(batch, pending{idx: i, cmd: cmd})
+		c.submitted++
+	}
+	return batch
+}
+
+// rejectUnsent fails a record the backend refused (and every record of the
+// batch after it, which was never sent): submitted rolls back to it.
+func (c *Channel) rejectUnsent(idx uint32, code abi.ErrorCode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.submitted = idx
+	c.counters.Errors++
+	c.failLocked(idx, code, true)
+	c.publishLocked()
+}
+
+// failLocked records the channel's first failure. local means the record
+// never reached the backend, so no completion will advance get past it.
+func (c *Channel) failLocked(idx uint32, code abi.ErrorCode, local bool) {
+	if c.failed {
+		return
+	}
+	c.failed, c.failCode, c.failIndex, c.failLocal = true, code, idx, local
+	c.stepOverFailureLocked()
+}
+
+// stepOverFailureLocked advances get over a locally failed record once
+// everything before it has completed.
+func (c *Channel) stepOverFailureLocked() {
+	if c.failLocal && c.get == c.failIndex && c.submitted == c.failIndex {
+		c.get++
+		c.submitted++
+		c.failLocal = false
+	}
+}
+
+// Completion is what the backend reports for one record.
+type Completion struct {
+	Index  uint32
+	Op     abi.Opcode
+	Code   abi.ErrorCode
+	BusyNs int64
+}
+
+// Complete publishes one record's completion. Backends complete a channel's
+// records in order.
+func (c *Channel) Complete(cp Completion) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cp.Index != c.get {
+		// A backend completing out of order is a bug on the host side;
+		// fail loudly in the channel rather than corrupting indices.
+		c.failLocked(cp.Index, abi.ErrDevice, false)
+	}
+	c.get = cp.Index + 1
+	c.counters.Commands++
+	if cp.BusyNs > 0 {
+		c.counters.BusyNs += uint64(cp.BusyNs)
+	}
+	switch {
+	case cp.Code != abi.OK:
+		c.counters.Errors++
+		c.failLocked(cp.Index, cp.Code, false)
+	case cp.Op == abi.OpThrottle || cp.Op == abi.OpLaunch:
+		c.counters.Kernels++
+	case cp.Op == abi.OpFence:
+		c.fence = c.fences[cp.Index&(c.layout.RingEntries-1)]
+	}
+	c.stepOverFailureLocked()
+	c.handleResetLocked()
+	c.publishLocked()
+}
+
+// handleResetLocked acts on a guest's reset request once nothing is in
+// flight: records not forwarded are dropped and the error cleared.
+func (c *Channel) handleResetLocked() {
+	req := c.region.Load32(c.off + abi.ChReset)
+	if req == c.resetAck || c.submitted != c.get {
+		return
+	}
+	put := c.region.Load32(c.off + abi.ChPut)
+	c.get, c.submitted = put, put
+	c.failed, c.failCode, c.failIndex, c.failLocal = false, abi.OK, 0, false
+	c.resetAck = req
+}
+
+// SetHeld latches (true) or releases (false) the channel's doorbells. A
+// released channel must be polled to forward what arrived meanwhile.
+func (c *Channel) SetHeld(held bool) {
+	c.mu.Lock()
+	c.held = held
+	c.publishLocked()
+	c.mu.Unlock()
+}
+
+// Close stops forwarding; completions still publish.
+func (c *Channel) Close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+}
+
+// Snapshot returns the channel's state and counters.
+func (c *Channel) Snapshot() Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := Snapshot{State: c.stateLocked(), InFlight: c.submitted - c.get, Counters: c.counters}
+	if c.failed {
+		s.Error, s.ErrorIndex = c.failCode, c.failIndex
+	}
+	return s
+}
+
+func (c *Channel) stateLocked() abi.ChannelState {
+	switch {
+	case c.failed:
+		return abi.ChannelFailed
+	case c.held:
+		return abi.ChannelHeld
+	case c.submitted != c.get:
+		return abi.ChannelBusy
+	}
+	return abi.ChannelIdle
+}
+
+// publishLocked writes the host-owned line. get goes last: a guest that sees
+// get advance also sees the error and fence that go with it.
+func (c *Channel) publishLocked() {
+	r, o := c.region, c.off
+	code, idx := abi.OK, uint32(0)
+	if c.failed {
+		code, idx = c.failCode, c.failIndex
+	}
+	r.Store32(o+abi.ChError, uint32(code))
+	r.Store32(o+abi.ChErrorIndex, idx)
+	r.Store64(o+abi.ChFence, c.fence)
+	r.Store64(o+abi.ChCompleted, c.counters.Commands)
+	r.Store32(o+abi.ChState, uint32(c.stateLocked()))
+	r.Store32(o+abi.ChResetAck, c.resetAck)
+	r.Store32(o+abi.ChGet, c.get)
+}

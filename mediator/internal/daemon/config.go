@@ -1,0 +1,93 @@
+package daemon
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+)
+
+// Config is sluiced's configuration. Every field documents its default;
+// flags override environment variables, which override defaults.
+type Config struct {
+	// Socket is the host API's UNIX socket. Default /run/sluice/sluiced.sock.
+	Socket string
+	// EndpointDir holds the VMs' ivshmem sockets (NAME.sock). Default: a
+	// "vms" folder beside Socket.
+	EndpointDir string
+	// StateDir holds what survives restarts: the VM list and the usage
+	// ledger. Default /var/lib/sluice.
+	StateDir string
+	// Backend names the GPU backend. Default "sim".
+	Backend string
+	// Clock is the backend's time base: "wall" (default) or "virtual".
+	Clock string
+	// BackendParams are backend-specific key=value options.
+	BackendParams map[string]string
+	// SocketMode is the permission of every socket the daemon creates.
+	// Default 0660 (libvirt's qemu user must reach endpoint sockets).
+	SocketMode uint32
+	// Layout is the default region geometry of new VMs (abi defaults).
+	Layout abi.LayoutConfig
+	// Limits bound every VM's commands (abi defaults).
+	Limits abi.Limits
+	// MaxVMs caps the number of endpoints. Default 256.
+	MaxVMs int
+	// MaxPeers caps guest peers per endpoint. Default 4.
+	MaxPeers int
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		Socket:     "/run/sluice/sluiced.sock",
+		StateDir:   "/var/lib/sluice",
+		Backend:    "sim",
+		Clock:      "wall",
+		SocketMode: 0o660,
+		Layout:     abi.DefaultLayoutConfig(),
+		Limits:     abi.DefaultLimits(),
+		MaxVMs:     256,
+		MaxPeers:   4,
+	}
+}
+
+// Validate fills derived defaults and rejects impossible settings.
+func (c *Config) Validate() error {
+	if c.Socket == "" {
+		return fmt.Errorf("config: socket path is empty")
+	}
+	if c.EndpointDir == "" {
+		c.EndpointDir = filepath.Join(filepath.Dir(c.Socket), "vms")
+	}
+	if c.StateDir == "" {
+		return fmt.Errorf("config: state dir is empty")
+	}
+	if c.Clock != "wall" && c.Clock != "virtual" {
+		return fmt.Errorf("config: clock %q: want wall or virtual", c.Clock)
+	}
+	if _, err := abi.NewLayout(c.Layout); err != nil {
+		return fmt.Errorf("config: default layout: %w", err)
+	}
+	if c.MaxVMs < 1 || c.MaxPeers < 1 {
+		return fmt.Errorf("config: max vms and max peers must be positive")
+	}
+	return nil
+}
+
+// ParseParams parses "k=v,k2=v2" backend parameters.
+func ParseParams(s string) (map[string]string, error) {
+	m := map[string]string{}
+	if s == "" {
+		return m, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("backend parameter %q: want key=value", kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}

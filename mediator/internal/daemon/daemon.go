@@ -1,0 +1,316 @@
+// Package daemon is sluiced's core: the registry of VM endpoints on one
+// backend, their persistence in the state directory, and the operations the
+// host API exposes. Lock order: Daemon.mu, then a VM's own locks.
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/api/hostapi"
+	"github.com/sluice-gpu/sluice/mediator/backend"
+	"github.com/sluice-gpu/sluice/mediator/internal/usage"
+	"github.com/sluice-gpu/sluice/mediator/internal/vm"
+)
+
+// Version is stamped at build time.
+var Version = "dev"
+
+// Daemon owns the backend and the VMs.
+type Daemon struct {
+	cfg    Config
+	be     backend.Backend
+	ledger *usage.Ledger
+	epoch  uint64
+
+	mu     sync.Mutex
+	vms    map[string]*entry
+	nextID uint32
+}
+
+type entry struct {
+	vm   *vm.VM
+	req  hostapi.CreateVMRequest
+	base usage.Record // usage before this endpoint existed
+}
+
+var nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
+// New opens the backend and the state directory and re-creates the VMs that
+// existed when the daemon last stopped.
+func New(cfg Config) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	for _, dir := range []string{cfg.StateDir, cfg.EndpointDir, filepath.Dir(cfg.Socket)} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", dir, err)
+		}
+	}
+	ledger, err := usage.Open(filepath.Join(cfg.StateDir, "usage.json"))
+	if err != nil {
+		return nil, err
+	}
+	be, err := backend.Open(cfg.Backend, backend.Options{Clock: cfg.Clock, Params: cfg.BackendParams})
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, be: be, ledger: ledger, epoch: newEpoch(), vms: map[string]*entry{}, nextID: 1}
+	if err := d.restore(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func newEpoch() uint64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return uint64(time.Now().UnixNano())
+	}
+	return binary.LittleEndian.Uint64(b[:]) | 1
+}
+
+// Epoch identifies this run of the daemon (published in every header).
+func (d *Daemon) Epoch() uint64 { return d.epoch }
+
+// Config returns the validated configuration.
+func (d *Daemon) Config() Config { return d.cfg }
+
+// CreateVM creates a VM endpoint.
+func (d *Daemon) CreateVM(_ context.Context, req hostapi.CreateVMRequest) (hostapi.VM, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v, err := d.createLocked(req)
+	if err != nil {
+		return hostapi.VM{}, err
+	}
+	if err := d.saveVMsLocked(); err != nil {
+		return hostapi.VM{}, err
+	}
+	return v, nil
+}
+
+func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
+	if !nameRE.MatchString(req.Name) {
+		return hostapi.VM{}, fmt.Errorf("vm name %q: want 1-63 of letters, digits, '.', '_', '-', starting with a letter or digit: %w", req.Name, hostapi.ErrInvalid)
+	}
+	if _, ok := d.vms[req.Name]; ok {
+		return hostapi.VM{}, fmt.Errorf("vm %q: %w", req.Name, hostapi.ErrExists)
+	}
+	if len(d.vms) >= d.cfg.MaxVMs {
+		return hostapi.VM{}, fmt.Errorf("vm %q: limit of %d vms reached: %w", req.Name, d.cfg.MaxVMs, hostapi.ErrUnavailable)
+	}
+	req = d.withDefaults(req)
+	l, err := abi.NewLayout(abi.LayoutConfig{
+		RegionSize:   req.RegionSize,
+		Channels:     req.Channels,
+		RingEntries:  req.RingEntries,
+		SyscallSlots: d.cfg.Layout.SyscallSlots,
+	})
+	if err != nil {
+		return hostapi.VM{}, fmt.Errorf("vm %q: %w: %w", req.Name, hostapi.ErrInvalid, err)
+	}
+	id := d.nextID
+	d.nextID++
+	v, err := vm.New(vm.Config{
+		Name:       req.Name,
+		ID:         id,
+		Weight:     req.Weight,
+		Layout:     l,
+		Limits:     d.cfg.Limits,
+		Socket:     filepath.Join(d.cfg.EndpointDir, req.Name+".sock"),
+		SocketMode: os.FileMode(d.cfg.SocketMode),
+		Epoch:      d.epoch,
+		MaxPeers:   d.cfg.MaxPeers,
+	}, d.be)
+	if err != nil {
+		return hostapi.VM{}, fmt.Errorf("creating vm %q: %w", req.Name, err)
+	}
+	base, ok := d.ledger.Get(req.Name)
+	if !ok {
+		base = usage.Record{Since: time.Now().UTC()}
+		d.ledger.Put(req.Name, base)
+	}
+	e := &entry{vm: v, req: req, base: base}
+	d.vms[req.Name] = e
+	return describe(e), nil
+}
+
+func (d *Daemon) withDefaults(req hostapi.CreateVMRequest) hostapi.CreateVMRequest {
+	if req.Weight == 0 {
+		req.Weight = 1
+	}
+	if req.Channels == 0 {
+		req.Channels = d.cfg.Layout.Channels
+	}
+	if req.RingEntries == 0 {
+		req.RingEntries = d.cfg.Layout.RingEntries
+	}
+	if req.RegionSize == 0 {
+		req.RegionSize = d.cfg.Layout.RegionSize
+	}
+	return req
+}
+
+// DeleteVM tears a VM down; its usage stays in the ledger.
+func (d *Daemon) DeleteVM(_ context.Context, name string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.vms[name]
+	if !ok {
+		return fmt.Errorf("vm %q: %w", name, hostapi.ErrNotFound)
+	}
+	delete(d.vms, name)
+	closeErr := e.vm.Close()
+	d.ledger.Put(name, e.usage())
+	if err := errors.Join(closeErr, d.ledger.Flush(), d.saveVMsLocked()); err != nil {
+		return fmt.Errorf("deleting vm %q: %w", name, err)
+	}
+	return nil
+}
+
+// GetVM describes one VM.
+func (d *Daemon) GetVM(_ context.Context, name string) (hostapi.VM, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.vms[name]
+	if !ok {
+		return hostapi.VM{}, fmt.Errorf("vm %q: %w", name, hostapi.ErrNotFound)
+	}
+	return describe(e), nil
+}
+
+// ListVMs describes every VM, sorted by name.
+func (d *Daemon) ListVMs(_ context.Context) ([]hostapi.VM, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]hostapi.VM, 0, len(d.vms))
+	for _, e := range d.sortedLocked() {
+		out = append(out, describe(e))
+	}
+	return out, nil
+}
+
+// Usage returns a VM's cumulative usage; deleted VMs keep theirs.
+func (d *Daemon) Usage(_ context.Context, name string) (hostapi.Usage, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var r usage.Record
+	if e, ok := d.vms[name]; ok {
+		r = e.usage()
+	} else if rec, ok := d.ledger.Get(name); ok {
+		r = rec
+	} else {
+		return hostapi.Usage{}, fmt.Errorf("vm %q: %w", name, hostapi.ErrNotFound)
+	}
+	return toUsage(name, r), nil
+}
+
+// Stats snapshots every VM for live views.
+func (d *Daemon) Stats(_ context.Context) (hostapi.Stats, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := hostapi.Stats{Backend: d.cfg.Backend, Clock: d.cfg.Clock, Now: d.be.Clock().Now()}
+	for _, e := range d.sortedLocked() {
+		vs := statsOf(e)
+		s.GPUBusyNs += vs.Usage.GPUNs
+		s.VMs = append(s.VMs, vs)
+	}
+	return s, nil
+}
+
+// Version describes the daemon.
+func (d *Daemon) Version(context.Context) (hostapi.Version, error) {
+	return hostapi.Version{
+		Version: Version, ABIMajor: abi.VersionMajor, ABIMinor: abi.VersionMinor,
+		Backend: d.cfg.Backend, Clock: d.cfg.Clock, Epoch: d.epoch,
+	}, nil
+}
+
+func (d *Daemon) sortedLocked() []*entry {
+	es := make([]*entry, 0, len(d.vms))
+	for _, e := range d.vms {
+		es = append(es, e)
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].req.Name < es[j].req.Name })
+	return es
+}
+
+// Heartbeat publishes liveness into every VM's header and persists usage.
+func (d *Daemon) Heartbeat() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := uint64(time.Now().UnixNano())
+	for name, e := range d.vms {
+		e.vm.Heartbeat(now)
+		d.ledger.Put(name, e.usage())
+	}
+	return d.ledger.Flush()
+}
+
+// Close stops every VM (their state stays on disk for the next start),
+// flushes the ledger and closes the backend.
+func (d *Daemon) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	for name, e := range d.vms {
+		errs = append(errs, e.vm.Close())
+		d.ledger.Put(name, e.usage())
+		delete(d.vms, name)
+	}
+	errs = append(errs, d.ledger.Flush(), d.be.Close())
+	return errors.Join(errs...)
+}
+
+// vmsFile is the persisted list of VMs, re-created on start.
+type vmsFile struct {
+	Version int                       `json:"version"`
+	VMs     []hostapi.CreateVMRequest `json:"vms"`
+}
+
+func (d *Daemon) saveVMsLocked() error {
+	f := vmsFile{Version: 1}
+	for _, e := range d.sortedLocked() {
+		f.VMs = append(f.VMs, e.req)
+	}
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding vm list: %w", err)
+	}
+	return usage.WriteFileAtomic(filepath.Join(d.cfg.StateDir, "vms.json"), b)
+}
+
+func (d *Daemon) restore() error {
+	b, err := os.ReadFile(filepath.Join(d.cfg.StateDir, "vms.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading vm list: %w", err)
+	}
+	var f vmsFile
+	if err := json.Unmarshal(b, &f); err != nil || f.Version != 1 {
+		return fmt.Errorf("decoding vm list %s: version %d: %v", filepath.Join(d.cfg.StateDir, "vms.json"), f.Version, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, req := range f.VMs {
+		if _, err := d.createLocked(req); err != nil {
+			return fmt.Errorf("restoring vm %q: %w", req.Name, err)
+		}
+	}
+	return nil
+}

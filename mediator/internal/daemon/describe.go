@@ -1,0 +1,57 @@
+package daemon
+
+import (
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/api/hostapi"
+	"github.com/sluice-gpu/sluice/mediator/internal/usage"
+)
+
+// usage is the VM's ledger base plus what this endpoint has counted.
+func (e *entry) usage() usage.Record {
+	t := e.vm.Stats().Total
+	return e.base.Add(usage.Record{GPUNs: t.BusyNs, Kernels: t.Kernels, Commands: t.Commands, Errors: t.Errors})
+}
+
+func describe(e *entry) hostapi.VM {
+	c := e.vm.Config()
+	peers := len(e.vm.Peers())
+	state := hostapi.StateWaiting
+	if peers > 0 {
+		state = hostapi.StateConnected
+	}
+	return hostapi.VM{
+		Name:        c.Name,
+		ID:          c.ID,
+		Weight:      c.Weight,
+		Channels:    int(c.Layout.Channels),
+		RingEntries: int(c.Layout.RingEntries),
+		RegionSize:  c.Layout.RegionSize,
+		HeapSize:    c.Layout.HeapSize,
+		Endpoint:    c.Socket,
+		Vectors:     abi.Vectors(int(c.Layout.Channels)),
+		State:       state,
+		Peers:       peers,
+		Created:     e.vm.Created(),
+	}
+}
+
+func toUsage(name string, r usage.Record) hostapi.Usage {
+	return hostapi.Usage{Name: name, GPUNs: r.GPUNs, Kernels: r.Kernels, Commands: r.Commands, Errors: r.Errors, Since: r.Since}
+}
+
+func statsOf(e *entry) hostapi.VMStats {
+	st := e.vm.Stats()
+	vs := hostapi.VMStats{
+		VM:        describe(e),
+		Usage:     toUsage(e.req.Name, e.base.Add(usage.Record{GPUNs: st.Total.BusyNs, Kernels: st.Total.Kernels, Commands: st.Total.Commands, Errors: st.Total.Errors})),
+		Doorbells: st.Doorbells,
+	}
+	for i, c := range st.Channels {
+		cs := hostapi.ChannelStats{Index: i, State: c.State.String(), InFlight: c.InFlight}
+		if c.Error != abi.OK {
+			cs.Error, cs.ErrorCode = c.Error.String(), uint32(c.Error)
+		}
+		vs.ChannelStats = append(vs.ChannelStats, cs)
+	}
+	return vs
+}

@@ -1,0 +1,201 @@
+// Package vm is one VM's endpoint in the mediator: its shared-memory region
+// (a sealed memfd), its ivshmem doorbell server, its channels and its context
+// on the backend. Doorbells arrive on the server's epoll goroutine and are
+// handled there, so a VM that storms doorbells spends only its own goroutine.
+package vm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/shm"
+	"github.com/sluice-gpu/sluice/mediator/backend"
+	"github.com/sluice-gpu/sluice/mediator/internal/channel"
+	"github.com/sluice-gpu/sluice/vmm-plugin/ivshmem"
+	"golang.org/x/sys/unix"
+)
+
+// Config describes a VM endpoint.
+type Config struct {
+	Name       string
+	ID         uint32
+	Weight     uint32
+	Layout     abi.Layout
+	Limits     abi.Limits
+	Socket     string      // ivshmem server socket path
+	SocketMode os.FileMode // 0 means 0660
+	Epoch      uint64      // the mediator's epoch, published in the header
+	MaxPeers   int         // guest peers allowed on the socket (0: the server's default)
+}
+
+// VM is a live endpoint.
+type VM struct {
+	cfg      Config
+	created  time.Time
+	memfd    int
+	mem      []byte
+	region   *shm.Region
+	server   *ivshmem.Server
+	gpu      backend.VM
+	channels []*channel.Channel
+
+	doorbells atomic.Uint64 // every doorbell, on any vector
+	other     atomic.Uint64 // doorbells on the syscall and control vectors
+}
+
+// New creates the region, attaches the VM to the backend and starts
+// listening for the guest. On error nothing is left behind.
+func New(cfg Config, be backend.Backend) (v *VM, err error) {
+	v = &VM{cfg: cfg, created: time.Now(), memfd: -1}
+	defer func() {
+		if err != nil {
+			v.release()
+		}
+	}()
+	l := cfg.Layout
+	if v.memfd, err = shm.NewMemfd("sluice-"+cfg.Name, int64(l.RegionSize)); err != nil {
+		return nil, err
+	}
+	if v.mem, err = shm.Map(v.memfd, int(l.RegionSize)); err != nil {
+		return nil, err
+	}
+	v.region = shm.New(v.mem)
+	v.writeHeader(0)
+	v.gpu, err = be.Attach(backend.VMSpec{
+		ID:       cfg.ID,
+		Name:     cfg.Name,
+		Channels: int(l.Channels),
+		Heap:     v.region.Bytes(l.HeapOff, l.HeapSize),
+		Complete: v.complete,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attaching vm %q to the backend: %w", cfg.Name, err)
+	}
+	v.channels = make([]*channel.Channel, l.Channels)
+	for i := range v.channels {
+		v.channels[i] = channel.New(i, v.region, l, cfg.Limits, v.gpu)
+	}
+	v.server, err = ivshmem.NewServer(ivshmem.ServerConfig{
+		SocketPath: cfg.Socket,
+		SocketMode: cfg.SocketMode,
+		ShmFD:      v.memfd,
+		Vectors:    abi.Vectors(int(l.Channels)),
+		MaxPeers:   cfg.MaxPeers,
+		OnDoorbell: v.doorbell,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting the doorbell server of vm %q: %w", cfg.Name, err)
+	}
+	return v, nil
+}
+
+func (v *VM) writeHeader(heartbeat uint64) {
+	var b [abi.HeaderSize]byte
+	abi.EncodeHeader(b[:], abi.Header{
+		VersionMajor: abi.VersionMajor,
+		VersionMinor: abi.VersionMinor,
+		HostPeerID:   0,
+		Layout:       v.cfg.Layout,
+		Epoch:        v.cfg.Epoch,
+		Heartbeat:    heartbeat,
+		Limits:       v.cfg.Limits,
+	})
+	v.region.CopyIn(0, b[:])
+}
+
+// doorbell runs on the server's epoll goroutine.
+func (v *VM) doorbell(vector int, _ uint64) {
+	v.doorbells.Add(1)
+	if vector >= 0 && vector < len(v.channels) {
+		v.channels[vector].Poll()
+		return
+	}
+	// Syscall and control vectors are served by later ABI features; a
+	// vector out of range is the guest's garbage and is only counted.
+	v.other.Add(1)
+}
+
+// complete runs on a backend goroutine.
+func (v *VM) complete(c backend.Completion) {
+	if c.Channel < 0 || c.Channel >= len(v.channels) {
+		return
+	}
+	v.channels[c.Channel].Complete(channel.Completion{
+		Index:  uint32(c.Tag),
+		Op:     c.Op,
+		Code:   c.Code,
+		BusyNs: c.Busy(),
+	})
+}
+
+// Heartbeat publishes the mediator's liveness (nanoseconds) in the header.
+func (v *VM) Heartbeat(ns uint64) { v.region.Store64(abi.HdrHeartbeat, ns) }
+
+// Config returns the VM's configuration.
+func (v *VM) Config() Config { return v.cfg }
+
+// Created is when the endpoint was created.
+func (v *VM) Created() time.Time { return v.created }
+
+// Peers lists the connected guest peers.
+func (v *VM) Peers() []uint16 { return v.server.Peers() }
+
+// Stats is a snapshot of the VM's channels and counters.
+type Stats struct {
+	Doorbells uint64
+	Channels  []channel.Snapshot
+	Total     channel.Counters
+}
+
+// Stats sums the VM's channels.
+func (v *VM) Stats() Stats {
+	s := Stats{Doorbells: v.doorbells.Load(), Channels: make([]channel.Snapshot, len(v.channels))}
+	for i, c := range v.channels {
+		cs := c.Snapshot()
+		s.Channels[i] = cs
+		s.Total.Doorbells += cs.Doorbells
+		s.Total.Commands += cs.Commands
+		s.Total.Kernels += cs.Kernels
+		s.Total.Errors += cs.Errors
+		s.Total.BusyNs += cs.BusyNs
+	}
+	return s
+}
+
+// Close stops the doorbells, drains the backend (queued commands complete
+// with abi.ErrShutdown and are published) and frees the region.
+func (v *VM) Close() error {
+	return v.release()
+}
+
+func (v *VM) release() error {
+	var errs []error
+	if v.server != nil {
+		errs = append(errs, v.server.Close())
+		v.server = nil
+	}
+	for _, c := range v.channels {
+		c.Close()
+	}
+	v.channels = nil
+	if v.gpu != nil {
+		errs = append(errs, v.gpu.Close())
+		v.gpu = nil
+	}
+	if v.mem != nil {
+		errs = append(errs, shm.Unmap(v.mem))
+		v.mem = nil
+	}
+	if v.memfd >= 0 {
+		errs = append(errs, unix.Close(v.memfd))
+		v.memfd = -1
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("closing vm %q: %w", v.cfg.Name, err)
+	}
+	return nil
+}
