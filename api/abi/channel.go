@@ -23,11 +23,11 @@ type ChannelState uint32
 
 // Channel states.
 const (
-	ChannelIdle    ChannelState = 0 // nothing in flight
-	ChannelBusy    ChannelState = 1 // commands forwarded to the GPU
-	ChannelHeld    ChannelState = 2 // doorbells latched by the scheduler
-	ChannelFailed  ChannelState = 3 // stopped at ChError until the guest resets it
-	channelStateN               = 4
+	ChannelIdle   ChannelState = 0 // nothing in flight
+	ChannelBusy   ChannelState = 1 // commands forwarded to the GPU
+	ChannelHeld   ChannelState = 2 // doorbells latched by the scheduler
+	ChannelFailed ChannelState = 3 // stopped at ChError until the guest resets it
+	channelStateN              = 4
 )
 
 var channelStateNames = [channelStateN]string{"idle", "busy", "held", "failed"}

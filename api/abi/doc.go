@@ -10,7 +10,7 @@
 //	channels      N ChannelDesc of 128 bytes: a guest-owned cache line (put)
 //	              and a host-owned cache line (get, fence, error).
 //	rings         N rings of RingEntries 64-byte command records.
-//	syscall area  reserved in v1 (GENESYS slots; see SyscallSlot).
+//	syscall area  reserved in v1 (GENESYS slots; see SlotState).
 //	heap          guest-managed bytes that commands reference by offset.
 //
 // Everything in the region is hostile to the host: a host never decodes a

@@ -194,7 +194,7 @@ func decodeLaunch(p *payload, c *Command, lim *decodeLimits) ErrorCode {
 		return ErrBadHandle
 	}
 	for i := range 3 {
-		if c.Grid[i] == 0 || c.Grid[i] >= maxGrid || c.Block[i] == 0 || c.Block[i] > 1024 {
+		if c.Grid[i] == 0 || c.Grid[i] >= maxGrid || c.Block[i] == 0 || c.Block[i] > maxBlock {
 			return ErrBadRecord
 		}
 	}

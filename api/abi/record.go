@@ -57,12 +57,13 @@ const (
 const (
 	RecOpcode = 0  // uint16
 	RecFlags  = 2  // uint16
-	RecHandle = 4  // uint32: buffer (MEMSET, COPY, ALLOC, FREE) or module (LOAD_MODULE, LAUNCH)
+	RecHandle = 4  // uint32: buffer (MEMSET, COPY, ALLOC, FREE) or module (LOAD_MODULE, LAUNCH); else zero
 	RecArg0   = 8  // first payload word
 	RelocSize = 8  // one relocation entry in a LAUNCH blob: u32 arg offset, u32 kind
 	MaxRelocs = 64 // relocations per LAUNCH
 	MaxHandle = 1 << 20
-	maxGrid   = 1 << 31
+	maxGrid   = 1 << 31 // LAUNCH grid dimensions are below this
+	maxBlock  = 1024    // LAUNCH block dimensions are at most this
 )
 
 // Command is a decoded, validated record. Which fields mean something depends
@@ -70,7 +71,7 @@ const (
 type Command struct {
 	Op     Opcode
 	Flags  uint16
-	Handle uint32 // buffer or module handle, 1..MaxHandle
+	Handle uint32 // buffer or module handle, 1..MaxHandle; 0 for NOP, FENCE, THROTTLE
 
 	Value      uint64 // FENCE: value to publish; MEMSET: byte to write
 	DurationNs uint64 // THROTTLE
@@ -96,6 +97,7 @@ type Command struct {
 // payload. A missing row (nil decode) is an unknown opcode.
 type opSpec struct {
 	name   string
+	handle bool // the record's handle field means something; otherwise it must be zero
 	decode func(p *payload, c *Command, lim *decodeLimits) ErrorCode
 	encode func(p *payload, c *Command)
 }
@@ -104,12 +106,12 @@ var opTable = [opcodeCount]opSpec{
 	OpNop:        {name: "NOP", decode: func(*payload, *Command, *decodeLimits) ErrorCode { return OK }, encode: func(*payload, *Command) {}},
 	OpFence:      {name: "FENCE", decode: decodeFence, encode: encodeFence},
 	OpThrottle:   {name: "THROTTLE", decode: decodeThrottle, encode: encodeThrottle},
-	OpMemset:     {name: "MEMSET", decode: decodeMemset, encode: encodeMemset},
-	OpCopy:       {name: "COPY", decode: decodeCopy, encode: encodeCopy},
-	OpAlloc:      {name: "ALLOC", decode: decodeAlloc, encode: encodeAlloc},
-	OpFree:       {name: "FREE", decode: decodeFree, encode: func(*payload, *Command) {}},
-	OpLoadModule: {name: "LOAD_MODULE", decode: decodeLoadModule, encode: encodeLoadModule},
-	OpLaunch:     {name: "LAUNCH", decode: decodeLaunch, encode: encodeLaunch},
+	OpMemset:     {name: "MEMSET", handle: true, decode: decodeMemset, encode: encodeMemset},
+	OpCopy:       {name: "COPY", handle: true, decode: decodeCopy, encode: encodeCopy},
+	OpAlloc:      {name: "ALLOC", handle: true, decode: decodeAlloc, encode: encodeAlloc},
+	OpFree:       {name: "FREE", handle: true, decode: decodeFree, encode: func(*payload, *Command) {}},
+	OpLoadModule: {name: "LOAD_MODULE", handle: true, decode: decodeLoadModule, encode: encodeLoadModule},
+	OpLaunch:     {name: "LAUNCH", handle: true, decode: decodeLaunch, encode: encodeLaunch},
 }
 
 func (o Opcode) String() string {
@@ -155,6 +157,11 @@ func DecodeCommand(rec *Record, l Layout, lim Limits) (Command, ErrorCode) {
 	if c.Flags&^validFlags != 0 {
 		return Command{}, ErrBadRecord
 	}
+	// A handle field the opcode does not use is a reserved field like any
+	// other unused byte: it must be zero.
+	if !opTable[c.Op].handle && c.Handle != 0 {
+		return Command{}, ErrBadRecord
+	}
 	dl := decodeLimits{heapSize: l.HeapSize, Limits: lim}
 	if code := opTable[c.Op].decode(&p, &c, &dl); code != OK {
 		return Command{}, code
@@ -192,9 +199,9 @@ var le = binary.LittleEndian
 
 func (p *payload) mark(off, n int) { p.used |= ((uint64(1) << n) - 1) << off }
 
-func (p *payload) u16(off int) uint16 { p.mark(off, 2); return le.Uint16(p.rec[off:]) }
-func (p *payload) u32(off int) uint32 { p.mark(off, 4); return le.Uint32(p.rec[off:]) }
-func (p *payload) u64(off int) uint64 { p.mark(off, 8); return le.Uint64(p.rec[off:]) }
+func (p *payload) u16(off int) uint16      { p.mark(off, 2); return le.Uint16(p.rec[off:]) }
+func (p *payload) u32(off int) uint32      { p.mark(off, 4); return le.Uint32(p.rec[off:]) }
+func (p *payload) u64(off int) uint64      { p.mark(off, 8); return le.Uint64(p.rec[off:]) }
 func (p *payload) put16(off int, v uint16) { le.PutUint16(p.rec[off:], v) }
 func (p *payload) put32(off int, v uint32) { le.PutUint32(p.rec[off:], v) }
 func (p *payload) put64(off int, v uint64) { le.PutUint64(p.rec[off:], v) }
