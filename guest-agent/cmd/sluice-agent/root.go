@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-gpu/sluice/guest-agent/sdk"
+	"github.com/sluice-gpu/sluice/guest-agent/transport/pci"
+	"github.com/sluice-gpu/sluice/guest-agent/transport/process"
+)
+
+// deviceAuto is --device without an address: the first ivshmem device.
+const deviceAuto = "auto"
+
+// globals are the root command's persistent flags.
+type globals struct {
+	endpoint       string
+	device         string
+	vectors        int
+	sysfs          string
+	connectTimeout time.Duration
+	poll           sdk.Poll
+	out            io.Writer
+}
+
+func newRootCmd(out io.Writer) *cobra.Command {
+	g := &globals{out: out, poll: sdk.DefaultPoll()}
+	root := &cobra.Command{
+		Use:   "sluice-agent",
+		Short: "Sluice guest agent: submit GPU work through a Sluice endpoint",
+		Long: `sluice-agent is the guest side of Sluice. It opens the shared region of a
+Sluice endpoint and submits command records to its channels.
+
+Choose how to reach the region:
+  --endpoint SOCKET   process-guest mode: join the VM endpoint's ivshmem server
+                      socket from a host process, as QEMU would
+  --device[=ADDR]     device mode, inside a VM: use the ivshmem PCI device
+                      (the first one, or the one at PCI address ADDR)`,
+		Example: `  sluice-agent --endpoint /run/sluice/vm1.sock info
+  sluice-agent --endpoint /run/sluice/vm1.sock run throttle --kernel-us 1000 --sleep-us 500 --duration 10s
+  sluice-agent --device run latency --count 10000 --json`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE:          func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	root.SetOut(out)
+	root.CompletionOptions.HiddenDefaultCmd = true
+	f := root.PersistentFlags()
+	f.StringVar(&g.endpoint, "endpoint", "", "process-guest mode: the endpoint's ivshmem server `SOCKET`")
+	f.StringVar(&g.device, "device", "", "device mode: use the ivshmem PCI device (optionally `ADDR`, e.g. --device=0000:00:04.0)")
+	f.Lookup("device").NoOptDefVal = deviceAuto
+	f.IntVar(&g.vectors, "vectors", process.DefaultVectors, "process-guest mode: doorbell vectors to join with (channels + 2)")
+	f.StringVar(&g.sysfs, "sysfs", pci.DefaultSysfsRoot, "device mode: where sysfs is mounted")
+	f.DurationVar(&g.connectTimeout, "connect-timeout", 10*time.Second, "process-guest mode: bound on joining the endpoint")
+	f.DurationVar(&g.poll.Spin, "spin", g.poll.Spin, "completion polling: busy-poll this long before yielding")
+	f.DurationVar(&g.poll.Yield, "yield", g.poll.Yield, "completion polling: then yield the CPU between polls this long")
+	f.DurationVar(&g.poll.MaxSleep, "max-sleep", g.poll.MaxSleep, "completion polling: then sleep between polls, at most this long")
+	root.AddCommand(newInfoCmd(g), newRunCmd(g))
+	return root
+}
+
+// open reaches the region the flags name and opens it.
+func (g *globals) open(ctx context.Context) (*sdk.Device, error) {
+	var (
+		t   sdk.Transport
+		err error
+	)
+	switch {
+	case g.endpoint != "" && g.device != "":
+		return nil, errors.New("--endpoint and --device are exclusive: choose one")
+	case g.endpoint != "":
+		dctx, cancel := context.WithTimeout(ctx, g.connectTimeout)
+		t, err = process.Dial(dctx, g.endpoint, g.vectors)
+		cancel()
+	case g.device != "":
+		opts := pci.Options{SysfsRoot: g.sysfs}
+		if g.device != deviceAuto {
+			opts.Address = g.device
+		}
+		t, err = pci.Open(opts)
+	default:
+		return nil, errors.New("no region to open: give --endpoint SOCKET (process guest) or --device (in a VM)")
+	}
+	if err != nil {
+		return nil, err
+	}
+	d, err := sdk.Open(t, sdk.WithPoll(g.poll))
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("opening region: %w", err)
+	}
+	return d, nil
+}
+
+// peerID is this guest's peer id where the transport knows it.
+func peerID(t any) (uint16, bool) {
+	if p, ok := t.(interface{ ID() uint16 }); ok {
+		return p.ID(), true
+	}
+	return 0, false
+}

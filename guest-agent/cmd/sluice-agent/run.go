@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-gpu/sluice/guest-agent/sdk"
+	"github.com/sluice-gpu/sluice/guest-agent/workload"
+)
+
+func newRunCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run a workload on one channel",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(newThrottleCmd(g), newLatencyCmd(g))
+	return cmd
+}
+
+// channelFlags are the flags every workload takes.
+type channelFlags struct {
+	channel int
+	asJSON  bool
+}
+
+func (f *channelFlags) add(cmd *cobra.Command) {
+	cmd.Flags().IntVar(&f.channel, "channel", 0, "channel to submit to")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print the result as JSON")
+}
+
+// withChannel opens the region, hands run the channel, prints what run
+// returns (also when it fails part way) and closes the region.
+func withChannel[R any](cmd *cobra.Command, g *globals, f *channelFlags, run func(*sdk.Channel) (R, error), human func(io.Writer, R)) error {
+	d, err := g.open(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	ch, err := d.Channel(f.channel)
+	if err != nil {
+		return err
+	}
+	res, runErr := run(ch)
+	if f.asJSON {
+		if err := writeJSON(g.out, res); err != nil {
+			return err
+		}
+	} else {
+		human(g.out, res)
+	}
+	return runErr
+}
+
+func newThrottleCmd(g *globals) *cobra.Command {
+	var (
+		f                 channelFlags
+		kernelUs, sleepUs int64
+		cfg               workload.ThrottleConfig
+	)
+	cmd := &cobra.Command{
+		Use:   "throttle",
+		Short: "LoGA's throttle benchmark: spin kernels of N µs with M µs sleeps between them",
+		Long: `Repeat: submit a THROTTLE kernel of --kernel-us µs, wait for its completion,
+sleep --sleep-us µs; until --duration has elapsed or --kernels kernels have
+completed. Reports each kernel's turnaround (submit to completion observed).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Kernel = time.Duration(kernelUs) * time.Microsecond
+			cfg.Sleep = time.Duration(sleepUs) * time.Microsecond
+			if cmd.Flags().Changed("kernels") && !cmd.Flags().Changed("duration") {
+				cfg.Duration = 0 // a count alone bounds the run
+			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			return withChannel(cmd, g, &f, func(ch *sdk.Channel) (workload.ThrottleResult, error) {
+				return workload.Throttle(cmd.Context(), ch, cfg)
+			}, printThrottle)
+		},
+	}
+	f.add(cmd)
+	fl := cmd.Flags()
+	fl.Int64Var(&kernelUs, "kernel-us", 1000, "length of each throttle kernel in µs")
+	fl.Int64Var(&sleepUs, "sleep-us", 0, "sleep between a completion and the next kernel in µs")
+	fl.DurationVar(&cfg.Duration, "duration", 10*time.Second, "stop after this long; 0: no time limit (as when only --kernels is given)")
+	fl.IntVar(&cfg.Kernels, "kernels", 0, "stop after this many completed kernels (0: no count limit)")
+	fl.IntVar(&cfg.MaxErrors, "max-errors", 0, "failed kernels tolerated (each followed by a channel reset)")
+	return cmd
+}
+
+func printThrottle(w io.Writer, r workload.ThrottleResult) {
+	fmt.Fprintf(w, "throttle on channel %d: %d kernels of %g µs, sleep %g µs, %d errors, in %v\n",
+		r.Channel, r.Kernels, r.KernelUs, r.SleepUs, r.Errors, time.Duration(r.ElapsedNs))
+	fmt.Fprintf(w, "submitted GPU time %v\n", time.Duration(r.SubmittedGPUNs))
+	printSummary(w, "turnaround", r.TurnaroundNs)
+}
+
+func newLatencyCmd(g *globals) *cobra.Command {
+	var (
+		f   channelFlags
+		cfg workload.LatencyConfig
+	)
+	cmd := &cobra.Command{
+		Use:   "latency",
+		Short: "NOP round trips: submit and doorbell until the host's completion is seen",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withChannel(cmd, g, &f, func(ch *sdk.Channel) (workload.LatencyResult, error) {
+				return workload.Latency(cmd.Context(), ch, cfg)
+			}, printLatency)
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().IntVar(&cfg.Count, "count", 10000, "measured round trips")
+	cmd.Flags().IntVar(&cfg.Warmup, "warmup", 100, "unmeasured round trips first")
+	return cmd
+}
+
+func printLatency(w io.Writer, r workload.LatencyResult) {
+	fmt.Fprintf(w, "latency on channel %d: %d round trips in %v\n", r.Channel, r.Count, time.Duration(r.ElapsedNs))
+	printSummary(w, "round trip", r.RoundTrip)
+}
+
+func printSummary(w io.Writer, what string, s workload.Summary) {
+	d := func(ns int64) time.Duration { return time.Duration(ns) }
+	fmt.Fprintf(w, "%s p50 %v  p90 %v  p99 %v  max %v  mean %v\n", what, d(s.P50), d(s.P90), d(s.P99), d(s.Max), d(s.Mean))
+}

@@ -1,0 +1,5 @@
+// Package workload runs the guest-side benchmarks on one sdk.Channel:
+// Throttle, LoGA's throttle benchmark (spin kernels of a fixed length with
+// sleeps between them), and Latency, NOP round trips through the doorbell,
+// the host's dispatch and completion. Each returns a JSON-ready result.
+package workload

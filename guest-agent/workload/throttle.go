@@ -1,0 +1,128 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/guest-agent/sdk"
+)
+
+// ThrottleConfig is one throttle run.
+type ThrottleConfig struct {
+	Kernel   time.Duration // length of each THROTTLE kernel (> 0)
+	Sleep    time.Duration // pause between a completion and the next submit; 0: none
+	Duration time.Duration // stop after this long; 0: no time limit
+	Kernels  int           // stop after this many completed kernels; 0: no count limit
+	// MaxErrors is how many failed kernels are tolerated (each followed by a
+	// channel reset); one more ends the run with the error.
+	MaxErrors int
+}
+
+// Validate checks that the run is bounded and well formed.
+func (c ThrottleConfig) Validate() error {
+	switch {
+	case c.Kernel <= 0:
+		return fmt.Errorf("throttle kernel of %v: must be positive", c.Kernel)
+	case c.Sleep < 0 || c.Duration < 0 || c.Kernels < 0 || c.MaxErrors < 0:
+		return errors.New("throttle sleep, duration, kernels and max errors must not be negative")
+	case c.Duration == 0 && c.Kernels == 0:
+		return errors.New("throttle run needs a duration or a kernel count")
+	}
+	return nil
+}
+
+// ThrottleResult is what a throttle run measured. Turnaround is submit to
+// completion observed, by the guest's wall clock.
+type ThrottleResult struct {
+	Workload       string  `json:"workload"`
+	Channel        int     `json:"channel"`
+	KernelUs       float64 `json:"kernel_us"`
+	SleepUs        float64 `json:"sleep_us"`
+	Kernels        int     `json:"kernels"`
+	Errors         int     `json:"errors"`
+	ElapsedNs      int64   `json:"elapsed_ns"`
+	TurnaroundNs   Summary `json:"turnaround_ns"`
+	SubmittedGPUNs int64   `json:"submitted_gpu_ns"`
+}
+
+// Throttle runs LoGA's throttle benchmark on ch: submit a THROTTLE kernel,
+// wait for it, sleep, repeat, until cfg's duration or kernel count is
+// reached or ctx ends. On an error it returns what it measured so far with
+// the error.
+func Throttle(ctx context.Context, ch *sdk.Channel, cfg ThrottleConfig) (res ThrottleResult, err error) {
+	res = ThrottleResult{
+		Workload: "throttle",
+		Channel:  ch.Index(),
+		KernelUs: float64(cfg.Kernel) / float64(time.Microsecond),
+		SleepUs:  float64(cfg.Sleep) / float64(time.Microsecond),
+	}
+	if err := cfg.Validate(); err != nil {
+		return res, err
+	}
+	cmd := abi.Command{Op: abi.OpThrottle, DurationNs: uint64(cfg.Kernel)}
+	var turnaround []time.Duration
+	start := time.Now()
+	var end time.Time
+	if cfg.Duration > 0 {
+		end = start.Add(cfg.Duration)
+	}
+	defer func() {
+		res.ElapsedNs = int64(time.Since(start))
+		res.Kernels = len(turnaround)
+		res.SubmittedGPUNs = int64(len(turnaround)) * int64(cfg.Kernel)
+		res.TurnaroundNs = Summarize(turnaround)
+	}()
+	for cfg.Kernels == 0 || len(turnaround) < cfg.Kernels {
+		if !end.IsZero() && !time.Now().Before(end) {
+			break
+		}
+		t0 := time.Now()
+		err := runOne(ctx, ch, cmd)
+		t1 := time.Now()
+		var ce *sdk.ChannelError
+		switch {
+		case errors.As(err, &ce):
+			res.Errors++
+			if res.Errors > cfg.MaxErrors {
+				return res, fmt.Errorf("throttle kernel: %w", err)
+			}
+			if err := ch.Reset(ctx); err != nil {
+				return res, err
+			}
+			continue
+		case err != nil:
+			return res, fmt.Errorf("throttle kernel: %w", err)
+		}
+		turnaround = append(turnaround, t1.Sub(t0))
+		if err := sleep(ctx, cfg.Sleep); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// runOne submits cmd and waits for it.
+func runOne(ctx context.Context, ch *sdk.Channel, cmd abi.Command) error {
+	idx, err := ch.Submit(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	return ch.Wait(ctx, idx)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,151 @@
+package sim
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/mediator/backend"
+)
+
+// simVM is one attached VM. Fields without a comment are guarded by Sim.mu.
+type simVM struct {
+	s        *Sim
+	id       uint32
+	heap     []byte
+	complete func(backend.Completion)
+	chans    []*channel
+	bufs     map[uint32][]byte
+	stats    *vmStats
+	closed   bool
+
+	closing     atomic.Bool  // set by Close, read by the deliverer
+	undelivered atomic.Int64 // commands submitted whose completion has not returned yet
+	drained     chan struct{}
+}
+
+// channel is one command submission channel.
+type channel struct {
+	vm       *simVM
+	idx      int
+	q        ring[queued] // the head is the running or next command
+	running  bool         // the head runs on an engine
+	inReady  bool         // in an engine's ready FIFO
+	dead     bool         // its VM closed
+	lastEnd  int64        // when its previous command ended
+	activeAt int          // index in Sim.active, -1 when inactive
+}
+
+type queued struct {
+	cmd abi.Command
+	tag uint64
+}
+
+var _ backend.VM = (*simVM)(nil)
+
+// Submit queues cmd behind the channel's earlier commands.
+func (v *simVM) Submit(channel int, cmd abi.Command, tag uint64) error {
+	if channel < 0 || channel >= len(v.chans) {
+		return fmt.Errorf("submitting to channel %d of VM %d: %w: it has %d", channel, v.id, backend.ErrInvalid, len(v.chans))
+	}
+	s := v.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v.closed {
+		return fmt.Errorf("submitting to VM %d: %w", v.id, backend.ErrClosed)
+	}
+	if s.wall {
+		s.advanceLocked(s.wallNow())
+	}
+	ch := v.chans[channel]
+	ch.q.push(queued{cmd: cmd, tag: tag})
+	v.undelivered.Add(1)
+	if ch.q.len() == 1 {
+		s.activateLocked(ch)
+		s.makeReadyLocked(ch)
+		s.dispatchLocked()
+		s.notifyLocked()
+	}
+	return nil
+}
+
+// Close completes the VM's queued commands with abi.ErrShutdown and frees
+// its device memory. Commands running keep their engine until they end, as
+// they cannot be preempted: with the wall clock Close waits for them; with
+// the virtual clock it reports them finished at once (with the Start and End
+// they have on the timeline). Close returns once every completion of the VM
+// has been delivered, except with drive=manual when called from inside a
+// callback: then they are delivered when that callback returns.
+func (v *simVM) Close() error {
+	s := v.s
+	s.mu.Lock()
+	if v.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("closing VM %d: %w", v.id, backend.ErrClosed)
+	}
+	s.closeVMLocked(v)
+	s.notifyLocked()
+	s.mu.Unlock()
+	if s.manual {
+		s.deliverManual()
+		return nil
+	}
+	for v.undelivered.Load() != 0 {
+		<-v.drained
+	}
+	return nil
+}
+
+func (s *Sim) closeVMLocked(v *simVM) {
+	v.closed = true
+	v.closing.Store(true)
+	for _, ch := range v.chans {
+		ch.dead = true
+		if !ch.running {
+			s.flushLocked(ch)
+			continue
+		}
+		if !s.wall {
+			en := &s.engines[EngineOf(ch.q.front().cmd.Op)]
+			en.orphan = true
+			ch.running = false
+			s.finishHeadLocked(ch, abi.OK, en.start, en.end) // flushes the rest: ch is dead
+		}
+		// With the wall clock, engineDone completes the head and flushes.
+	}
+	for _, b := range v.bufs {
+		s.memUsed -= uint64(len(b))
+	}
+	v.bufs = nil
+	delete(s.vms, v.id)
+}
+
+// flushLocked completes every command queued on ch, none running, with
+// abi.ErrShutdown.
+func (s *Sim) flushLocked(ch *channel) {
+	for ch.q.len() > 0 {
+		q := ch.q.popFront()
+		s.pending = append(s.pending, delivery{vm: ch.vm, c: backend.Completion{Channel: ch.idx, Tag: q.tag, Op: q.cmd.Op, Code: abi.ErrShutdown}})
+	}
+	s.deactivateLocked(ch)
+}
+
+func (s *Sim) activateLocked(ch *channel) {
+	if ch.activeAt < 0 {
+		ch.activeAt = len(s.active)
+		s.active = append(s.active, ch)
+	}
+}
+
+func (s *Sim) deactivateLocked(ch *channel) {
+	i := ch.activeAt
+	if i < 0 {
+		return
+	}
+	last := len(s.active) - 1
+	s.active[i] = s.active[last]
+	s.active[i].activeAt = i
+	s.active[last] = nil
+	s.active = s.active[:last]
+	ch.activeAt = -1
+}
