@@ -178,10 +178,10 @@ func (v *VM) release() error {
 		errs = append(errs, v.server.Close())
 		v.server = nil
 	}
+	// The channels stay: their counters are the VM's final usage.
 	for _, c := range v.channels {
 		c.Close()
 	}
-	v.channels = nil
 	if v.gpu != nil {
 		errs = append(errs, v.gpu.Close())
 		v.gpu = nil

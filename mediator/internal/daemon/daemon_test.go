@@ -1,0 +1,309 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/api/hostapi"
+	"github.com/sluice-gpu/sluice/guest-agent/sdk"
+	"github.com/sluice-gpu/sluice/guest-agent/transport/process"
+	"github.com/sluice-gpu/sluice/guest-agent/workload"
+	"github.com/sluice-gpu/sluice/internal/shm"
+	_ "github.com/sluice-gpu/sluice/mediator/backend/sim"
+)
+
+func newDaemon(t *testing.T, clock, stateDir string) *Daemon {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.Socket = filepath.Join(dir, "sluiced.sock")
+	cfg.StateDir = stateDir
+	cfg.Clock = clock
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// guest joins a VM's endpoint as a process guest, as QEMU would.
+func guest(t *testing.T, vm hostapi.VM) *sdk.Device {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tr, err := process.Dial(ctx, vm.Endpoint, vm.Vectors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := sdk.Open(tr)
+	if err != nil {
+		tr.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	return dev
+}
+
+func channel(t *testing.T, dev *sdk.Device, i int) *sdk.Channel {
+	t.Helper()
+	ch, err := dev.Channel(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+func createVM(t *testing.T, d *Daemon, name string) hostapi.VM {
+	t.Helper()
+	vm, err := d.CreateVM(context.Background(), hostapi.CreateVMRequest{Name: name, Channels: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vm
+}
+
+// Two process guests submit throttle kernels concurrently through real
+// doorbells; the mediator's counts match what each submitted exactly.
+func TestTwoGuestsCountsMatchExactly(t *testing.T) {
+	for _, clock := range []string{"virtual", "wall"} {
+		t.Run(clock, func(t *testing.T) {
+			d := newDaemon(t, clock, t.TempDir())
+			runs := []struct {
+				name    string
+				kernels int
+				kernel  time.Duration
+			}{{"short", 400, 100 * time.Microsecond}, {"long", 60, time.Millisecond}}
+			if clock == "wall" {
+				runs[0].kernels, runs[1].kernels = 100, 20
+			}
+			var wg sync.WaitGroup
+			results := make([]workload.ThrottleResult, len(runs))
+			errs := make([]error, len(runs))
+			for i, r := range runs {
+				ch := channel(t, guest(t, createVM(t, d, r.name)), 1)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+					defer cancel()
+					results[i], errs[i] = workload.Throttle(ctx, ch, workload.ThrottleConfig{Kernel: r.kernel, Kernels: r.kernels})
+				}()
+			}
+			wg.Wait()
+			for i, r := range runs {
+				if errs[i] != nil {
+					t.Fatalf("%s: %v", r.name, errs[i])
+				}
+				if results[i].Kernels != r.kernels {
+					t.Fatalf("%s: guest completed %d kernels, want %d", r.name, results[i].Kernels, r.kernels)
+				}
+				u, err := d.Usage(context.Background(), r.name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := uint64(r.kernels) * uint64(r.kernel)
+				if u.Kernels != uint64(r.kernels) || u.Commands != uint64(r.kernels) || u.GPUNs != want || u.Errors != 0 {
+					t.Fatalf("%s: usage %+v, want %d kernels and %d ns", r.name, u, r.kernels, want)
+				}
+			}
+		})
+	}
+}
+
+// A VM that writes garbage into its ring gets error codes on that channel;
+// the other VM's work and the daemon carry on untouched.
+func TestMalformedRingIsIsolated(t *testing.T) {
+	d := newDaemon(t, "virtual", t.TempDir())
+	good := channel(t, guest(t, createVM(t, d, "good")), 0)
+	badDev := guest(t, createVM(t, d, "bad"))
+	bad := channel(t, badDev, 0)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var goodRes workload.ThrottleResult
+	var goodErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		goodRes, goodErr = workload.Throttle(ctx, good, workload.ThrottleConfig{Kernel: 50 * time.Microsecond, Kernels: 2000})
+	}()
+
+	unknownOp := abi.EncodeCommand(abi.Command{Op: abi.OpThrottle, DurationNs: 1})
+	unknownOp[0] = 0x7f
+	reserved := abi.EncodeCommand(abi.Command{Op: abi.OpNop})
+	reserved[40] = 1
+	cases := []struct {
+		name string
+		rec  abi.Record
+		want abi.ErrorCode
+	}{
+		{"unknown opcode", unknownOp, abi.ErrBadOpcode},
+		{"zeroed record", abi.Record{}, abi.ErrBadOpcode},
+		{"reserved bytes", reserved, abi.ErrBadRecord},
+		{"copy past the heap", abi.EncodeCommand(abi.Command{Op: abi.OpCopy, Handle: 1, Dir: abi.CopyHostToDevice, HeapOff: badDev.Layout().HeapSize - 8, Length: 16}), abi.ErrHeapRange},
+		{"memset of an unknown buffer", abi.EncodeCommand(abi.Command{Op: abi.OpMemset, Handle: 77, Length: 8}), abi.ErrBadHandle},
+		{"throttle too long", abi.EncodeCommand(abi.Command{Op: abi.OpThrottle, DurationNs: 1 << 60}), abi.ErrTooLong},
+	}
+	for _, c := range cases {
+		idx, err := bad.SubmitRecord(ctx, c.rec)
+		if err != nil {
+			t.Fatalf("%s: submitting: %v", c.name, err)
+		}
+		err = bad.Wait(ctx, idx)
+		var ce *sdk.ChannelError
+		if !errors.As(err, &ce) || ce.Code != c.want || ce.Index != idx {
+			t.Fatalf("%s: wait = %v, want %v at %d", c.name, err, c.want, idx)
+		}
+		if err := bad.Reset(ctx); err != nil {
+			t.Fatalf("%s: reset: %v", c.name, err)
+		}
+	}
+
+	// put far outside the ring.
+	region := shm.New(badDev.Transport().Region())
+	putOff := badDev.Layout().ChannelOff(0) + abi.ChPut
+	region.Store32(putOff, region.Load32(putOff)+1<<20)
+	if err := badDev.Doorbell(0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { code, _ := bad.Err(); return code == abi.ErrRingOverflow })
+
+	// A guest rewriting records while the host reads them: whatever the host
+	// copies is either valid and run, or rejected; nothing else happens.
+	other := channel(t, badDev, 1)
+	stop := make(chan struct{})
+	scribbled := make(chan struct{})
+	go func() {
+		defer close(scribbled)
+		ringOff := badDev.Layout().RingOff(1)
+		valid := abi.EncodeCommand(abi.Command{Op: abi.OpThrottle, DurationNs: 10})
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			slot := ringOff + uint64(i%int(badDev.Layout().RingEntries))*abi.RecordSize
+			if i%2 == 0 {
+				region.CopyIn(slot, valid[:])
+			} else {
+				region.CopyIn(slot, unknownOp[:])
+			}
+		}
+	}()
+	for range 200 {
+		idx, err := other.Submit(ctx, abi.Command{Op: abi.OpThrottle, DurationNs: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Wait(ctx, idx); err != nil {
+			if !errors.Is(err, abi.ErrBadOpcode) && !errors.Is(err, abi.ErrTooLong) && !errors.Is(err, abi.ErrBadRecord) {
+				t.Fatalf("scribbled ring: unexpected %v", err)
+			}
+			if err := other.Reset(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(stop)
+	<-scribbled
+
+	wg.Wait()
+	if goodErr != nil || goodRes.Kernels != 2000 || goodRes.Errors != 0 {
+		t.Fatalf("good vm: %+v, %v", goodRes, goodErr)
+	}
+	u, err := d.Usage(ctx, "good")
+	if err != nil || u.Kernels != 2000 || u.Errors != 0 || u.GPUNs != 2000*50_000 {
+		t.Fatalf("good vm usage %+v, %v", u, err)
+	}
+	if ub, _ := d.Usage(ctx, "bad"); ub.Errors < uint64(len(cases))+1 {
+		t.Fatalf("bad vm usage counts %d errors, want at least %d", ub.Errors, len(cases)+1)
+	}
+	if _, err := d.Stats(ctx); err != nil {
+		t.Fatalf("daemon unwell after garbage: %v", err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Usage is billing data: it survives a restart of the daemon, and the VM
+// list is restored.
+func TestUsageSurvivesRestart(t *testing.T) {
+	state := t.TempDir()
+	d := newDaemon(t, "virtual", state)
+	ch := channel(t, guest(t, createVM(t, d, "a")), 0)
+	ctx := context.Background()
+	if _, err := workload.Throttle(ctx, ch, workload.ThrottleConfig{Kernel: 100 * time.Microsecond, Kernels: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d2 := newDaemon(t, "virtual", state)
+	u, err := d2.Usage(ctx, "a")
+	if err != nil || u.Kernels != 30 || u.GPUNs != 30*100_000 {
+		t.Fatalf("after restart: %+v, %v", u, err)
+	}
+	vm, err := d2.GetVM(ctx, "a")
+	if err != nil {
+		t.Fatalf("vm not restored: %v", err)
+	}
+	ch2 := channel(t, guest(t, vm), 0)
+	if _, err := workload.Throttle(ctx, ch2, workload.ThrottleConfig{Kernel: 100 * time.Microsecond, Kernels: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d2.DeleteVM(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(vm.Endpoint); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("endpoint socket left behind: %v", err)
+	}
+	u, err = d2.Usage(ctx, "a")
+	if err != nil || u.Kernels != 40 {
+		t.Fatalf("usage after delete: %+v, %v", u, err)
+	}
+	if _, err := d2.GetVM(ctx, "a"); !errors.Is(err, hostapi.ErrNotFound) {
+		t.Fatalf("deleted vm still there: %v", err)
+	}
+}
+
+func TestCreateVMErrors(t *testing.T) {
+	d := newDaemon(t, "virtual", t.TempDir())
+	ctx := context.Background()
+	createVM(t, d, "a")
+	tests := []struct {
+		req  hostapi.CreateVMRequest
+		want error
+	}{
+		{hostapi.CreateVMRequest{Name: "a"}, hostapi.ErrExists},
+		{hostapi.CreateVMRequest{Name: "../x"}, hostapi.ErrInvalid},
+		{hostapi.CreateVMRequest{Name: ""}, hostapi.ErrInvalid},
+		{hostapi.CreateVMRequest{Name: "b", RegionSize: 3 << 20}, hostapi.ErrInvalid},
+		{hostapi.CreateVMRequest{Name: "b", Channels: abi.MaxChannels + 1}, hostapi.ErrInvalid},
+	}
+	for _, tt := range tests {
+		if _, err := d.CreateVM(ctx, tt.req); !errors.Is(err, tt.want) {
+			t.Errorf("create %+v: %v, want %v", tt.req, err, tt.want)
+		}
+	}
+	if err := d.DeleteVM(ctx, "nope"); !errors.Is(err, hostapi.ErrNotFound) {
+		t.Errorf("delete of unknown vm: %v", err)
+	}
+}
