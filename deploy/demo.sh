@@ -25,7 +25,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 echo "== starting sluiced (backend sim, wall clock) in $dir"
-"$BIN/sluiced" --socket "$sock" --state-dir "$dir/state" --backend sim --clock wall \
+"$BIN/sluiced" --socket "$sock" --state-dir "$dir/state" --backend sim --clock wall ${SLUICED_ARGS:-} \
   --log-level warn 2>"$dir/sluiced.log" &
 daemon=$!
 for _ in $(seq 100); do

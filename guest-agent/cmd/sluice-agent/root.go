@@ -55,7 +55,7 @@ Choose how to reach the region:
 	f.StringVar(&g.endpoint, "endpoint", "", "process-guest mode: the endpoint's ivshmem server `SOCKET`")
 	f.StringVar(&g.device, "device", "", "device mode: use the ivshmem PCI device (optionally `ADDR`, e.g. --device=0000:00:04.0)")
 	f.Lookup("device").NoOptDefVal = deviceAuto
-	f.IntVar(&g.vectors, "vectors", process.DefaultVectors, "process-guest mode: doorbell vectors to join with (channels + 2)")
+	f.IntVar(&g.vectors, "vectors", 0, "process-guest mode: doorbell vectors to join with (channels + 2; 0 learns it from the endpoint)")
 	f.StringVar(&g.sysfs, "sysfs", pci.DefaultSysfsRoot, "device mode: where sysfs is mounted")
 	f.DurationVar(&g.connectTimeout, "connect-timeout", 10*time.Second, "process-guest mode: bound on joining the endpoint")
 	f.DurationVar(&g.poll.Spin, "spin", g.poll.Spin, "completion polling: busy-poll this long before yielding")

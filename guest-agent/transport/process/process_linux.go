@@ -14,8 +14,6 @@ import (
 	"github.com/sluice-gpu/sluice/vmm-plugin/ivshmem"
 )
 
-// DefaultVectors is what a region with the default 4 channels uses.
-var DefaultVectors = abi.Vectors(abi.DefaultLayoutConfig().Channels)
 
 // ErrVectors means the peer joined with a vector count the region's channel
 // count disagrees with.
@@ -30,15 +28,12 @@ type Transport struct {
 var _ sdk.Transport = (*Transport)(nil)
 
 // Dial joins the endpoint at path with vectors doorbell vectors per peer
-// (DefaultVectors when 0), maps the shared memory and checks that the
-// region's header names as many channels as vectors implies. ctx bounds the
-// connection and handshake. The protocol does not announce the server's
-// vector count: too few vectors fail the handshake at once, too many make it
-// wait until ctx ends (both errors say so).
+// (0: learn the count from the host peer the endpoint announces first), maps
+// the shared memory and checks that the region's header names as many
+// channels as the vector count implies. ctx bounds the connection and
+// handshake. With an explicit count, too few vectors fail the handshake at
+// once and too many make it wait until ctx ends (both errors say so).
 func Dial(ctx context.Context, path string, vectors int) (*Transport, error) {
-	if vectors == 0 {
-		vectors = DefaultVectors
-	}
 	c, err := ivshmem.Dial(ctx, path, vectors)
 	if errors.Is(err, ivshmem.ErrProtocol) {
 		// The usual cause: the server hands each peer more eventfds than
@@ -53,6 +48,7 @@ func Dial(ctx context.Context, path string, vectors int) (*Transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("joining endpoint: %w", err)
 	}
+	vectors = c.Vectors()
 	region, err := mapShm(c.ShmFD())
 	if err != nil {
 		c.Close()

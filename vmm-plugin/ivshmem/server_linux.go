@@ -1,0 +1,267 @@
+package ivshmem
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Defaults for ServerConfig.
+const (
+	DefaultSocketMode os.FileMode = 0o660
+	DefaultMaxPeers               = 16
+)
+
+// writeTimeout bounds every batch of messages sent to one peer: a peer that
+// stops reading is dropped instead of stalling the server. A variable so
+// tests can shorten it.
+var writeTimeout = 2 * time.Second
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// SocketPath is where the server listens. A stale socket file (nothing
+	// listening) is replaced; a live one is an error (ErrSocketInUse); any
+	// other file is left alone and is an error.
+	SocketPath string
+	// SocketMode is the socket file's mode, default 0o660 so that
+	// libvirt's qemu user (by group) can connect.
+	SocketMode os.FileMode
+	// ShmFD is the shared memory (a memfd whose size is a power of two, as
+	// QEMU requires). The server dups it; the caller keeps its own fd.
+	ShmFD int
+	// Vectors is the number of eventfds per peer, 1..256; it must match
+	// the guests' ivshmem-doorbell "vectors" property.
+	Vectors int
+	// MaxPeers caps the guest peers connected at once, default 16; extra
+	// connections are closed at once.
+	MaxPeers int
+	// OnDoorbell is called from the server's epoll goroutine when a guest
+	// signals the host peer's eventfd for vector; count is the eventfd
+	// counter read, i.e. how many signals were coalesced. It must not
+	// block: it delays every later doorbell.
+	OnDoorbell func(vector int, count uint64)
+	// OnPeer, optional, is called when a guest peer connects (after its
+	// handshake) or disconnects. Calls are serialized in event order and
+	// block admissions and disconnects while they run; OnPeer must not
+	// call Close.
+	OnPeer func(id uint16, connected bool)
+}
+
+func (c ServerConfig) withDefaults() (ServerConfig, error) {
+	if c.SocketMode == 0 {
+		c.SocketMode = DefaultSocketMode
+	}
+	if c.MaxPeers == 0 {
+		c.MaxPeers = DefaultMaxPeers
+	}
+	switch {
+	case c.SocketPath == "":
+		return c, errors.New("invalid ivshmem server config: empty socket path")
+	case c.SocketMode&^fs.ModePerm != 0:
+		return c, fmt.Errorf("invalid ivshmem server config: socket mode %v has bits beyond permissions", c.SocketMode)
+	case c.ShmFD < 0:
+		return c, fmt.Errorf("invalid ivshmem server config: shared-memory fd %d", c.ShmFD)
+	case c.Vectors < 1 || c.Vectors > MaxVectors:
+		return c, fmt.Errorf("invalid ivshmem server config: %d vectors, want 1..%d", c.Vectors, MaxVectors)
+	case c.MaxPeers < 1 || c.MaxPeers > MaxPeerID:
+		return c, fmt.Errorf("invalid ivshmem server config: max peers %d, want 1..%d", c.MaxPeers, MaxPeerID)
+	case c.OnDoorbell == nil:
+		return c, errors.New("invalid ivshmem server config: OnDoorbell is nil")
+	}
+	return c, nil
+}
+
+// hostPeerID is the mediator's own id on the bus.
+const hostPeerID = 0
+
+// Server is an ivshmem server that is also peer 0, the host peer.
+type Server struct {
+	cfg     ServerConfig
+	ln      *net.UnixListener
+	shm     int   // the server's dup of cfg.ShmFD
+	hostFDs []int // the host peer's eventfds, one per vector
+	epfd    int
+	wakefd  int // signalled by Close to stop the epoll goroutine
+	done    chan struct{}
+	wg      sync.WaitGroup
+
+	// ctl serializes admissions and disconnects and the messages that
+	// announce them, so every peer sees one consistent order.
+	ctl    sync.Mutex
+	closed bool   // under ctl
+	nextID uint16 // under ctl
+
+	// mu guards peers for the fast paths (Notify, Peers); peers changes
+	// only with both ctl and mu held, so ctl holders may read it freely.
+	mu       sync.RWMutex
+	peers    map[uint16]*serverPeer
+	shutdown bool // under mu
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type serverPeer struct {
+	id   uint16
+	conn *net.UnixConn
+	fds  []int
+	dead bool // under ctl: a send failed, its watcher will remove it
+}
+
+// NewServer validates cfg, listens at cfg.SocketPath at once and starts
+// the accept and doorbell goroutines.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg: cfg, shm: -1, epfd: -1, wakefd: -1,
+		done: make(chan struct{}), nextID: 1,
+		peers: make(map[uint16]*serverPeer),
+	}
+	if err := s.openFDs(); err != nil {
+		s.closeFDs()
+		return nil, err
+	}
+	if s.ln, err = listen(cfg.SocketPath, cfg.SocketMode); err != nil {
+		s.closeFDs()
+		return nil, err
+	}
+	s.wg.Add(2)
+	go s.acceptLoop()
+	go s.pollLoop()
+	return s, nil
+}
+
+func (s *Server) openFDs() error {
+	fd, err := unix.FcntlInt(uintptr(s.cfg.ShmFD), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("duplicating shared-memory fd %d: %w", s.cfg.ShmFD, err)
+	}
+	s.shm = fd
+	if s.hostFDs, err = newEventfds(s.cfg.Vectors); err != nil {
+		return fmt.Errorf("creating host peer eventfds: %w", err)
+	}
+	if s.wakefd, err = newEventfd(); err != nil {
+		return err
+	}
+	return s.setupEpoll()
+}
+
+func (s *Server) closeFDs() {
+	closeFDs(s.hostFDs)
+	closeFDs([]int{s.shm, s.epfd, s.wakefd})
+}
+
+// listen replaces a stale socket at path, listens and sets the mode.
+func listen(path string, mode os.FileMode) (*net.UnixListener, error) {
+	if err := removeStale(path); err != nil {
+		return nil, err
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("setting mode of %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// removeStale removes a socket at path that nobody listens on. Probing
+// means connecting: a live ivshmem server sees a peer come and go.
+func removeStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("checking %s: %w", path, err)
+	}
+	if fi.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("%s exists and is not a socket", path)
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("%s: %w", path, ErrSocketInUse)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("probing %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing stale socket %s: %w", path, err)
+	}
+	return nil
+}
+
+// HostPeerID is the mediator's own peer id, 0.
+func (s *Server) HostPeerID() uint16 { return hostPeerID }
+
+// Peers returns the connected guest peer ids, sorted.
+func (s *Server) Peers() []uint16 {
+	s.mu.RLock()
+	ids := make([]uint16, 0, len(s.peers))
+	for id := range s.peers {
+		ids = append(ids, id)
+	}
+	s.mu.RUnlock()
+	slices.Sort(ids)
+	return ids
+}
+
+// Notify interrupts a guest peer's vector by signalling its eventfd.
+func (s *Server) Notify(peer uint16, vector int) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.shutdown {
+		return ErrClosed
+	}
+	p, ok := s.peers[peer]
+	if !ok {
+		return fmt.Errorf("notifying peer %d: %w", peer, ErrNoPeer)
+	}
+	if vector < 0 || vector >= len(p.fds) {
+		return fmt.Errorf("notifying peer %d vector %d: %w", peer, vector, ErrBadVector)
+	}
+	// The read lock keeps the fd from being closed (and its number
+	// reused) under the write.
+	return signal(p.fds[vector])
+}
+
+// Close stops the server: it stops listening (removing the socket file),
+// disconnects every peer, waits for its goroutines and closes every fd it
+// holds. It is idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.shutdown = true
+		s.mu.Unlock()
+		s.ctl.Lock()
+		s.closed = true
+		close(s.done)
+		if err := s.ln.Close(); err != nil {
+			s.closeErr = fmt.Errorf("closing ivshmem listener: %w", err)
+		}
+		for _, p := range s.peers {
+			p.conn.Close() // its watcher removes it
+		}
+		s.ctl.Unlock()
+		if err := signal(s.wakefd); err != nil && s.closeErr == nil {
+			s.closeErr = fmt.Errorf("waking doorbell loop: %w", err)
+		}
+		s.wg.Wait()
+		s.closeFDs()
+	})
+	return s.closeErr
+}
