@@ -1,0 +1,180 @@
+package vm
+
+import (
+	"context"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/guest-agent/sdk"
+	"github.com/sluice-gpu/sluice/guest-agent/transport/process"
+	"github.com/sluice-gpu/sluice/mediator/backend"
+)
+
+// instantGPU completes every command inside Submit and notes when Submit
+// ran: the moment of dispatch.
+type instantGPU struct {
+	mu       sync.Mutex
+	complete func(backend.Completion)
+	last     atomic.Int64 // monotonic ns of the last Submit
+	closed   bool
+}
+
+func (g *instantGPU) Attach(spec backend.VMSpec) (backend.VM, error) {
+	g.complete = spec.Complete
+	return g, nil
+}
+func (g *instantGPU) Clock() backend.Clock { return nil }
+func (g *instantGPU) Close() error         { return nil }
+
+func (g *instantGPU) Submit(ch int, cmd abi.Command, tag uint64) error {
+	g.last.Store(nanotime())
+	now := nanotime()
+	g.complete(backend.Completion{Channel: ch, Tag: tag, Op: cmd.Op, Start: now, End: now + int64(cmd.DurationNs)})
+	return nil
+}
+
+func (g *instantGPU) VMClose() {}
+
+var epoch = time.Now()
+
+func nanotime() int64 { return int64(time.Since(epoch)) }
+
+type gpuVM struct{ *instantGPU }
+
+func (g *instantGPU) closeVM() error {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	return nil
+}
+
+func newTestVM(t testing.TB, gpu *instantGPU) (*VM, *sdk.Device) {
+	t.Helper()
+	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 2, RingEntries: 64, SyscallSlots: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := New(Config{Name: "t", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(),
+		Socket: filepath.Join(t.TempDir(), "t.sock"), Epoch: 7}, backendOf{gpu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tr, err := process.Dial(ctx, v.Config().Socket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := sdk.Open(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	return v, dev
+}
+
+// backendOf adapts instantGPU to backend.Backend with a VM whose Close is
+// its own.
+type backendOf struct{ g *instantGPU }
+
+func (b backendOf) Attach(spec backend.VMSpec) (backend.VM, error) {
+	b.g.complete = spec.Complete
+	return vmOf{b.g}, nil
+}
+func (b backendOf) Clock() backend.Clock { return nil }
+func (b backendOf) Close() error         { return nil }
+
+type vmOf struct{ g *instantGPU }
+
+func (v vmOf) Submit(ch int, cmd abi.Command, tag uint64) error { return v.g.Submit(ch, cmd, tag) }
+func (v vmOf) Close() error                                     { return v.g.closeVM() }
+
+func TestVMEndToEnd(t *testing.T) {
+	gpu := &instantGPU{}
+	v, dev := newTestVM(t, gpu)
+	if dev.Epoch() != 7 || dev.Layout().Channels != 2 {
+		t.Fatalf("header: epoch %d, %d channels", dev.Epoch(), dev.Layout().Channels)
+	}
+	ch, err := dev.Channel(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	idx, err := ch.Submit(ctx, abi.Command{Op: abi.OpThrottle, DurationNs: 500}, abi.Command{Op: abi.OpFence, Value: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Wait(ctx, idx); err != nil {
+		t.Fatal(err)
+	}
+	if ch.Fence() != 9 {
+		t.Fatalf("fence %d", ch.Fence())
+	}
+	// Doorbells on the syscall and control vectors and beyond are counted,
+	// not acted on.
+	for _, vec := range []int{abi.SyscallVector(2), abi.ControlVector(2)} {
+		if err := dev.Doorbell(vec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for v.other.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	st := v.Stats()
+	if st.Total.Kernels != 1 || st.Total.Commands != 2 || st.Total.BusyNs != 500 || v.other.Load() != 2 {
+		t.Fatalf("stats %+v, other doorbells %d", st.Total, v.other.Load())
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !gpu.closed {
+		t.Fatal("backend vm not closed")
+	}
+	if st := v.Stats(); st.Total.Commands != 2 {
+		t.Fatalf("counters lost on close: %+v", st.Total)
+	}
+}
+
+// BenchmarkDoorbellToDispatch measures, in process-guest mode, the time
+// from a guest's doorbell (eventfd write) to the mediator handing the
+// command to the backend, and the whole round trip until the guest sees
+// get advance.
+func BenchmarkDoorbellToDispatch(b *testing.B) {
+	gpu := &instantGPU{}
+	_, dev := newTestVM(b, gpu)
+	ch, err := dev.Channel(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	dispatch := make([]time.Duration, 0, b.N)
+	roundTrip := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := nanotime()
+		idx, err := ch.Submit(ctx, abi.Command{Op: abi.OpNop})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := ch.Wait(ctx, idx); err != nil {
+			b.Fatal(err)
+		}
+		dispatch = append(dispatch, time.Duration(gpu.last.Load()-t0))
+		roundTrip = append(roundTrip, time.Duration(nanotime()-t0))
+	}
+	b.StopTimer()
+	report := func(name string, d []time.Duration) {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		b.ReportMetric(float64(d[len(d)/2].Nanoseconds()), name+"-p50-ns")
+		b.ReportMetric(float64(d[len(d)*99/100].Nanoseconds()), name+"-p99-ns")
+	}
+	report("dispatch", dispatch)
+	report("roundtrip", roundTrip)
+}
