@@ -21,6 +21,9 @@ const (
 	CodeInvalid     = "invalid"
 	CodeUnavailable = "unavailable"
 	CodeInternal    = "internal"
+	// CodeForbidden is sent with 403 when the caller's credentials are
+	// refused. No sentinel maps to it: it never comes from the service.
+	CodeForbidden = "forbidden"
 )
 
 // Error is the body of every error response.

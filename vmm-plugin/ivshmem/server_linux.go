@@ -17,7 +17,7 @@ import (
 // Defaults for ServerConfig.
 const (
 	DefaultSocketMode os.FileMode = 0o660
-	DefaultMaxPeers               = 16
+	DefaultMaxPeers   int         = 16
 )
 
 // writeTimeout bounds every batch of messages sent to one peer: a peer that

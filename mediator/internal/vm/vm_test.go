@@ -24,13 +24,6 @@ type instantGPU struct {
 	closed   bool
 }
 
-func (g *instantGPU) Attach(spec backend.VMSpec) (backend.VM, error) {
-	g.complete = spec.Complete
-	return g, nil
-}
-func (g *instantGPU) Clock() backend.Clock { return nil }
-func (g *instantGPU) Close() error         { return nil }
-
 func (g *instantGPU) Submit(ch int, cmd abi.Command, tag uint64) error {
 	g.last.Store(nanotime())
 	now := nanotime()
@@ -38,13 +31,9 @@ func (g *instantGPU) Submit(ch int, cmd abi.Command, tag uint64) error {
 	return nil
 }
 
-func (g *instantGPU) VMClose() {}
-
 var epoch = time.Now()
 
 func nanotime() int64 { return int64(time.Since(epoch)) }
-
-type gpuVM struct{ *instantGPU }
 
 func (g *instantGPU) closeVM() error {
 	g.mu.Lock()
@@ -85,7 +74,7 @@ type backendOf struct{ g *instantGPU }
 
 func (b backendOf) Attach(spec backend.VMSpec) (backend.VM, error) {
 	b.g.complete = spec.Complete
-	return vmOf{b.g}, nil
+	return vmOf(b), nil
 }
 func (b backendOf) Clock() backend.Clock { return nil }
 func (b backendOf) Close() error         { return nil }
