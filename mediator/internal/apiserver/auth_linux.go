@@ -2,14 +2,19 @@ package apiserver
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-gpu/sluice/api/hostapi"
 )
 
 type credKey struct{}
+
+const errForbidden = "permission denied: only root and the daemon's user may use the host api"
 
 // withPeerCred records the connecting process's uid in the context.
 func withPeerCred(ctx context.Context, c net.Conn) context.Context {
@@ -39,7 +44,7 @@ func authorize(h http.Handler) http.Handler {
 		if !ok || (uid != 0 && uid != self) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusForbidden)
-			_, _ = w.Write([]byte(`{"code":"forbidden","error":"permission denied: only root and the daemon's user may use the host api"}` + "\n"))
+			_ = json.NewEncoder(w).Encode(hostapi.Error{Code: hostapi.CodeForbidden, Message: errForbidden})
 			return
 		}
 		h.ServeHTTP(w, r)

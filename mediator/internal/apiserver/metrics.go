@@ -3,6 +3,7 @@ package apiserver
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/sluice-gpu/sluice/api/hostapi"
 )
@@ -25,10 +26,17 @@ func writeMetrics(w io.Writer, st hostapi.Stats) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", m.name, m.help, m.name, m.typ)
 		for _, v := range st.VMs {
 			if m.val == nil {
-				fmt.Fprintf(w, "%s{vm=%q} %.9f\n", m.name, v.Name, float64(v.Usage.GPUNs)/1e9)
+				fmt.Fprintf(w, "%s{vm=\"%s\"} %.9f\n", m.name, escapeLabel(v.Name), float64(v.Usage.GPUNs)/1e9)
 				continue
 			}
-			fmt.Fprintf(w, "%s{vm=%q} %d\n", m.name, v.Name, m.val(v))
+			fmt.Fprintf(w, "%s{vm=\"%s\"} %d\n", m.name, escapeLabel(v.Name), m.val(v))
 		}
 	}
 }
+
+// labelEscaper escapes a label value as the text format wants: only
+// backslash, double quote and newline. Go's %q is not that: it writes \t,
+// \xFF and \u escapes that Prometheus rejects.
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+func escapeLabel(s string) string { return labelEscaper.Replace(strings.ToValidUTF8(s, "\uFFFD")) }

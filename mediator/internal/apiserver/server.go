@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/hostapi"
@@ -44,7 +45,11 @@ func Handler(s Service) http.Handler {
 		reply(w, http.StatusCreated)(s.CreateVM(r.Context(), req))
 	})
 	mux.HandleFunc("GET /v1/vms", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, http.StatusOK)(s.ListVMs(r.Context()))
+		vms, err := s.ListVMs(r.Context())
+		if vms == nil {
+			vms = []hostapi.VM{} // the contract says array, never null
+		}
+		reply(w, http.StatusOK)(vms, err)
 	})
 	mux.HandleFunc("GET /v1/vms/{name}", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK)(s.GetVM(r.Context(), r.PathValue("name")))
@@ -60,7 +65,8 @@ func Handler(s Service) http.Handler {
 		reply(w, http.StatusOK)(s.Usage(r.Context(), r.PathValue("name")))
 	})
 	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, http.StatusOK)(s.Stats(r.Context()))
+		st, err := s.Stats(r.Context())
+		reply(w, http.StatusOK)(withArrays(st), err)
 	})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		st, err := s.Stats(r.Context())
@@ -74,11 +80,30 @@ func Handler(s Service) http.Handler {
 	return mux
 }
 
+// withArrays replaces nil slices, which encode as null, with empty ones:
+// the contract says arrays.
+func withArrays(st hostapi.Stats) hostapi.Stats {
+	if st.VMs == nil {
+		st.VMs = []hostapi.VMStats{}
+	}
+	for i := range st.VMs {
+		if st.VMs[i].ChannelStats == nil {
+			st.VMs[i].ChannelStats = []hostapi.ChannelStats{}
+		}
+	}
+	return st
+}
+
 func decode(r *http.Request, v any) error {
 	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("decoding request body: %v: %w", err, hostapi.ErrInvalid)
+	}
+	// A second value or trailing garbage means the body is not the one
+	// object the route takes.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("decoding request body: data after the object: %w", hostapi.ErrInvalid)
 	}
 	return nil
 }
@@ -112,12 +137,8 @@ type Server struct {
 
 // Listen creates the socket (replacing a stale one) with the given mode.
 func Listen(path string, mode os.FileMode, h http.Handler) (*Server, error) {
-	if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("host api socket %s: another daemon is listening", path)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("removing stale socket %s: %w", path, err)
+	if err := removeStale(path); err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("unix", path)
 	if err != nil {
@@ -136,6 +157,35 @@ func Listen(path string, mode os.FileMode, h http.Handler) (*Server, error) {
 	return s, nil
 }
 
+// removeStale removes a socket nobody listens on. It leaves alone anything
+// that is not a socket, and a socket it cannot prove dead (a live daemon with
+// a full backlog, or one it may not connect to), so a misconfigured path never
+// deletes a file or another daemon's socket.
+func removeStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("host api socket %s: %w", path, err)
+	}
+	if fi.Mode().Type() != os.ModeSocket {
+		return fmt.Errorf("host api socket %s: exists and is not a socket", path)
+	}
+	c, err := net.DialTimeout("unix", path, 5*time.Second)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("host api socket %s: another daemon is listening", path)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("host api socket %s: probing for a live daemon: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing stale socket %s: %w", path, err)
+	}
+	return nil
+}
+
 // Serve serves until Shutdown.
 func (s *Server) Serve() error {
 	if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -147,5 +197,11 @@ func (s *Server) Serve() error {
 // Shutdown stops accepting, waits for requests in flight and removes the
 // socket.
 func (s *Server) Shutdown(ctx context.Context) error {
-	return s.http.Shutdown(ctx)
+	err := s.http.Shutdown(ctx)
+	// http.Server closes only listeners Serve has taken; close ours too so
+	// the socket goes even if Serve never ran or has not started yet.
+	if cerr := s.ln.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) && err == nil {
+		err = fmt.Errorf("closing host api socket: %w", cerr)
+	}
+	return err
 }

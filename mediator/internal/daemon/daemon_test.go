@@ -307,3 +307,48 @@ func TestCreateVMErrors(t *testing.T) {
 		t.Errorf("delete of unknown vm: %v", err)
 	}
 }
+
+// A doorbell storm from one VM (every vector, as fast as it can, including
+// ones past the channels) neither stops nor perturbs another VM's work.
+func TestDoorbellStormIsIsolated(t *testing.T) {
+	d := newDaemon(t, "virtual", t.TempDir())
+	quiet := channel(t, guest(t, createVM(t, d, "quiet")), 0)
+	stormVM := createVM(t, d, "storm")
+	storm := guest(t, stormVM)
+
+	stop := make(chan struct{})
+	var rung sync.WaitGroup
+	rung.Add(1)
+	go func() {
+		defer rung.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = storm.Doorbell(i % stormVM.Vectors)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := workload.Throttle(ctx, quiet, workload.ThrottleConfig{Kernel: 100 * time.Microsecond, Kernels: 1000})
+	close(stop)
+	rung.Wait()
+	if err != nil || res.Kernels != 1000 {
+		t.Fatalf("quiet vm: %+v, %v", res, err)
+	}
+	u, err := d.Usage(ctx, "quiet")
+	if err != nil || u.Kernels != 1000 || u.GPUNs != 1000*100_000 {
+		t.Fatalf("quiet vm usage %+v, %v", u, err)
+	}
+	st, err := d.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range st.VMs {
+		if v.Name == "storm" && (v.Doorbells == 0 || v.Usage.Commands != 0) {
+			t.Fatalf("storm vm: %d doorbells, %d commands", v.Doorbells, v.Usage.Commands)
+		}
+	}
+}
