@@ -16,7 +16,7 @@ BENCHTIME    ?= 2s
 .PHONY: help build sluiced sluicectl sluice-agent test unit fuzz vet lint demo bench clean
 
 help: ## list the targets
-	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 build: sluiced sluicectl sluice-agent ## build every binary into bin/ (static, no cgo)
 
@@ -46,6 +46,10 @@ fuzz: ## run every fuzz target for FUZZTIME (default 3s)
 	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null || { $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; exit 1; }; \
 	  done; \
 	done
+
+.PHONY: e2e
+e2e: ## end-to-end suite: builds the binaries, runs them together (E2E_LABELS=process selects by label)
+	$(GO) test -count=1 -timeout 10m ./e2e/ -v -args -ginkgo.v $(if $(E2E_LABELS),-ginkgo.label-filter='$(E2E_LABELS)')
 
 lint: vet ## go vet, gofmt and staticcheck
 	$(GO) run $(STATICCHECK) ./...

@@ -1,0 +1,104 @@
+package framework
+
+import (
+	"strconv"
+
+	"github.com/sluice-gpu/sluice/api/hostapi"
+
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
+)
+
+// VMSpec describes a VM to create with `sluicectl vm create`. Fields left
+// zero take the daemon's defaults.
+type VMSpec struct {
+	Name        string
+	Weight      uint32
+	Channels    int
+	RingEntries int
+	RegionSize  string // as sluicectl takes it: bytes or with a KiB/MiB/GiB suffix
+}
+
+// VMOption sets one property of a VMSpec.
+type VMOption func(*VMSpec)
+
+// NewVM builds a VMSpec named name from options.
+func NewVM(name string, opts ...VMOption) VMSpec {
+	s := VMSpec{Name: name}
+	for _, o := range opts {
+		o(&s)
+	}
+	return s
+}
+
+// WithWeight sets the VM's share of the GPU.
+func WithWeight(w uint32) VMOption { return func(s *VMSpec) { s.Weight = w } }
+
+// WithChannels sets the number of command channels.
+func WithChannels(n int) VMOption { return func(s *VMSpec) { s.Channels = n } }
+
+// WithRingEntries sets the entries per channel ring.
+func WithRingEntries(n int) VMOption { return func(s *VMSpec) { s.RingEntries = n } }
+
+// WithRegionSize sets the shared-memory region size, e.g. "8MiB".
+func WithRegionSize(size string) VMOption { return func(s *VMSpec) { s.RegionSize = size } }
+
+// CreateArgs is the sluicectl command line that creates the VM (printing it
+// as JSON).
+func (s VMSpec) CreateArgs() []string {
+	args := []string{"vm", "create", s.Name, "--json"}
+	if s.Weight != 0 {
+		args = append(args, "--weight", strconv.FormatUint(uint64(s.Weight), 10))
+	}
+	if s.Channels != 0 {
+		args = append(args, "--channels", strconv.Itoa(s.Channels))
+	}
+	if s.RingEntries != 0 {
+		args = append(args, "--ring-entries", strconv.Itoa(s.RingEntries))
+	}
+	if s.RegionSize != "" {
+		args = append(args, "--region-size", s.RegionSize)
+	}
+	return args
+}
+
+// CreateVM creates the VM and returns it as the daemon reports it, after
+// checking that it matches the spec and that its endpoint socket exists.
+func (d *Daemon) CreateVM(s VMSpec) hostapi.VM {
+	ginkgo.GinkgoHelper()
+	var vm hostapi.VM
+	d.CtlJSON(&vm, s.CreateArgs()...)
+	gomega.Expect(vm.Name).To(gomega.Equal(s.Name))
+	if s.Weight != 0 {
+		gomega.Expect(vm.Weight).To(gomega.Equal(s.Weight))
+	}
+	if s.Channels != 0 {
+		gomega.Expect(vm.Channels).To(gomega.Equal(s.Channels))
+	}
+	gomega.Expect(IsSocket(vm.Endpoint)).To(gomega.BeTrue(), "endpoint %q of vm %q should be a socket", vm.Endpoint, vm.Name)
+	return vm
+}
+
+// GetVM returns `sluicectl vm get NAME --json`.
+func (d *Daemon) GetVM(name string) hostapi.VM {
+	ginkgo.GinkgoHelper()
+	var vm hostapi.VM
+	d.CtlJSON(&vm, "vm", "get", name, "--json")
+	return vm
+}
+
+// ListVMs returns `sluicectl vm list --json`.
+func (d *Daemon) ListVMs() []hostapi.VM {
+	ginkgo.GinkgoHelper()
+	var vms []hostapi.VM
+	d.CtlJSON(&vms, "vm", "list", "--json")
+	return vms
+}
+
+// Usage returns `sluicectl vm usage NAME --json`.
+func (d *Daemon) Usage(name string) hostapi.Usage {
+	ginkgo.GinkgoHelper()
+	var u hostapi.Usage
+	d.CtlJSON(&u, "vm", "usage", name, "--json")
+	return u
+}
