@@ -101,6 +101,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		if json.Unmarshal(data, &e) != nil || e.Message == "" {
 			e.Message = http.StatusText(resp.StatusCode)
 		}
+		if e.Message == "" { // a status without a standard text
+			e.Message = fmt.Sprintf("http status %d", resp.StatusCode)
+		}
 		return &RemoteError{Status: resp.StatusCode, Code: e.Code, Message: e.Message}
 	}
 	if out == nil {
