@@ -14,7 +14,6 @@ import (
 	"github.com/sluice-gpu/sluice/vmm-plugin/ivshmem"
 )
 
-
 // ErrVectors means the peer joined with a vector count the region's channel
 // count disagrees with.
 var ErrVectors = errors.New("vector count disagrees with the region")
