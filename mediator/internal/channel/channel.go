@@ -284,8 +284,15 @@ func (c *Channel) publishLocked() {
 	if c.failed {
 		code, idx = c.failCode, c.failIndex
 	}
-	r.Store32(o+abi.ChError, uint32(code))
-	r.Store32(o+abi.ChErrorIndex, idx)
+	// A guest that sees a non-zero error must see its index: the index
+	// goes first when an error is set, last when it is cleared.
+	if code != abi.OK {
+		r.Store32(o+abi.ChErrorIndex, idx)
+		r.Store32(o+abi.ChError, uint32(code))
+	} else {
+		r.Store32(o+abi.ChError, uint32(code))
+		r.Store32(o+abi.ChErrorIndex, idx)
+	}
 	r.Store64(o+abi.ChFence, c.fence)
 	r.Store64(o+abi.ChCompleted, c.counters.Commands)
 	r.Store32(o+abi.ChState, uint32(c.stateLocked()))

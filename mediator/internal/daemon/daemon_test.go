@@ -126,8 +126,10 @@ func TestMalformedRingIsIsolated(t *testing.T) {
 	bad := channel(t, badDev, 0)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	var wg sync.WaitGroup
+	// Registered after the guests' cleanups, so it runs before them: the
+	// good guest stops before its mapping goes away, even if this test fails.
+	t.Cleanup(func() { cancel(); wg.Wait() })
 	var goodRes workload.ThrottleResult
 	var goodErr error
 	wg.Add(1)
