@@ -35,6 +35,9 @@ func main() {
 
 func parse(r io.Reader) ([]row, error) {
 	var rows []row
+	// go test -json splits a benchmark's line over several output events
+	// (name first, results when done): join them per package.
+	partial := map[string]string{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -42,8 +45,13 @@ func parse(r io.Reader) ([]row, error) {
 		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Action != "output" {
 			continue
 		}
-		if r, ok := parseLine(e.Package, e.Output); ok {
-			rows = append(rows, r)
+		text := partial[e.Package] + e.Output
+		lines := strings.Split(text, "\n")
+		partial[e.Package] = lines[len(lines)-1]
+		for _, line := range lines[:len(lines)-1] {
+			if r, ok := parseLine(e.Package, line); ok {
+				rows = append(rows, r)
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
