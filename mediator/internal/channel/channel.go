@@ -100,6 +100,10 @@ func New(idx int, region *shm.Region, l abi.Layout, lim abi.Limits, gpu Submitte
 // Index is the channel's index in its VM.
 func (c *Channel) Index() int { return c.idx }
 
+// maxBatch bounds the records copied under mu at once, so a VM with a huge
+// ring cannot hold up completions (which take mu) for long.
+const maxBatch = 64
+
 // Poll handles a doorbell: it forwards every new valid record, stopping at
 // the first invalid one, which fails the channel.
 func (c *Channel) Poll() {
@@ -107,28 +111,42 @@ func (c *Channel) Poll() {
 	defer c.pollMu.Unlock()
 	c.mu.Lock()
 	c.counters.Doorbells++
-	c.handleResetLocked()
+	if c.handleResetLocked() {
+		c.publishLocked()
+	}
+	c.mu.Unlock()
+	for n := maxBatch; n == maxBatch; {
+		n = c.forwardBatch()
+	}
+}
+
+// forwardBatch copies, validates and forwards up to maxBatch records and
+// reports how many it forwarded.
+func (c *Channel) forwardBatch() int {
+	c.mu.Lock()
 	if c.failed || c.held || c.closed {
 		c.mu.Unlock()
-		return
+		return 0
 	}
-	batch := c.collectLocked()
+	batch := c.collectLocked(maxBatch)
 	c.publishLocked()
 	c.mu.Unlock()
 
 	for i := range batch {
 		if err := c.gpu.Submit(c.idx, batch[i].cmd, uint64(batch[i].idx)); err != nil {
 			c.rejectUnsent(batch[i].idx, abi.CodeOf(err))
-			return
+			return 0
 		}
 	}
+	return len(batch)
 }
 
 // collectLocked copies and validates the records between submitted and put,
 // advancing submitted over the valid ones.
-func (c *Channel) collectLocked() []pending {
+func (c *Channel) collectLocked(limit uint32) []pending {
 	put := c.region.Load32(c.off + abi.ChPut)
 	n, code := abi.CheckPut(put, c.get, c.submitted, c.layout.RingEntries)
+	n = min(n, limit)
 	if code != abi.OK {
 		// Nothing to step over: the guest's indices are broken, and only a
 		// reset (get = put) repairs them.
@@ -163,6 +181,11 @@ func (c *Channel) rejectUnsent(idx uint32, code abi.ErrorCode) {
 	defer c.mu.Unlock()
 	c.submitted = idx
 	c.counters.Errors++
+	if c.failed && c.failLocal && int32(c.failIndex-idx) > 0 {
+		// A later record of the batch had failed validation; the refused
+		// one comes first, so it is the channel's failure now.
+		c.failed = false
+	}
 	c.failLocked(idx, code, true)
 	c.publishLocked()
 }
@@ -225,16 +248,18 @@ func (c *Channel) Complete(cp Completion) {
 }
 
 // handleResetLocked acts on a guest's reset request once nothing is in
-// flight: records not forwarded are dropped and the error cleared.
-func (c *Channel) handleResetLocked() {
+// flight: records not forwarded are dropped and the error cleared. It
+// reports whether it acted.
+func (c *Channel) handleResetLocked() bool {
 	req := c.region.Load32(c.off + abi.ChReset)
 	if req == c.resetAck || c.submitted != c.get {
-		return
+		return false
 	}
 	put := c.region.Load32(c.off + abi.ChPut)
 	c.get, c.submitted = put, put
 	c.failed, c.failCode, c.failIndex, c.failLocal = false, abi.OK, 0, false
 	c.resetAck = req
+	return true
 }
 
 // SetHeld latches (true) or releases (false) the channel's doorbells. A

@@ -244,6 +244,74 @@ func TestHeldChannelForwardsNothing(t *testing.T) {
 	}
 }
 
+// refuseNth refuses the nth Submit (0-based) and queues the others.
+type refuseNth struct {
+	fakeGPU
+	n, calls int
+}
+
+func (f *refuseNth) Submit(ch int, cmd abi.Command, tag uint64) error {
+	f.calls++
+	if f.calls-1 == f.n {
+		return abi.ErrShutdown
+	}
+	return f.fakeGPU.Submit(ch, cmd, tag)
+}
+
+// A record refused by the backend before a record that failed validation
+// in the same batch is the channel's failure, and get still reaches it.
+func TestRefusedBeforeInvalidRecord(t *testing.T) {
+	r := newRig(t)
+	gpu := &refuseNth{n: 1}
+	r.ch = New(1, r.region, r.layout, abi.DefaultLimits(), gpu)
+	r.write(throttle(1), throttle(2), throttle(3))
+	r.writeRaw(abi.Record{})
+	r.ch.Poll()
+	if code, idx := abi.ErrorCode(r.host32(abi.ChError)), r.host32(abi.ChErrorIndex); code != abi.ErrShutdown || idx != 1 {
+		t.Fatalf("error %v at %d, want shutdown at 1", code, idx)
+	}
+	q := gpu.take()
+	if len(q) != 1 {
+		t.Fatalf("forwarded %d, want 1", len(q))
+	}
+	r.ch.Complete(Completion{Index: 0, Op: abi.OpThrottle, BusyNs: 1})
+	if g := r.host32(abi.ChGet); g != 2 {
+		t.Fatalf("get %d, want 2 (past the refused record)", g)
+	}
+}
+
+// A reset requested while the channel is held is acknowledged at once.
+func TestResetWhileHeld(t *testing.T) {
+	r := newRig(t)
+	r.writeRaw(abi.Record{})
+	r.ch.Poll()
+	r.ch.SetHeld(true)
+	r.region.Store32(r.layout.ChannelOff(1)+abi.ChReset, 1)
+	r.ch.Poll()
+	if r.host32(abi.ChResetAck) != 1 || r.host32(abi.ChError) != 0 {
+		t.Fatalf("ack %d error %d", r.host32(abi.ChResetAck), r.host32(abi.ChError))
+	}
+}
+
+// A ring larger than one batch is forwarded completely by one doorbell.
+func TestLargeRingForwardedInBatches(t *testing.T) {
+	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 2, RingEntries: 1024, SyscallSlots: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := make([]byte, l.RegionSize)
+	r := &rig{t: t, region: shm.New(mem), layout: l, gpu: &fakeGPU{}}
+	r.ch = New(1, r.region, l, abi.DefaultLimits(), r.gpu)
+	for i := range 1000 {
+		r.write(throttle(uint64(i + 1)))
+	}
+	r.ch.Poll()
+	q := r.gpu.take()
+	if len(q) != 1000 || q[999].tag != 999 || q[999].cmd.DurationNs != 1000 {
+		t.Fatalf("forwarded %d records", len(q))
+	}
+}
+
 // FuzzChannel feeds arbitrary ring contents and put values to a channel: it
 // must never panic, never forward an invalid command, and keep its published
 // indices consistent.

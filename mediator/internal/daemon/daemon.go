@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/backend"
 	"github.com/sluice-gpu/sluice/mediator/internal/usage"
 	"github.com/sluice-gpu/sluice/mediator/internal/vm"
+	"github.com/sluice-gpu/sluice/vmm-plugin/ivshmem"
 )
 
 // Version is stamped at build time.
@@ -34,9 +35,10 @@ type Daemon struct {
 	ledger *usage.Ledger
 	epoch  uint64
 
-	mu     sync.Mutex
-	vms    map[string]*entry
-	nextID uint32
+	mu       sync.Mutex
+	vms      map[string]*entry
+	deleting map[string]bool // names being torn down outside mu
+	nextID   uint32
 }
 
 type entry struct {
@@ -66,7 +68,7 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, be: be, ledger: ledger, epoch: newEpoch(), vms: map[string]*entry{}, nextID: 1}
+	d := &Daemon{cfg: cfg, be: be, ledger: ledger, epoch: newEpoch(), vms: map[string]*entry{}, deleting: map[string]bool{}, nextID: 1}
 	if err := d.restore(); err != nil {
 		d.Close()
 		return nil, err
@@ -97,7 +99,10 @@ func (d *Daemon) CreateVM(_ context.Context, req hostapi.CreateVMRequest) (hosta
 		return hostapi.VM{}, err
 	}
 	if err := d.saveVMsLocked(); err != nil {
-		return hostapi.VM{}, err
+		// Not persisted means not created: a restart would lose it.
+		e := d.vms[req.Name]
+		delete(d.vms, req.Name)
+		return hostapi.VM{}, errors.Join(fmt.Errorf("creating vm %q: %w", req.Name, err), e.vm.Close())
 	}
 	return v, nil
 }
@@ -106,7 +111,7 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 	if !nameRE.MatchString(req.Name) {
 		return hostapi.VM{}, fmt.Errorf("vm name %q: want 1-63 of letters, digits, '.', '_', '-', starting with a letter or digit: %w", req.Name, hostapi.ErrInvalid)
 	}
-	if _, ok := d.vms[req.Name]; ok {
+	if _, ok := d.vms[req.Name]; ok || d.deleting[req.Name] {
 		return hostapi.VM{}, fmt.Errorf("vm %q: %w", req.Name, hostapi.ErrExists)
 	}
 	if len(d.vms) >= d.cfg.MaxVMs {
@@ -136,7 +141,7 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 		MaxPeers:   d.cfg.MaxPeers,
 	}, d.be)
 	if err != nil {
-		return hostapi.VM{}, fmt.Errorf("creating vm %q: %w", req.Name, err)
+		return hostapi.VM{}, fmt.Errorf("creating vm %q: %w", req.Name, classify(err))
 	}
 	base, ok := d.ledger.Get(req.Name)
 	if !ok {
@@ -164,18 +169,28 @@ func (d *Daemon) withDefaults(req hostapi.CreateVMRequest) hostapi.CreateVMReque
 	return req
 }
 
-// DeleteVM tears a VM down; its usage stays in the ledger.
+// DeleteVM tears a VM down; its usage stays in the ledger. The wait for
+// its GPU work happens outside the daemon lock, so other VMs and the host
+// API carry on meanwhile.
 func (d *Daemon) DeleteVM(_ context.Context, name string) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	e, ok := d.vms[name]
 	if !ok {
+		d.mu.Unlock()
 		return fmt.Errorf("vm %q: %w", name, hostapi.ErrNotFound)
 	}
 	delete(d.vms, name)
+	d.deleting[name] = true
+	saveErr := d.saveVMsLocked()
+	d.mu.Unlock()
+
 	closeErr := e.vm.Close()
+
+	d.mu.Lock()
+	delete(d.deleting, name)
 	d.ledger.Put(name, e.usage())
-	if err := errors.Join(closeErr, d.ledger.Flush(), d.saveVMsLocked()); err != nil {
+	d.mu.Unlock()
+	if err := errors.Join(saveErr, closeErr, d.ledger.Flush()); err != nil {
 		return fmt.Errorf("deleting vm %q: %w", name, err)
 	}
 	return nil
@@ -251,28 +266,64 @@ func (d *Daemon) sortedLocked() []*entry {
 // Heartbeat publishes liveness into every VM's header and persists usage.
 func (d *Daemon) Heartbeat() error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	now := uint64(time.Now().UnixNano())
 	for name, e := range d.vms {
 		e.vm.Heartbeat(now)
 		d.ledger.Put(name, e.usage())
 	}
+	d.mu.Unlock()
 	return d.ledger.Flush()
 }
 
 // Close stops every VM (their state stays on disk for the next start),
-// flushes the ledger and closes the backend.
+// flushes the ledger and closes the backend. All guests are stopped before
+// any GPU work is waited for, and the waits run in parallel.
 func (d *Daemon) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var errs []error
-	for name, e := range d.vms {
-		errs = append(errs, e.vm.Close())
-		d.ledger.Put(name, e.usage())
-		delete(d.vms, name)
+	for _, e := range d.vms {
+		errs = append(errs, e.vm.StopDoorbells())
 	}
-	errs = append(errs, d.ledger.Flush(), d.be.Close())
+	errs = append(errs, d.flushLocked())
+	var wg sync.WaitGroup
+	closeErrs := make([]error, 0, len(d.vms))
+	var mu sync.Mutex
+	for _, e := range d.vms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := e.vm.Close()
+			mu.Lock()
+			closeErrs = append(closeErrs, err)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	errs = append(errs, closeErrs...)
+	errs = append(errs, d.flushLocked(), d.be.Close())
+	clear(d.vms)
 	return errors.Join(errs...)
+}
+
+func (d *Daemon) flushLocked() error {
+	for name, e := range d.vms {
+		d.ledger.Put(name, e.usage())
+	}
+	return d.ledger.Flush()
+}
+
+// classify maps lower layers' errors onto the host API's sentinels.
+func classify(err error) error {
+	switch {
+	case errors.Is(err, ivshmem.ErrSocketInUse):
+		return fmt.Errorf("%w: %w", hostapi.ErrExists, err)
+	case errors.Is(err, backend.ErrInvalid):
+		return fmt.Errorf("%w: %w", hostapi.ErrInvalid, err)
+	case errors.Is(err, backend.ErrClosed):
+		return fmt.Errorf("%w: %w", hostapi.ErrUnavailable, err)
+	}
+	return err
 }
 
 // vmsFile is the persisted list of VMs, re-created on start.
@@ -302,8 +353,11 @@ func (d *Daemon) restore() error {
 		return fmt.Errorf("reading vm list: %w", err)
 	}
 	var f vmsFile
-	if err := json.Unmarshal(b, &f); err != nil || f.Version != 1 {
-		return fmt.Errorf("decoding vm list %s: version %d: %v", filepath.Join(d.cfg.StateDir, "vms.json"), f.Version, err)
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("decoding vm list in %s: %w", d.cfg.StateDir, err)
+	}
+	if f.Version != 1 {
+		return fmt.Errorf("vm list in %s has version %d, want 1", d.cfg.StateDir, f.Version)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -354,3 +354,51 @@ func TestDoorbellStormIsIsolated(t *testing.T) {
 		}
 	}
 }
+
+// An endpoint that cannot be created (a file squats its socket path) is a
+// clean error, not a crash, and leaves nothing registered.
+func TestCreateVMEndpointError(t *testing.T) {
+	d := newDaemon(t, "virtual", t.TempDir())
+	if err := os.WriteFile(filepath.Join(d.Config().EndpointDir, "x.sock"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateVM(context.Background(), hostapi.CreateVMRequest{Name: "x"}); err == nil {
+		t.Fatal("created a vm over a squatted socket path")
+	}
+	if vms, _ := d.ListVMs(context.Background()); len(vms) != 0 {
+		t.Fatalf("failed vm registered: %+v", vms)
+	}
+}
+
+// Deleting a VM waits for its GPU work outside the daemon lock: the host
+// API keeps answering meanwhile.
+func TestDeleteDoesNotBlockOthers(t *testing.T) {
+	d := newDaemon(t, "wall", t.TempDir())
+	ctx := context.Background()
+	createVM(t, d, "other")
+	ch := channel(t, guest(t, createVM(t, d, "busy")), 0)
+	if _, err := ch.Submit(ctx, abi.Command{Op: abi.OpThrottle, DurationNs: uint64(2 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return ch.State() == abi.ChannelBusy })
+	deleted := make(chan error, 1)
+	go func() { deleted <- d.DeleteVM(ctx, "busy") }()
+	waitFor(t, func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.deleting["busy"] })
+	if _, err := d.GetVM(ctx, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateVM(ctx, hostapi.CreateVMRequest{Name: "busy"}); !errors.Is(err, hostapi.ErrExists) {
+		t.Fatalf("create during delete: %v", err)
+	}
+	select {
+	case err := <-deleted:
+		t.Fatalf("delete returned before the 2 s command ended (%v): the test proves nothing", err)
+	default:
+	}
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	if u, err := d.Usage(ctx, "busy"); err != nil || u.GPUNs != uint64(2*time.Second) {
+		t.Fatalf("usage after delete: %+v, %v", u, err)
+	}
+}

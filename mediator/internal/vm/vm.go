@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,14 +44,16 @@ type VM struct {
 	gpu      backend.VM
 	channels []*channel.Channel
 
+	mu sync.Mutex // guards server and mem against Close
+
 	doorbells atomic.Uint64 // every doorbell, on any vector
 	other     atomic.Uint64 // doorbells on the syscall and control vectors
 }
 
 // New creates the region, attaches the VM to the backend and starts
 // listening for the guest. On error nothing is left behind.
-func New(cfg Config, be backend.Backend) (v *VM, err error) {
-	v = &VM{cfg: cfg, created: time.Now(), memfd: -1}
+func New(cfg Config, be backend.Backend) (_ *VM, err error) {
+	v := &VM{cfg: cfg, created: time.Now(), memfd: -1}
 	defer func() {
 		if err != nil {
 			v.release()
@@ -77,7 +80,7 @@ func New(cfg Config, be backend.Backend) (v *VM, err error) {
 	}
 	v.channels = make([]*channel.Channel, l.Channels)
 	for i := range v.channels {
-		v.channels[i] = channel.New(i, v.region, l, cfg.Limits, v.gpu)
+		v.channels[i] = channel.New(i, v.region, l, cfg.Limits, submitter{v.gpu})
 	}
 	v.server, err = ivshmem.NewServer(ivshmem.ServerConfig{
 		SocketPath: cfg.Socket,
@@ -132,8 +135,26 @@ func (v *VM) complete(c backend.Completion) {
 	})
 }
 
-// Heartbeat publishes the mediator's liveness (nanoseconds) in the header.
-func (v *VM) Heartbeat(ns uint64) { v.region.Store64(abi.HdrHeartbeat, ns) }
+// Heartbeat publishes the mediator's liveness (nanoseconds) in the header;
+// after Close it does nothing.
+func (v *VM) Heartbeat(ns uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.mem != nil {
+		v.region.Store64(abi.HdrHeartbeat, ns)
+	}
+}
+
+// submitter maps the backend's refusals to channel error codes.
+type submitter struct{ gpu backend.VM }
+
+func (s submitter) Submit(ch int, cmd abi.Command, tag uint64) error {
+	err := s.gpu.Submit(ch, cmd, tag)
+	if errors.Is(err, backend.ErrClosed) {
+		return fmt.Errorf("%w: %w", abi.ErrShutdown, err)
+	}
+	return err
+}
 
 // Config returns the VM's configuration.
 func (v *VM) Config() Config { return v.cfg }
@@ -142,7 +163,15 @@ func (v *VM) Config() Config { return v.cfg }
 func (v *VM) Created() time.Time { return v.created }
 
 // Peers lists the connected guest peers.
-func (v *VM) Peers() []uint16 { return v.server.Peers() }
+func (v *VM) Peers() []uint16 {
+	v.mu.Lock()
+	srv := v.server
+	v.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	return srv.Peers()
+}
 
 // Stats is a snapshot of the VM's channels and counters.
 type Stats struct {
@@ -166,6 +195,25 @@ func (v *VM) Stats() Stats {
 	return s
 }
 
+// StopDoorbells disconnects the guest and stops forwarding; commands in
+// flight still complete. Close does it too; calling it first on every VM
+// lets a daemon stop all guests before waiting for any GPU work.
+func (v *VM) StopDoorbells() error {
+	v.mu.Lock()
+	srv := v.server
+	v.server = nil
+	v.mu.Unlock()
+	var err error
+	if srv != nil {
+		err = srv.Close()
+	}
+	// The channels stay: their counters are the VM's final usage.
+	for _, c := range v.channels {
+		c.Close()
+	}
+	return err
+}
+
 // Close stops the doorbells, drains the backend (queued commands complete
 // with abi.ErrShutdown and are published) and frees the region.
 func (v *VM) Close() error {
@@ -173,23 +221,17 @@ func (v *VM) Close() error {
 }
 
 func (v *VM) release() error {
-	var errs []error
-	if v.server != nil {
-		errs = append(errs, v.server.Close())
-		v.server = nil
-	}
-	// The channels stay: their counters are the VM's final usage.
-	for _, c := range v.channels {
-		c.Close()
-	}
+	errs := []error{v.StopDoorbells()}
 	if v.gpu != nil {
 		errs = append(errs, v.gpu.Close())
 		v.gpu = nil
 	}
+	v.mu.Lock()
 	if v.mem != nil {
 		errs = append(errs, shm.Unmap(v.mem))
 		v.mem = nil
 	}
+	v.mu.Unlock()
 	if v.memfd >= 0 {
 		errs = append(errs, unix.Close(v.memfd))
 		v.memfd = -1
