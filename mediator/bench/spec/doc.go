@@ -1,0 +1,57 @@
+// Package spec owns the benchmark spec format: the YAML file that `sluicectl bench run SPEC` reads (DESIGN.md §5).
+// Other tools generate specs, so this comment is the contract; Parse, Validate and Marshal enforce it.
+//
+// # Format
+//
+//	backend: sim            # sim | cuda                          (default sim)
+//	clock: virtual          # virtual | wall                      (default virtual; virtual needs backend sim)
+//	policy: dfq             # none | dfq | cap | timeslice        (default dfq)
+//	accounting: loga        # loga | loga-segment-average | neon-sampling | off   (default loga)
+//	duration: 10s           # how long throttle VMs run; required when any VM has a throttle workload
+//	seed: 1                 # any 64-bit integer                  (default 1)
+//	vms:                    # at least one
+//	  - name: app           # required; ^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$
+//	    weight: 1           # integer 1..1000000                  (default 1)
+//	    cap: 0.5            # number in (0, 1]; optional
+//	    channels: 1         # integer 1..64                       (default 1)
+//	    count: 1            # integer 1..1024                     (default 1)
+//	    workload:           # required
+//	      kind: throttle    # throttle | app                      (required)
+//	      kernel_us: 100    # integer 1..10000000                 (required)
+//	      sleep_us: 0       # integer 0..3600000000               (default 0)
+//	  - name: job
+//	    workload:
+//	      kind: app
+//	      kernels: 2000     # integer 1..100000000; required for app, not allowed for throttle
+//	      kernel_us: 150
+//	      sleep_us: 20
+//
+// # Meaning
+//
+// A throttle workload submits kernels of kernel_us, sleeping sleep_us after each, until duration has passed. An
+// app workload submits a fixed number of kernels (kernels) of kernel_us with sleep_us after each and runs to
+// completion whatever the duration; its turnaround is measured. Duration does not apply to app VMs; a spec of app
+// VMs only may leave it out.
+//
+// Weight is the VM's share under policy dfq (and timeslice). Cap is the VM's maximum share of the GPU; it applies
+// only under policy cap and is accepted but ignored under other policies (Warnings reports it). Under policy cap a
+// VM without cap is uncapped, and caps need not sum to 1: they are limits, not reservations.
+//
+// Channels is the number of channels (streams) the VM's workload submits on. Count replicates a VM: count N
+// stands for N identical VMs named name-0 … name-(N-1); count 1 keeps the plain name. Names, after this
+// expansion, must be unique, and a spec holds at most 4096 VMs after expansion.
+//
+// # Syntax
+//
+// Durations are strings with a unit as Go's time.ParseDuration reads them (10s, 500ms, 1m30s); a bare number is
+// an error because its unit would be a guess. Integers must be written as integers (1000, not 1e3 or "1000").
+// Null values (a key with nothing after it) are errors, not defaults: leave the key out instead. Unknown keys,
+// duplicate keys, merge keys (<<) and more than one YAML document are errors. Every error names the key path
+// (vms[1].workload.kernel_ms) and, for parsed specs, the line; all problems found are reported together in one
+// error that matches ErrInvalid under errors.Is and is an *Error under errors.As.
+//
+// # Canonical form
+//
+// Marshal writes every field explicitly (cap, kernels and duration only when set) in the order above, so
+// Parse(Marshal(s)) returns s.WithDefaults().
+package spec

@@ -1,0 +1,232 @@
+package spec
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Backend names the backend that runs the VMs' work.
+type Backend string
+
+// Backends.
+const (
+	BackendSim  Backend = "sim"
+	BackendCUDA Backend = "cuda"
+)
+
+// Clock names the clock the sim backend runs on.
+type Clock string
+
+// Clocks.
+const (
+	ClockVirtual Clock = "virtual"
+	ClockWall    Clock = "wall"
+)
+
+// Policy names the scheduling policy (DESIGN.md §3.6).
+type Policy string
+
+// Policies.
+const (
+	PolicyNone      Policy = "none"
+	PolicyDFQ       Policy = "dfq"
+	PolicyCap       Policy = "cap"
+	PolicyTimeslice Policy = "timeslice"
+)
+
+// Accounting names the accounting method (DESIGN.md §3.5); the last three are baselines for comparison.
+type Accounting string
+
+// Accounting methods.
+const (
+	AccountingLoGA               Accounting = "loga"
+	AccountingLoGASegmentAverage Accounting = "loga-segment-average"
+	AccountingNEONSampling       Accounting = "neon-sampling"
+	AccountingOff                Accounting = "off"
+)
+
+// Kind names a workload kind.
+type Kind string
+
+// Workload kinds.
+const (
+	KindThrottle Kind = "throttle"
+	KindApp      Kind = "app"
+)
+
+var (
+	backends    = []Backend{BackendSim, BackendCUDA}
+	clocks      = []Clock{ClockVirtual, ClockWall}
+	policies    = []Policy{PolicyNone, PolicyDFQ, PolicyCap, PolicyTimeslice}
+	accountings = []Accounting{AccountingLoGA, AccountingLoGASegmentAverage, AccountingNEONSampling, AccountingOff}
+	kinds       = []Kind{KindThrottle, KindApp}
+)
+
+// Limits on values. They keep derived quantities (kernels × kernel_us in nanoseconds) inside an int64.
+const (
+	MaxWeight   = 1_000_000
+	MaxChannels = 64
+	MaxCount    = 1024
+	MaxVMs      = 4096 // after expanding count
+	MaxKernelUS = 10_000_000
+	MaxSleepUS  = 3_600_000_000
+	MaxKernels  = 100_000_000
+	MaxDuration = 24 * time.Hour
+)
+
+// Defaults for keys left out.
+const (
+	DefaultBackend    = BackendSim
+	DefaultClock      = ClockVirtual
+	DefaultPolicy     = PolicyDFQ
+	DefaultAccounting = AccountingLoGA
+	DefaultSeed       = 1
+	DefaultWeight     = 1
+	DefaultChannels   = 1
+	DefaultCount      = 1
+)
+
+// Spec is one benchmark run. The package comment describes each field.
+type Spec struct {
+	Backend    Backend       `yaml:"backend"`
+	Clock      Clock         `yaml:"clock"`
+	Policy     Policy        `yaml:"policy"`
+	Accounting Accounting    `yaml:"accounting"`
+	Duration   time.Duration `yaml:"duration,omitempty"`
+	Seed       int64         `yaml:"seed"`
+	VMs        []VM          `yaml:"vms"`
+}
+
+// VM is one VM of a spec, or Count identical ones.
+type VM struct {
+	Name     string   `yaml:"name"`
+	Weight   uint32   `yaml:"weight"`
+	Cap      float64  `yaml:"cap,omitempty"` // 0: none
+	Channels int      `yaml:"channels"`
+	Count    int      `yaml:"count"`
+	Workload Workload `yaml:"workload"`
+}
+
+// Workload is what a VM runs.
+type Workload struct {
+	Kind     Kind  `yaml:"kind"`
+	Kernels  int64 `yaml:"kernels,omitempty"` // app only
+	KernelUS int64 `yaml:"kernel_us"`
+	SleepUS  int64 `yaml:"sleep_us"`
+}
+
+// WithDefaults returns s with defaults in place of zero values: empty backend, clock, policy and accounting, and
+// zero weight, channels and count. Seed is left alone because 0 is a valid seed. The VMs are copied.
+func (s Spec) WithDefaults() Spec {
+	if s.Backend == "" {
+		s.Backend = DefaultBackend
+	}
+	if s.Clock == "" {
+		s.Clock = DefaultClock
+	}
+	if s.Policy == "" {
+		s.Policy = DefaultPolicy
+	}
+	if s.Accounting == "" {
+		s.Accounting = DefaultAccounting
+	}
+	if s.VMs != nil {
+		s.VMs = append([]VM(nil), s.VMs...)
+	}
+	for i := range s.VMs {
+		vm := &s.VMs[i]
+		if vm.Weight == 0 {
+			vm.Weight = DefaultWeight
+		}
+		if vm.Channels == 0 {
+			vm.Channels = DefaultChannels
+		}
+		if vm.Count == 0 {
+			vm.Count = DefaultCount
+		}
+	}
+	return s
+}
+
+// Expand returns the VMs with count replicated: count N > 1 gives N VMs named name-0 … name-(N-1), each with
+// Count 1; count 1 (or 0) keeps the plain name. It assumes s is valid (see Validate, which also checks that the
+// expanded names are unique).
+func (s Spec) Expand() []VM {
+	var out []VM
+	for _, vm := range s.VMs {
+		if vm.Count <= 1 {
+			vm.Count = 1
+			out = append(out, vm)
+			continue
+		}
+		base := vm.Name
+		for i := range vm.Count {
+			vm.Name = expandedName(base, i)
+			vm.Count = 1
+			out = append(out, vm)
+		}
+	}
+	return out
+}
+
+func expandedName(base string, i int) string { return base + "-" + strconv.Itoa(i) }
+
+// Warnings lists settings that are valid but have no effect, for tools to print.
+func (s Spec) Warnings() []string {
+	var w []string
+	for i, vm := range s.VMs {
+		if vm.Cap != 0 && s.Policy != PolicyCap {
+			w = append(w, fmt.Sprintf("vms[%d].cap: ignored under policy %s (applies to policy cap)", i, s.Policy))
+		}
+	}
+	if s.Duration != 0 && !s.hasThrottle() {
+		w = append(w, "duration: ignored, no VM has a throttle workload (app VMs run to completion)")
+	}
+	return w
+}
+
+func (s Spec) hasThrottle() bool {
+	for _, vm := range s.VMs {
+		if vm.Workload.Kind == KindThrottle {
+			return true
+		}
+	}
+	return false
+}
+
+// Load reads and parses the spec file at path.
+func Load(path string) (Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Spec{}, fmt.Errorf("loading spec: %w", err)
+	}
+	s, err := Parse(data)
+	if err != nil {
+		return Spec{}, fmt.Errorf("loading spec %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Marshal returns the canonical YAML of s.WithDefaults(), which Parse reads back to the same Spec. It fails with
+// ErrInvalid when that spec is not valid.
+func Marshal(s Spec) ([]byte, error) {
+	s = s.WithDefaults()
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("marshaling spec: %w", err)
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(s); err != nil {
+		return nil, fmt.Errorf("marshaling spec: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("marshaling spec: %w", err)
+	}
+	return buf.Bytes(), nil
+}
