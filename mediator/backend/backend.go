@@ -92,10 +92,17 @@ type Status struct {
 	Time int64 // on the backend's Clock
 	// Running lists the channels executing a command now, one entry per
 	// engine busy.
-	Running []ChannelRef
+	Running []Running
 	// Active lists the channels with queued or running work (the channel
 	// table's active bits).
 	Active []ChannelRef
+}
+
+// Running is one busy engine in a Status.
+type Running struct {
+	ChannelRef
+	Engine int   // the backend's engine index (sim: 0 compute, 1 copy)
+	Since  int64 // when the running command started, on the backend's Clock
 }
 
 // ChannelRef names one channel of one attached VM.

@@ -57,7 +57,7 @@ func TestCloseVirtual(t *testing.T) {
 	// The command cannot be preempted: it holds the engine until its end.
 	var st backend.Status
 	s.ReadStatus(&st)
-	if len(st.Running) != 1 || st.Running[0] != (backend.ChannelRef{VM: 1}) {
+	if len(st.Running) != 1 || st.Running[0].ChannelRef != (backend.ChannelRef{VM: 1}) {
 		t.Errorf("status after Close: %+v", st)
 	}
 	run(t, s)

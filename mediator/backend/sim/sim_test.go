@@ -276,14 +276,21 @@ func TestStatus(t *testing.T) {
 		if err := s.Run(pr.at); err != nil {
 			t.Fatal(err)
 		}
-		st.Running = make([]backend.ChannelRef, 0, 4)
+		st.Running = make([]backend.Running, 0, 4)
 		st.Active = make([]backend.ChannelRef, 0, 4)
 		allocs := testing.AllocsPerRun(10, func() { s.ReadStatus(&st) })
 		if allocs != 0 {
 			t.Errorf("ReadStatus allocates %v times", allocs)
 		}
 		sortRefs(st.Active)
-		if st.Time != pr.at || !slices.Equal(st.Running, pr.running) || !slices.Equal(st.Active, pr.active) {
+		running := make([]backend.ChannelRef, 0, len(st.Running))
+		for _, r := range st.Running {
+			running = append(running, r.ChannelRef)
+			if r.Engine < 0 || r.Engine > 1 || r.Since > st.Time {
+				t.Errorf("at %d: running entry %+v", pr.at, r)
+			}
+		}
+		if st.Time != pr.at || !slices.Equal(running, pr.running) || !slices.Equal(st.Active, pr.active) {
 			t.Errorf("at %d: got %+v, want running %v active %v", pr.at, st, pr.running, pr.active)
 		}
 		for _, e := range []Engine{Compute, Copy} {
@@ -309,7 +316,7 @@ func TestStatusFromCallbackOnTimeline(t *testing.T) {
 	var st backend.Status
 	s.After(99*us, func() { s.ReadStatus(&st) })
 	run(t, s)
-	if st.Time != 99*us || len(st.Running) != 1 || st.Running[0] != (backend.ChannelRef{VM: 4}) {
+	if st.Time != 99*us || len(st.Running) != 1 || st.Running[0].ChannelRef != (backend.ChannelRef{VM: 4}) {
 		t.Errorf("%+v", st)
 	}
 }

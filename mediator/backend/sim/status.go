@@ -17,7 +17,7 @@ func (s *Sim) ReadStatus(st *backend.Status) {
 	st.Running = st.Running[:0]
 	for e := range s.engines {
 		if en := &s.engines[e]; en.ch != nil {
-			st.Running = append(st.Running, en.ref)
+			st.Running = append(st.Running, backend.Running{ChannelRef: en.ref, Engine: e, Since: en.start})
 		}
 	}
 	st.Active = st.Active[:0]

@@ -54,7 +54,7 @@ func TestWallStatusIsExact(t *testing.T) {
 	got := r.all()
 	// Either the status was read while the throttle ran, or (on a very slow
 	// machine) after: the status must agree with the timeline either way.
-	running := len(st.Running) == 1 && st.Running[0] == backend.ChannelRef{VM: 3} && len(st.Active) == 1
+	running := len(st.Running) == 1 && st.Running[0].ChannelRef == backend.ChannelRef{VM: 3} && len(st.Active) == 1
 	if len(got) == 0 && !running {
 		t.Errorf("mid-command status %+v", st)
 	}
