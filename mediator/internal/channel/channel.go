@@ -271,6 +271,19 @@ func (c *Channel) SetHeld(held bool) {
 	c.mu.Unlock()
 }
 
+// Pending reports whether the guest has written records the host has not
+// forwarded yet (a held channel's latched work). It reads only put, and a
+// guest lying about it gains nothing: a held VM with pending work counts as
+// active, which keeps it in the fair-share computation.
+func (c *Channel) Pending() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failed || c.closed {
+		return false
+	}
+	return c.region.Load32(c.off+abi.ChPut) != c.submitted
+}
+
 // Close stops forwarding; completions still publish.
 func (c *Channel) Close() {
 	c.mu.Lock()

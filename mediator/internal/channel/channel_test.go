@@ -237,10 +237,16 @@ func TestHeldChannelForwardsNothing(t *testing.T) {
 	if abi.ChannelState(r.host32(abi.ChState)) != abi.ChannelHeld {
 		t.Fatal("state not held")
 	}
+	if !r.ch.Pending() {
+		t.Fatal("latched record not pending")
+	}
 	r.ch.SetHeld(false)
 	r.ch.Poll()
 	if q := r.gpu.take(); len(q) != 1 {
 		t.Fatalf("released channel forwarded %d records, want 1", len(q))
+	}
+	if r.ch.Pending() {
+		t.Fatal("forwarded record still pending")
 	}
 }
 

@@ -1,0 +1,51 @@
+package gate
+
+import (
+	"slices"
+	"testing"
+)
+
+type fakeChannel struct {
+	held    bool
+	polls   int
+	pending bool
+}
+
+func (f *fakeChannel) SetHeld(h bool) { f.held = h }
+func (f *fakeChannel) Poll()          { f.polls++ }
+func (f *fakeChannel) Pending() bool  { return f.pending }
+
+func TestApply(t *testing.T) {
+	g := New()
+	a := []*fakeChannel{{}, {}}
+	b := []*fakeChannel{{pending: true}}
+	g.Add(1, []Channel{a[0], a[1]})
+	g.Add(2, []Channel{b[0]})
+
+	g.Apply([]uint32{1, 99})
+	if !a[0].held || !a[1].held || b[0].held || !g.Held(1) || g.Held(2) {
+		t.Fatalf("after hold 1: a %v %v b %v", a[0].held, a[1].held, b[0].held)
+	}
+	if w := g.Waiting(); len(w) != 0 {
+		t.Fatalf("waiting %v: vm 1 has nothing pending", w)
+	}
+	g.Apply([]uint32{2})
+	if a[0].held || a[0].polls != 1 || a[1].polls != 1 || !b[0].held {
+		t.Fatalf("after switch: a held %v polls %d, b held %v", a[0].held, a[0].polls, b[0].held)
+	}
+	if w := g.Waiting(); !slices.Equal(w, []uint32{2}) {
+		t.Fatalf("waiting %v, want [2]", w)
+	}
+	g.Apply([]uint32{2}) // unchanged: no extra polls or toggles
+	if a[0].polls != 1 || !b[0].held {
+		t.Fatal("re-applying the same decision changed something")
+	}
+	g.Remove(2)
+	if b[0].held || g.Held(2) {
+		t.Fatal("removed vm still held")
+	}
+	g.Apply(nil)
+	if a[0].held || b[0].polls != 0 {
+		t.Fatalf("final: a held %v, b polled %d", a[0].held, b[0].polls)
+	}
+}
