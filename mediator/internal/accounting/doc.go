@@ -1,0 +1,132 @@
+// Package accounting owns the mediator's per-VM GPU-time measurement: a
+// LoGA-style poller that reads which channels the GPU is running
+// (backend.StatusReader) without interrupting anything, and the estimators
+// that turn those samples into GPU time charged to each VM (DESIGN.md §3.5).
+// It decides nothing: the scheduler consumes its Periods.
+//
+// # Estimators
+//
+// An Estimator is pure and deterministic: it sees a poll phase as Begin, a
+// sequence of Status samples, and End, and returns the Phase it measured.
+// Three methods exist (Method):
+//
+// "loga" — LoGA done right: the TOTAL time each VM's commands ran. For each
+// pair of consecutive samples at t0 and t1, and each engine:
+//
+//   - the same command running at both (same channel, same Since): its VM
+//     is charged [max(t0, Since), t1];
+//   - a different command running at t1, started at Since in (t0, t1]: the
+//     previous VM is charged [t0, Since] and the new one [Since, t1]. This is
+//     exact when the second command was queued before the first ended (a
+//     saturated GPU: the dispatcher starts it the instant the engine frees
+//     up). When the second was submitted after the engine went idle, the
+//     previous VM is over-charged by the idle gap, which is less than one
+//     sample interval (2 µs by default): a bias of at most t1−t0 per such
+//     switch, toward the VM that ran first. A Since at or before t0 (a
+//     backend inconsistency) charges the new command the whole interval;
+//   - nothing running at t1: the previous command ended somewhere in
+//     (t0, t1]; its VM is charged up to the midpoint (t0+t1)/2, which is
+//     unbiased when the end is uniformly distributed in the interval;
+//   - nothing running at t0 but a command at t1: [max(t0, Since), t1].
+//
+// The first sample of a phase has no predecessor: a command running then is
+// charged from max(phase start, Since), so a command already running at Begin
+// is charged only from the phase start. A command longer than the phase is
+// charged for the whole phase: it never changes. Idle time is charged to
+// nobody. When the time between the last sample and End is not zero, the
+// commands running at the last sample are charged up to the midpoint of that
+// stretch, as if nothing ran at End (the pollers always sample at End, so
+// this does not arise with them).
+//
+// Split: the pieces above are laid on the timeline of (t0, t1] for every
+// engine, and every elementary stretch covered by k pieces (k engines busy at
+// once) gives each piece 1/k of its length (the remainder nanoseconds go one
+// each to the first pieces). The total charged for a phase therefore never
+// exceeds its length: the poller charges GPU wall time, not engine time. A
+// VM running compute and copy at once is still charged the whole stretch
+// (1/2 + 1/2); a VM sharing the GPU with another one's copy gets half.
+//
+// "loga-segment-average" — the baseline of LoGA's released code (the event
+// policy of jkehne/loga) and of the paper's "LoGA-CL": per engine, a segment
+// is a maximal run of consecutive samples showing the same channel (two
+// commands of one channel back to back are one segment, idle ends a segment);
+// its length is the time between the samples at which it was first seen and
+// at which something else was seen (detection times, not Since). A segment
+// open at Begin starts at the phase start; one open at End ends there (as the
+// released code's pre- and post-phase accounting does). Each VM's weight is
+// the average length of its segments, and the phase's busy time (measured as
+// "loga" measures it, so both methods see the same total) is distributed in
+// proportion to the weights:
+//
+//	Busy[vm] = busy × avg[vm] / Σ avg
+//
+// The released code distributes the whole epoch (poll + non-poll length)
+// instead of the busy time, i.e. it also charges idle time; here only the
+// weighting differs from "loga", to isolate its effect. The weighting is what
+// NEON assumes of a saturated round-robin GPU (shares in proportion to
+// command lengths) and is wrong whenever VMs do not alternate one command
+// each: a VM with many short kernels separated by short gaps (each kernel a
+// segment of its own) is under-charged next to a VM with a few long ones,
+// and a VM with two channels is under-charged next to one with one. When two
+// single-channel VMs strictly alternate, both methods agree.
+//
+// "off" charges nothing, and its poller reads the status only at phase
+// boundaries (to learn the time). "neon-sampling" is a control mode (each VM
+// alone in turn) implemented elsewhere; ParseMethod accepts it, NewEstimator
+// and Config.Validate report ErrNotEstimator.
+//
+// Samples that do not advance time (Time at or before the previous sample's,
+// or before Begin) are ignored; several entries for one engine in a Status
+// count once (the first). Running channels count as active whether or not
+// the Active list names them.
+//
+// # Phases and periods
+//
+// A period is a poll phase [Phase.Start, PollEnd] followed by a non-poll
+// phase [PollEnd, End]. Lengths are planned at the end of each poll phase
+// from what it saw:
+//
+//   - poll = clamp(PollNs × active channels, MinPollNs, MaxPollNs), with
+//     active channels the distinct channels seen active in the phase (at
+//     least 1); the first phase assumes 1;
+//   - non-poll = poll × Ratio (Ratio < 0: no non-poll phase, poll all the
+//     time); when at most one VM was active in the phase, the whole period is
+//     IdleFactor times longer (non-poll = (poll + non-poll) × IdleFactor −
+//     poll): there is nothing to arbitrate;
+//   - each of the two lengths is then drawn uniformly in ±Jitter around its
+//     mean (seeded: the same Seed gives the same lengths), so that the
+//     phases do not alias with a periodic workload.
+//
+// onPeriod is called at the end of each poll phase, which is when the
+// scheduler decides, with the Period whose End is the planned end of the
+// coming non-poll phase: the poll phase just measured stands for the period
+// it opens, and its measurement is extrapolated over it:
+//
+//	Busy[vm]  = Phase.Busy[vm] × (End − Start) / (Phase.End − Phase.Start)
+//	Share[vm] = Phase.Busy[vm] / (Phase.End − Phase.Start)
+//
+// Periods tile the timeline: each Start is the previous End. With the
+// virtual driver the next poll phase starts exactly at End, so Start ==
+// Phase.Start. With the wall driver the timer may wake late: the poll phase
+// then starts after Start, and the late stretch [Start, Phase.Start] is
+// covered by extrapolating the late phase over its own period (the actual
+// times are used everywhere, as LoGA does). Summing Busy over consecutive
+// periods estimates a VM's GPU time over [first Start, last End].
+//
+// # Drivers
+//
+// NewVirtual runs the phases on a simulated timeline through an After-like
+// function (the sim in manual drive): deterministic, every sample exactly on
+// time (every SampleNs from the phase start, the last one exactly at the
+// phase end). NewWall's Run spins through each poll phase on a locked OS
+// thread, reading the status every SampleNs (timers fire about 1 ms late:
+// sleeping is useless at µs scale), and sleeps through the non-poll phase on
+// a timer; lateness there only stretches the non-poll phase.
+//
+// CPUNs is the poller's own CPU cost: with the wall driver the thread CPU
+// time of the poll phases (CLOCK_THREAD_CPUTIME_ID on Linux, wall time
+// elsewhere), with the virtual driver the wall time spent inside the
+// estimator (Begin, Observe, End). PollNs is the total length of the poll
+// phases on the backend clock: with the wall driver the poller spins through
+// them, so PollNs / elapsed is the fraction of a core it keeps busy.
+package accounting

@@ -1,0 +1,275 @@
+package accounting
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/mediator/backend"
+	"github.com/sluice-gpu/sluice/mediator/backend/sim"
+)
+
+const second = 1_000_000_000
+
+// continuous polls all the time, as the LoGA paper's accuracy experiments
+// do (§5.4): what is left is the estimator's own error.
+var continuous = Config{Ratio: -1, IdleFactor: 1}
+
+func newManualSim(t testing.TB) *sim.Sim {
+	t.Helper()
+	s, err := sim.New(backend.Options{Clock: "virtual", Params: map[string]string{"drive": "manual"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func throttleCmd(ns int64) abi.Command {
+	return abi.Command{Op: abi.OpThrottle, DurationNs: uint64(ns)}
+}
+
+// closedLoop attaches VM id: it submits a kernel of kernel ns at offset,
+// then, each time one completes, the next one sleep ns later (0: at once,
+// back to back).
+func closedLoop(t testing.TB, s *sim.Sim, id uint32, kernel, sleep, offset int64) {
+	t.Helper()
+	var v backend.VM
+	submit := func() {
+		if err := v.Submit(0, throttleCmd(kernel), 0); err != nil && !errors.Is(err, backend.ErrClosed) {
+			t.Error(err)
+		}
+	}
+	complete := func(c backend.Completion) {
+		if c.Code != abi.OK {
+			return
+		}
+		if sleep == 0 {
+			submit()
+			return
+		}
+		s.After(sleep, submit)
+	}
+	var err error
+	if v, err = s.Attach(backend.VMSpec{ID: id, Channels: 1, Complete: complete}); err != nil {
+		t.Fatal(err)
+	}
+	s.After(offset, submit)
+}
+
+// cyclic attaches VM id: a kernel of kernel ns at the start of every cycle.
+func cyclic(t testing.TB, s *sim.Sim, id uint32, kernel, cycle int64) {
+	t.Helper()
+	v, err := s.Attach(backend.VMSpec{ID: id, Channels: 1, Complete: func(backend.Completion) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tick func()
+	tick = func() {
+		if err := v.Submit(0, throttleCmd(kernel), 0); err != nil && !errors.Is(err, backend.ErrClosed) {
+			t.Error(err)
+		}
+		s.After(cycle, tick)
+	}
+	s.After(0, tick)
+}
+
+// outcome compares a virtual run's accounting with the sim's ground truth
+// over [0, Until], Until being the End of the last complete period.
+type outcome struct {
+	Until      int64
+	Periods    int
+	Accounted  map[uint32]int64 // Σ Period.Busy
+	True       map[uint32]int64 // sim.VMBusy over [0, Until]
+	InWindow   map[uint32]int64 // Σ Phase.Busy
+	TrueWindow map[uint32]int64 // sim.VMBusy over the poll phases
+	CPUNs      int64
+	PollNs     int64
+}
+
+// worst is the largest relative error of acc against truth over the VMs.
+func worst(acc, truth map[uint32]int64) float64 {
+	w := 0.0
+	for vm, tr := range truth {
+		w = max(w, relErr(acc[vm], tr))
+	}
+	return w
+}
+
+func (o outcome) String() string {
+	return fmt.Sprintf("over %.3f s, %d periods: worst error %.3f%% extrapolated, %.3f%% in poll windows; CPU %.4f%%, polling %.2f%% of the time",
+		float64(o.Until)/second, o.Periods, 100*worst(o.Accounted, o.True), 100*worst(o.InWindow, o.TrueWindow),
+		100*float64(o.CPUNs)/float64(o.Until), 100*float64(o.PollNs)/float64(o.Until))
+}
+
+// measure runs a virtual poller over a workload for dur ns of simulated
+// time; vms are the IDs the workload attaches.
+func measure(t testing.TB, cfg Config, dur int64, vms []uint32, workload func(*sim.Sim)) outcome {
+	t.Helper()
+	s := newManualSim(t)
+	workload(s)
+	o := outcome{Accounted: map[uint32]int64{}, True: map[uint32]int64{}, InWindow: map[uint32]int64{}, TrueWindow: map[uint32]int64{}}
+	truthAt := func() map[uint32]int64 {
+		m := map[uint32]int64{}
+		for _, vm := range vms {
+			m[vm] = s.VMBusy(vm)
+		}
+		return m
+	}
+	var periods []Period
+	var atEnd, atPollEnd []map[uint32]int64
+	onPeriod := func(p Period) {
+		periods = append(periods, p)
+		atPollEnd = append(atPollEnd, truthAt())
+		i := len(atEnd)
+		atEnd = append(atEnd, nil)
+		s.After(p.End-p.PollEnd, func() { atEnd[i] = truthAt() })
+	}
+	p, err := NewVirtual(cfg, s, s.After, onPeriod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	if err := s.Run(dur); err != nil {
+		t.Fatal(err)
+	}
+	p.Stop()
+	prev := map[uint32]int64{}
+	for i, per := range periods {
+		if atEnd[i] == nil {
+			break // the period outlasts the run
+		}
+		if i > 0 && per.Start != periods[i-1].End || per.Start != per.Phase.Start {
+			t.Fatalf("period %d [%d, %d] does not follow %d", i, per.Start, per.End, periods[i-1].End)
+		}
+		for _, vm := range vms {
+			o.Accounted[vm] += per.Busy[vm]
+			o.InWindow[vm] += per.Phase.Busy[vm]
+			o.TrueWindow[vm] += atPollEnd[i][vm] - prev[vm]
+		}
+		prev = atEnd[i]
+		o.Until, o.Periods, o.True = per.End, i+1, atEnd[i]
+	}
+	if o.Periods == 0 {
+		t.Fatal("no complete period")
+	}
+	o.CPUNs, o.PollNs = p.CPUNs(), p.PollNs()
+	return o
+}
+
+func kernelLengths() []int64 {
+	if testing.Short() {
+		return []int64{100, 1000}
+	}
+	return []int64{100, 200, 300, 400, 500, 600, 700, 800, 900, 1000}
+}
+
+func TestAccuracySaturating(t *testing.T) {
+	for _, k := range kernelLengths() {
+		for _, c := range []struct {
+			name string
+			cfg  Config
+		}{{"continuous", continuous}, {"default", Config{}}} {
+			t.Run(fmt.Sprintf("kernel=%dus/%s", k, c.name), func(t *testing.T) {
+				o := measure(t, c.cfg, second, []uint32{1}, func(s *sim.Sim) { closedLoop(t, s, 1, k*us, 0, 0) })
+				if e := worst(o.Accounted, o.True); e > 0.01 {
+					t.Errorf("%v", o)
+				}
+				t.Log(o)
+			})
+		}
+	}
+}
+
+func TestAccuracyLoad(t *testing.T) {
+	for _, k := range kernelLengths() {
+		t.Run(fmt.Sprintf("load=%d%%/continuous", k/10), func(t *testing.T) {
+			o := measure(t, continuous, second, []uint32{1}, func(s *sim.Sim) { cyclic(t, s, 1, k*us, 1000*us) })
+			if e := worst(o.Accounted, o.True); e > 0.01 {
+				t.Errorf("%v", o)
+			}
+			t.Log(o)
+		})
+	}
+}
+
+func TestAccuracyLoadDefaultSampling(t *testing.T) {
+	// 2% polling (0.2% with one VM active: IdleFactor): the error is the
+	// sampling's, not the estimator's; in-window error stays tiny.
+	for _, k := range []int64{100, 500, 900} {
+		t.Run(fmt.Sprintf("load=%d%%", k/10), func(t *testing.T) {
+			o := measure(t, Config{}, 10*second, []uint32{1}, func(s *sim.Sim) { cyclic(t, s, 1, k*us, 1000*us) })
+			if e := worst(o.InWindow, o.TrueWindow); e > 0.01 {
+				t.Errorf("in-window: %v", o)
+			}
+			if e := worst(o.Accounted, o.True); e > 0.5 {
+				t.Errorf("%v", o)
+			}
+			t.Log(o)
+		})
+	}
+}
+
+func TestAccuracyTwoVMsSkew(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		max  float64
+	}{{"continuous", continuous, 0.01}, {"default", Config{}, 0.5}} {
+		t.Run(c.name, func(t *testing.T) {
+			o := measure(t, c.cfg, second, []uint32{1, 2}, func(s *sim.Sim) {
+				closedLoop(t, s, 1, 100*us, 0, 0)
+				closedLoop(t, s, 2, 1000*us, 0, 0)
+			})
+			if e := worst(o.Accounted, o.True); e > c.max {
+				t.Errorf("%v", o)
+			}
+			if e := worst(o.InWindow, o.TrueWindow); e > 0.01 {
+				t.Errorf("in-window: %v", o)
+			}
+			t.Logf("%v; true %v accounted %v", o, o.True, o.Accounted)
+		})
+	}
+}
+
+func tenThrottles(t testing.TB) func(*sim.Sim) {
+	return func(s *sim.Sim) {
+		for i := range uint32(10) {
+			closedLoop(t, s, i+1, 10*us, 1000*us, int64(i)*97*us)
+		}
+	}
+}
+
+var tenVMs = []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+
+func TestAccuracyTenThrottles(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		max  float64
+	}{{"continuous", continuous, 0.02}, {"default", Config{}, 0.5}} {
+		t.Run(c.name, func(t *testing.T) {
+			o := measure(t, c.cfg, second, tenVMs, tenThrottles(t))
+			if e := worst(o.Accounted, o.True); e > c.max {
+				t.Errorf("%v", o)
+			}
+			t.Log(o)
+		})
+	}
+}
+
+// TestCPUTenVMs reports the poller's CPU cost with ten VMs; the bound is
+// loose (a loaded or race-instrumented machine is slower) but catches a
+// poller that does orders of magnitude too much work.
+func TestCPUTenVMs(t *testing.T) {
+	o := measure(t, Config{}, second, tenVMs, tenThrottles(t))
+	if frac := float64(o.CPUNs) / float64(o.Until); frac > 0.2 {
+		t.Errorf("estimator CPU %.2f%% of a core", 100*frac)
+	}
+	if frac := float64(o.PollNs) / float64(o.Until); frac < 0.015 || frac > 0.025 {
+		t.Errorf("polling %.2f%% of the time, want about 2%%", 100*frac)
+	}
+	t.Logf("estimator CPU / simulated time = %.4f%% of a core; spin duty (PollNs / time, the wall driver's cost) = %.3f%%; %v",
+		100*float64(o.CPUNs)/float64(o.Until), 100*float64(o.PollNs)/float64(o.Until), o)
+}

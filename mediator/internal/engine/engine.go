@@ -1,0 +1,165 @@
+// Package engine is the mediator's control loop for one GPU: at the end of
+// each accounting poll phase it turns the poller's measurements into the
+// scheduler's charges, asks the scheduler which VMs to hold, and applies the
+// decision at the gate. It also keeps per-VM totals of what accounting
+// charged and how long each VM was held, for stats and benchmarks.
+//
+// The engine does not drive time: the accounting poller calls OnPeriod (on
+// the simulator's timeline or from the wall-clock poller's goroutine). Lock
+// order: Engine.mu, then the scheduler's and the gate's.
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
+	"github.com/sluice-gpu/sluice/mediator/internal/gate"
+	"github.com/sluice-gpu/sluice/mediator/internal/sched"
+)
+
+// Engine schedules the VMs of one GPU.
+type Engine struct {
+	sched *sched.Scheduler
+	gate  *gate.Gate
+
+	mu      sync.Mutex
+	vms     map[uint32]*vmStat
+	periods int64
+	last    sched.Decision
+}
+
+type vmStat struct {
+	name      string
+	accounted int64   // sum of the extrapolated charges
+	share     float64 // of the last poll phase
+	heldNs    int64   // time spent held (non-poll phases it was held for)
+	heldFrom  int64   // when the current hold began, -1 if not held
+}
+
+// New returns an engine with the given scheduler configuration.
+func New(cfg sched.Config) (*Engine, error) {
+	s, err := sched.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating scheduler: %w", err)
+	}
+	return &Engine{sched: s, gate: gate.New(), vms: map[uint32]*vmStat{}}, nil
+}
+
+// AddVM registers a VM and its channels; it starts released.
+func (e *Engine) AddVM(id uint32, name string, weight uint32, cap float64, chans []gate.Channel) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.sched.AddVM(id, weight, cap); err != nil {
+		return fmt.Errorf("adding vm %q to the scheduler: %w", name, err)
+	}
+	e.gate.Add(id, chans)
+	e.vms[id] = &vmStat{name: name, heldFrom: -1}
+	return nil
+}
+
+// RemoveVM forgets a VM, releasing it.
+func (e *Engine) RemoveVM(id uint32) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.sched.RemoveVM(id)
+	e.gate.Remove(id)
+	delete(e.vms, id)
+}
+
+// SetWeight changes a VM's share from the next period on.
+func (e *Engine) SetWeight(id uint32, w uint32) error { return e.sched.SetWeight(id, w) }
+
+// SetCap changes a VM's cap (0: none) from the next period on.
+func (e *Engine) SetCap(id uint32, c float64) error { return e.sched.SetCap(id, c) }
+
+// SetPolicy switches the policy from the next period on.
+func (e *Engine) SetPolicy(p sched.Policy) error { return e.sched.SetPolicy(p) }
+
+// Policy is the current policy.
+func (e *Engine) Policy() sched.Policy { return e.sched.Policy() }
+
+// OnPeriod is the accounting poller's callback at the end of a poll phase.
+func (e *Engine) OnPeriod(p accounting.Period) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.periods++
+	waiting := e.gate.Waiting()
+	charges := make([]sched.Charge, 0, len(e.vms))
+	for id, st := range e.vms {
+		busy := p.Busy[id]
+		st.accounted += busy
+		st.share = p.Share[id]
+		charges = append(charges, sched.Charge{VM: id, BusyNs: busy, Active: p.Phase.Active[id] || contains(waiting, id)})
+	}
+	sort.Slice(charges, func(i, j int) bool { return charges[i].VM < charges[j].VM })
+	d := e.sched.EndPeriod(sched.Period{
+		Start: p.Start, End: p.End, PollNs: p.PollNs(), NonPollNs: p.NonPollNs(), Charges: charges,
+	})
+	e.last = d
+	e.gate.Apply(d.Hold)
+	for id, st := range e.vms {
+		held := contains(d.Hold, id)
+		switch {
+		case held && st.heldFrom < 0:
+			st.heldFrom = p.PollEnd
+		case !held && st.heldFrom >= 0:
+			st.heldNs += p.PollEnd - st.heldFrom
+			st.heldFrom = -1
+		}
+	}
+}
+
+func contains(ids []uint32, id uint32) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// VMStats is one VM's view from the engine.
+type VMStats struct {
+	ID        uint32
+	Name      string
+	Accounted int64   // GPU ns charged by accounting (extrapolated)
+	Share     float64 // share of the last poll phase
+	Held      bool
+	HeldNs    int64 // total time held, up to now
+	LagNs     int64 // virtual time ahead of t_sys
+	Weight    uint32
+	Cap       float64
+}
+
+// Stats returns every VM's totals, sorted by id; now closes an open hold.
+func (e *Engine) Stats(now int64) []VMStats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	snap := map[uint32]sched.VMState{}
+	for _, s := range e.sched.Snapshot() {
+		snap[s.ID] = s
+	}
+	out := make([]VMStats, 0, len(e.vms))
+	for id, st := range e.vms {
+		held := st.heldNs
+		if st.heldFrom >= 0 && now > st.heldFrom {
+			held += now - st.heldFrom
+		}
+		s := snap[id]
+		out = append(out, VMStats{
+			ID: id, Name: st.name, Accounted: st.accounted, Share: st.share,
+			Held: st.heldFrom >= 0, HeldNs: held, LagNs: s.Lag, Weight: s.Weight, Cap: s.Cap,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Periods is how many periods have ended.
+func (e *Engine) Periods() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.periods
+}
