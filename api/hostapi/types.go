@@ -11,6 +11,9 @@
 //	GET    /v1/vms/{name}         VM
 //	DELETE /v1/vms/{name}         204
 //	GET    /v1/vms/{name}/usage   Usage
+//	PATCH  /v1/vms/{name}         UpdateVMRequest -> VM
+//	GET    /v1/policy             PolicyState
+//	PUT    /v1/policy             PolicyState -> PolicyState
 //	GET    /v1/stats              Stats
 //
 // Errors come back as a non-2xx status with an Error body; Code is one of the
@@ -27,11 +30,33 @@ const (
 
 // CreateVMRequest asks for a new VM endpoint. Zero fields take defaults.
 type CreateVMRequest struct {
-	Name        string `json:"name"`
-	Weight      uint32 `json:"weight,omitempty"`       // default 1
-	Channels    int    `json:"channels,omitempty"`     // default 4
-	RingEntries int    `json:"ring_entries,omitempty"` // default 256
-	RegionSize  uint64 `json:"region_size,omitempty"`  // bytes, power of two, default 4 MiB
+	Name        string  `json:"name"`
+	Weight      uint32  `json:"weight,omitempty"`       // default 1
+	Cap         float64 `json:"cap,omitempty"`          // (0, 1], for policy cap; default none
+	Channels    int     `json:"channels,omitempty"`     // default 4
+	RingEntries int     `json:"ring_entries,omitempty"` // default 256
+	RegionSize  uint64  `json:"region_size,omitempty"`  // bytes, power of two, default 4 MiB
+}
+
+// UpdateVMRequest changes a running VM's share. Absent fields stay as they
+// are; the change applies from the scheduler's next period.
+type UpdateVMRequest struct {
+	Weight *uint32  `json:"weight,omitempty"` // 1..1000000
+	Cap    *float64 `json:"cap,omitempty"`    // (0, 1]: hard maximum share under policy cap; 0 clears it
+}
+
+// Scheduling policies.
+const (
+	PolicyNone      = "none"      // accounting only
+	PolicyDFQ       = "dfq"       // disengaged fair queuing (default)
+	PolicyCap       = "cap"       // hard maximum shares; may idle the GPU
+	PolicyTimeslice = "timeslice" // engaged round robin, a baseline
+)
+
+// PolicyState is the GPU's scheduling policy and accounting method.
+type PolicyState struct {
+	Policy     string `json:"policy"`
+	Accounting string `json:"accounting,omitempty"` // read only: set at daemon start
 }
 
 // VM describes one VM endpoint.
@@ -39,6 +64,7 @@ type VM struct {
 	Name        string    `json:"name"`
 	ID          uint32    `json:"id"`
 	Weight      uint32    `json:"weight"`
+	Cap         float64   `json:"cap"` // 0: none
 	Channels    int       `json:"channels"`
 	RingEntries int       `json:"ring_entries"`
 	RegionSize  uint64    `json:"region_size"`
@@ -76,16 +102,26 @@ type VMStats struct {
 	Usage        Usage          `json:"usage"`
 	Doorbells    uint64         `json:"doorbells"`
 	ChannelStats []ChannelStats `json:"channel_stats"`
+	// What accounting and the scheduler see (zero with accounting off):
+	AccountedNs int64   `json:"accounted_ns"` // GPU time charged by the poller, extrapolated
+	Share       float64 `json:"share"`        // share of the GPU in the last poll phase
+	Held        bool    `json:"held"`         // doorbells latched now
+	HeldNs      int64   `json:"held_ns"`      // total time held
+	LagNs       int64   `json:"lag_ns"`       // virtual time ahead of the slowest active VM
 }
 
 // Stats is a snapshot for live views: sample it twice and divide the deltas
 // by the difference of Now.
 type Stats struct {
-	Backend   string    `json:"backend"`
-	Clock     string    `json:"clock"`
-	Now       int64     `json:"now_ns"`      // the backend's clock
-	GPUBusyNs uint64    `json:"gpu_busy_ns"` // sum over VMs
-	VMs       []VMStats `json:"vms"`
+	Backend     string    `json:"backend"`
+	Clock       string    `json:"clock"`
+	Policy      string    `json:"policy"`
+	Accounting  string    `json:"accounting"`
+	PollerCPUNs int64     `json:"poller_cpu_ns"` // CPU time the accounting poller used
+	Periods     int64     `json:"periods"`       // scheduling periods so far
+	Now         int64     `json:"now_ns"`        // the backend's clock
+	GPUBusyNs   uint64    `json:"gpu_busy_ns"`   // sum over VMs
+	VMs         []VMStats `json:"vms"`
 }
 
 // Version identifies the daemon.

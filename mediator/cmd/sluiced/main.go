@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/backend"
 	_ "github.com/sluice-gpu/sluice/mediator/backend/null"
 	_ "github.com/sluice-gpu/sluice/mediator/backend/sim"
+	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
 	"github.com/sluice-gpu/sluice/mediator/internal/apiserver"
 	"github.com/sluice-gpu/sluice/mediator/internal/daemon"
 )
@@ -81,6 +82,10 @@ func parseFlags(args []string) (daemon.Config, slog.Level, error) {
 	fs.IntVar(&cfg.Layout.RingEntries, "ring-entries", cfg.Layout.RingEntries, "default ring entries per channel (power of two)")
 	fs.Uint64Var(&cfg.Layout.RegionSize, "region-size", cfg.Layout.RegionSize, "default shared-memory region size per VM in bytes (power of two)")
 	fs.IntVar(&cfg.MaxVMs, "max-vms", cfg.MaxVMs, "maximum number of VMs")
+	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "scheduling policy at start: none, dfq, cap, timeslice (sluicectl policy set changes it)")
+	method := fs.String("accounting", string(cfg.Accounting.Method), "accounting method: loga, loga-segment-average, off (scheduling needs the wall clock)")
+	fs.Float64Var(&cfg.Accounting.Ratio, "poll-ratio", 0, "non-poll : poll phase length ratio (0: default 49, i.e. 2% polling)")
+	fs.Int64Var(&cfg.Accounting.PollNs, "poll-ns", 0, "poll phase length per active channel in ns (0: default)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -94,6 +99,9 @@ func parseFlags(args []string) (daemon.Config, slog.Level, error) {
 		return cfg, 0, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
 	}
 	var err error
+	if cfg.Accounting.Method, err = accounting.ParseMethod(*method); err != nil {
+		return cfg, 0, err
+	}
 	if cfg.BackendParams, err = daemon.ParseParams(*params); err != nil {
 		return cfg, 0, err
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
+	"github.com/sluice-gpu/sluice/mediator/internal/sched"
 )
 
 // Config is sluiced's configuration. Every field documents its default;
@@ -36,6 +38,14 @@ type Config struct {
 	MaxVMs int
 	// MaxPeers caps guest peers per endpoint. Default 4.
 	MaxPeers int
+	// Policy is the scheduling policy at start (none, dfq, cap, timeslice).
+	// Default dfq. A policy set at run time is persisted and wins.
+	Policy string
+	// Accounting configures the poller (method loga by default; "off"
+	// disables accounting and scheduling). Scheduling runs with the wall
+	// clock only: on the virtual clock the daemon accounts from completions
+	// and `sluicectl bench` is the place for scheduled what-if runs.
+	Accounting accounting.Config
 }
 
 // DefaultConfig returns the defaults.
@@ -50,6 +60,8 @@ func DefaultConfig() Config {
 		Limits:     abi.DefaultLimits(),
 		MaxVMs:     256,
 		MaxPeers:   4,
+		Policy:     "dfq",
+		Accounting: accounting.Config{Method: accounting.MethodLoga},
 	}
 }
 
@@ -72,6 +84,15 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxVMs < 1 || c.MaxPeers < 1 {
 		return fmt.Errorf("config: max vms and max peers must be positive")
+	}
+	if _, err := sched.ParsePolicy(c.Policy); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if c.Accounting.Method == accounting.MethodNeonSampling {
+		return fmt.Errorf("config: accounting %q is a benchmark baseline (sluicectl bench), not for the daemon", c.Accounting.Method)
+	}
+	if err := c.Accounting.Validate(); err != nil {
+		return fmt.Errorf("config: accounting: %w", err)
 	}
 	return nil
 }

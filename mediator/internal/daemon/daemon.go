@@ -20,6 +20,10 @@ import (
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/api/hostapi"
 	"github.com/sluice-gpu/sluice/mediator/backend"
+	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
+	"github.com/sluice-gpu/sluice/mediator/internal/engine"
+	"github.com/sluice-gpu/sluice/mediator/internal/gate"
+	"github.com/sluice-gpu/sluice/mediator/internal/sched"
 	"github.com/sluice-gpu/sluice/mediator/internal/usage"
 	"github.com/sluice-gpu/sluice/mediator/internal/vm"
 	"github.com/sluice-gpu/sluice/vmm-plugin/ivshmem"
@@ -34,6 +38,10 @@ type Daemon struct {
 	be     backend.Backend
 	ledger *usage.Ledger
 	epoch  uint64
+	engine *engine.Engine
+	poller *accounting.Poller // nil when accounting is off or the clock is virtual
+	stop   context.CancelFunc
+	done   chan struct{}
 
 	mu       sync.Mutex
 	vms      map[string]*entry
@@ -69,11 +77,42 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, be: be, ledger: ledger, epoch: newEpoch(), vms: map[string]*entry{}, deleting: map[string]bool{}, nextID: 1}
+	if err := d.startScheduling(); err != nil {
+		be.Close()
+		return nil, err
+	}
 	if err := d.restore(); err != nil {
 		d.Close()
 		return nil, err
 	}
 	return d, nil
+}
+
+// startScheduling creates the engine and, where the backend can be polled
+// in real time, the accounting poller that drives it.
+func (d *Daemon) startScheduling() error {
+	policy, err := sched.ParsePolicy(d.cfg.Policy)
+	if err != nil {
+		return err
+	}
+	if d.engine, err = engine.New(sched.Config{Policy: policy}); err != nil {
+		return err
+	}
+	sr, ok := d.be.(backend.StatusReader)
+	if !ok || d.cfg.Accounting.Method == accounting.MethodOff || d.cfg.Clock != "wall" {
+		return nil
+	}
+	d.poller, err = accounting.NewWall(d.cfg.Accounting, sr, d.be.Clock().Now, d.engine.OnPeriod)
+	if err != nil {
+		return fmt.Errorf("starting accounting: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.stop, d.done = cancel, make(chan struct{})
+	go func() {
+		defer close(d.done)
+		_ = d.poller.Run(ctx) // ends only when ctx does
+	}()
+	return nil
 }
 
 func newEpoch() uint64 {
@@ -143,6 +182,13 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 	if err != nil {
 		return hostapi.VM{}, fmt.Errorf("creating vm %q: %w", req.Name, classify(err))
 	}
+	chans := make([]gate.Channel, 0, len(v.Channels()))
+	for _, c := range v.Channels() {
+		chans = append(chans, c)
+	}
+	if err := d.engine.AddVM(id, req.Name, req.Weight, req.Cap, chans); err != nil {
+		return hostapi.VM{}, errors.Join(fmt.Errorf("vm %q: %w: %w", req.Name, hostapi.ErrInvalid, err), v.Close())
+	}
 	base, ok := d.ledger.Get(req.Name)
 	if !ok {
 		base = usage.Record{Since: time.Now().UTC()}
@@ -181,6 +227,7 @@ func (d *Daemon) DeleteVM(_ context.Context, name string) error {
 	}
 	delete(d.vms, name)
 	d.deleting[name] = true
+	d.engine.RemoveVM(e.vm.Config().ID)
 	saveErr := d.saveVMsLocked()
 	d.mu.Unlock()
 
@@ -237,9 +284,21 @@ func (d *Daemon) Usage(_ context.Context, name string) (hostapi.Usage, error) {
 func (d *Daemon) Stats(_ context.Context) (hostapi.Stats, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s := hostapi.Stats{Backend: d.cfg.Backend, Clock: d.cfg.Clock, Now: d.be.Clock().Now()}
+	now := d.be.Clock().Now()
+	s := hostapi.Stats{Backend: d.cfg.Backend, Clock: d.cfg.Clock, Now: now,
+		Policy: string(d.engine.Policy()), Accounting: d.accountingName(), Periods: d.engine.Periods()}
+	if d.poller != nil {
+		s.PollerCPUNs = d.poller.CPUNs()
+	}
+	sched := map[uint32]engine.VMStats{}
+	for _, st := range d.engine.Stats(now) {
+		sched[st.ID] = st
+	}
 	for _, e := range d.sortedLocked() {
 		vs := statsOf(e)
+		if st, ok := sched[e.vm.Config().ID]; ok {
+			vs.AccountedNs, vs.Share, vs.Held, vs.HeldNs, vs.LagNs = st.Accounted, st.Share, st.Held, st.HeldNs, st.LagNs
+		}
 		s.GPUBusyNs += vs.Usage.GPUNs
 		s.VMs = append(s.VMs, vs)
 	}
@@ -301,6 +360,11 @@ func (d *Daemon) Close() error {
 	}
 	wg.Wait()
 	errs = append(errs, closeErrs...)
+	if d.stop != nil {
+		d.stop()
+		<-d.done
+		d.stop = nil
+	}
 	errs = append(errs, d.flushLocked(), d.be.Close())
 	clear(d.vms)
 	return errors.Join(errs...)
@@ -329,11 +393,12 @@ func classify(err error) error {
 // vmsFile is the persisted list of VMs, re-created on start.
 type vmsFile struct {
 	Version int                       `json:"version"`
+	Policy  string                    `json:"policy,omitempty"`
 	VMs     []hostapi.CreateVMRequest `json:"vms"`
 }
 
 func (d *Daemon) saveVMsLocked() error {
-	f := vmsFile{Version: 1}
+	f := vmsFile{Version: 1, Policy: string(d.engine.Policy())}
 	for _, e := range d.sortedLocked() {
 		f.VMs = append(f.VMs, e.req)
 	}
@@ -361,6 +426,15 @@ func (d *Daemon) restore() error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if f.Policy != "" {
+		p, err := sched.ParsePolicy(f.Policy)
+		if err != nil {
+			return fmt.Errorf("restoring policy: %w", err)
+		}
+		if err := d.engine.SetPolicy(p); err != nil {
+			return fmt.Errorf("restoring policy: %w", err)
+		}
+	}
 	for _, req := range f.VMs {
 		if _, err := d.createLocked(req); err != nil {
 			return fmt.Errorf("restoring vm %q: %w", req.Name, err)

@@ -22,7 +22,8 @@ func describe(e *entry) hostapi.VM {
 	return hostapi.VM{
 		Name:        c.Name,
 		ID:          c.ID,
-		Weight:      c.Weight,
+		Weight:      e.req.Weight,
+		Cap:         e.req.Cap,
 		Channels:    int(c.Layout.Channels),
 		RingEntries: int(c.Layout.RingEntries),
 		RegionSize:  c.Layout.RegionSize,

@@ -156,6 +156,9 @@ func (s submitter) Submit(ch int, cmd abi.Command, tag uint64) error {
 	return err
 }
 
+// Channels are the VM's channels, for the scheduler's gate.
+func (v *VM) Channels() []*channel.Channel { return v.channels }
+
 // Config returns the VM's configuration.
 func (v *VM) Config() Config { return v.cfg }
 

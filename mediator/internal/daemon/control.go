@@ -1,0 +1,74 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sluice-gpu/sluice/api/hostapi"
+	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
+	"github.com/sluice-gpu/sluice/mediator/internal/sched"
+)
+
+// UpdateVM changes a VM's weight or cap at run time; it is persisted.
+func (d *Daemon) UpdateVM(_ context.Context, name string, req hostapi.UpdateVMRequest) (hostapi.VM, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.vms[name]
+	if !ok {
+		return hostapi.VM{}, fmt.Errorf("vm %q: %w", name, hostapi.ErrNotFound)
+	}
+	if req.Weight == nil && req.Cap == nil {
+		return hostapi.VM{}, fmt.Errorf("vm %q: nothing to change: %w", name, hostapi.ErrInvalid)
+	}
+	id := e.vm.Config().ID
+	if req.Weight != nil {
+		if err := d.engine.SetWeight(id, *req.Weight); err != nil {
+			return hostapi.VM{}, fmt.Errorf("vm %q: weight %d: %w: %w", name, *req.Weight, hostapi.ErrInvalid, err)
+		}
+		e.req.Weight = *req.Weight
+	}
+	if req.Cap != nil {
+		if err := d.engine.SetCap(id, *req.Cap); err != nil {
+			return hostapi.VM{}, fmt.Errorf("vm %q: cap %g: %w: %w", name, *req.Cap, hostapi.ErrInvalid, err)
+		}
+		e.req.Cap = *req.Cap
+	}
+	if err := d.saveVMsLocked(); err != nil {
+		return hostapi.VM{}, err
+	}
+	return describe(e), nil
+}
+
+// Policy reports the scheduling policy and the accounting method.
+func (d *Daemon) Policy(context.Context) (hostapi.PolicyState, error) {
+	return hostapi.PolicyState{Policy: string(d.engine.Policy()), Accounting: d.accountingName()}, nil
+}
+
+// SetPolicy switches the scheduling policy at run time; it is persisted.
+func (d *Daemon) SetPolicy(_ context.Context, st hostapi.PolicyState) (hostapi.PolicyState, error) {
+	p, err := sched.ParsePolicy(st.Policy)
+	if err != nil {
+		return hostapi.PolicyState{}, fmt.Errorf("policy %q: %w: %w", st.Policy, hostapi.ErrInvalid, err)
+	}
+	if st.Accounting != "" && st.Accounting != d.accountingName() {
+		return hostapi.PolicyState{}, fmt.Errorf("accounting is set when sluiced starts (it is %q): %w", d.accountingName(), hostapi.ErrInvalid)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.engine.SetPolicy(p); err != nil {
+		return hostapi.PolicyState{}, fmt.Errorf("policy %q: %w: %w", st.Policy, hostapi.ErrInvalid, err)
+	}
+	if err := d.saveVMsLocked(); err != nil {
+		return hostapi.PolicyState{}, errors.Join(err)
+	}
+	return hostapi.PolicyState{Policy: string(p), Accounting: d.accountingName()}, nil
+}
+
+// accountingName is the method in effect: off when nothing polls.
+func (d *Daemon) accountingName() string {
+	if d.poller == nil {
+		return string(accounting.MethodOff)
+	}
+	return string(d.cfg.Accounting.Method)
+}
