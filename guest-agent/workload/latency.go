@@ -55,3 +55,12 @@ func Latency(ctx context.Context, ch *sdk.Channel, cfg LatencyConfig) (res Laten
 	}
 	return res, nil
 }
+
+// runOne submits cmd and waits for it.
+func runOne(ctx context.Context, ch *sdk.Channel, cmd abi.Command) error {
+	idx, err := ch.Submit(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	return ch.Wait(ctx, idx)
+}

@@ -19,6 +19,11 @@ type ThrottleConfig struct {
 	// MaxErrors is how many failed kernels are tolerated (each followed by a
 	// channel reset); one more ends the run with the error.
 	MaxErrors int
+	// Depth is how many kernels are kept in flight (default 1: LoGA's
+	// throttle waits for each kernel). A deeper queue keeps the GPU busy
+	// across the guest's own completion latency; Sleep then follows each
+	// completion before the next submit.
+	Depth int
 }
 
 // Validate checks that the run is bounded and well formed.
@@ -26,8 +31,8 @@ func (c ThrottleConfig) Validate() error {
 	switch {
 	case c.Kernel <= 0:
 		return fmt.Errorf("throttle kernel of %v: must be positive", c.Kernel)
-	case c.Sleep < 0 || c.Duration < 0 || c.Kernels < 0 || c.MaxErrors < 0:
-		return errors.New("throttle sleep, duration, kernels and max errors must not be negative")
+	case c.Sleep < 0 || c.Duration < 0 || c.Kernels < 0 || c.MaxErrors < 0 || c.Depth < 0:
+		return errors.New("throttle sleep, duration, kernels, depth and max errors must not be negative")
 	case c.Duration == 0 && c.Kernels == 0:
 		return errors.New("throttle run needs a duration or a kernel count")
 	}
@@ -75,12 +80,32 @@ func Throttle(ctx context.Context, ch *sdk.Channel, cfg ThrottleConfig) (res Thr
 		res.SubmittedGPUNs = int64(len(turnaround)) * int64(cfg.Kernel)
 		res.TurnaroundNs = Summarize(turnaround)
 	}()
-	for cfg.Kernels == 0 || len(turnaround) < cfg.Kernels {
-		if !end.IsZero() && !time.Now().Before(end) {
-			break
+	depth := max(cfg.Depth, 1)
+	type flight struct {
+		idx uint32
+		t0  time.Time
+	}
+	var queue []flight
+	submitted := 0
+	more := func() bool {
+		return (cfg.Kernels == 0 || submitted < cfg.Kernels) && (end.IsZero() || time.Now().Before(end))
+	}
+	for {
+		for len(queue) < depth && more() {
+			t0 := time.Now()
+			idx, err := ch.Submit(ctx, cmd)
+			if err != nil {
+				return res, fmt.Errorf("throttle kernel: %w", err)
+			}
+			queue = append(queue, flight{idx, t0})
+			submitted++
 		}
-		t0 := time.Now()
-		err := runOne(ctx, ch, cmd)
+		if len(queue) == 0 {
+			return res, nil
+		}
+		f := queue[0]
+		queue = queue[1:]
+		err := ch.Wait(ctx, f.idx)
 		t1 := time.Now()
 		var ce *sdk.ChannelError
 		switch {
@@ -89,6 +114,10 @@ func Throttle(ctx context.Context, ch *sdk.Channel, cfg ThrottleConfig) (res Thr
 			if res.Errors > cfg.MaxErrors {
 				return res, fmt.Errorf("throttle kernel: %w", err)
 			}
+			// The failed kernel does not count, and the ones behind it are
+			// dropped by the reset.
+			submitted -= len(queue) + 1
+			queue = queue[:0]
 			if err := ch.Reset(ctx); err != nil {
 				return res, err
 			}
@@ -96,21 +125,11 @@ func Throttle(ctx context.Context, ch *sdk.Channel, cfg ThrottleConfig) (res Thr
 		case err != nil:
 			return res, fmt.Errorf("throttle kernel: %w", err)
 		}
-		turnaround = append(turnaround, t1.Sub(t0))
+		turnaround = append(turnaround, t1.Sub(f.t0))
 		if err := sleep(ctx, cfg.Sleep); err != nil {
 			return res, err
 		}
 	}
-	return res, nil
-}
-
-// runOne submits cmd and waits for it.
-func runOne(ctx context.Context, ch *sdk.Channel, cmd abi.Command) error {
-	idx, err := ch.Submit(ctx, cmd)
-	if err != nil {
-		return err
-	}
-	return ch.Wait(ctx, idx)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

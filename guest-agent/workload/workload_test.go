@@ -202,3 +202,18 @@ func TestLatencyChannelError(t *testing.T) {
 		t.Fatalf("%d round trips, error %v; want 4, shutdown", res.Count, err)
 	}
 }
+
+func TestThrottleDepth(t *testing.T) {
+	_, c := openChannel(t, sdktest.Config{}, 0)
+	cfg := workload.ThrottleConfig{Kernel: 10 * time.Microsecond, Kernels: 50, Depth: 4}
+	res, err := workload.Throttle(testCtx(t), c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Kernels != 50 || uint64(res.Kernels) != c.Completed() || res.SubmittedGPUNs != 50*int64(10*time.Microsecond) {
+		t.Fatalf("%d kernels, host completed %d, %d ns", res.Kernels, c.Completed(), res.SubmittedGPUNs)
+	}
+	if _, err := workload.Throttle(testCtx(t), c, workload.ThrottleConfig{Kernel: 1, Kernels: 1, Depth: -1}); err == nil {
+		t.Fatal("negative depth accepted")
+	}
+}

@@ -88,6 +88,7 @@ completed. Reports each kernel's turnaround (submit to completion observed).`,
 	fl.Int64Var(&sleepUs, "sleep-us", 0, "sleep between a completion and the next kernel in µs")
 	fl.DurationVar(&cfg.Duration, "duration", 10*time.Second, "stop after this long; 0: no time limit (as when only --kernels is given)")
 	fl.IntVar(&cfg.Kernels, "kernels", 0, "stop after this many completed kernels (0: no count limit)")
+	fl.IntVar(&cfg.Depth, "depth", 1, "kernels kept in flight (1: wait for each, as LoGA's throttle does; more keeps the GPU busy across completion latency)")
 	fl.IntVar(&cfg.MaxErrors, "max-errors", 0, "failed kernels tolerated (each followed by a channel reset)")
 	return cmd
 }
