@@ -65,6 +65,26 @@ func (c *Client) Usage(ctx context.Context, name string) (Usage, error) {
 	return u, c.do(ctx, http.MethodGet, "/v1/vms/"+url.PathEscape(name)+"/usage", nil, &u)
 }
 
+// UpdateVM changes a VM's weight or cap; fields left nil stay as they are.
+// It returns the VM as changed.
+func (c *Client) UpdateVM(ctx context.Context, name string, req UpdateVMRequest) (VM, error) {
+	var vm VM
+	return vm, c.do(ctx, http.MethodPatch, "/v1/vms/"+url.PathEscape(name), req, &vm)
+}
+
+// Policy returns the scheduling policy and the accounting method.
+func (c *Client) Policy(ctx context.Context) (PolicyState, error) {
+	var p PolicyState
+	return p, c.do(ctx, http.MethodGet, "/v1/policy", nil, &p)
+}
+
+// SetPolicy switches the scheduling policy (one of the Policy* constants)
+// and returns the state in effect afterwards.
+func (c *Client) SetPolicy(ctx context.Context, policy string) (PolicyState, error) {
+	var p PolicyState
+	return p, c.do(ctx, http.MethodPut, "/v1/policy", PolicyState{Policy: policy}, &p)
+}
+
 // Stats returns a snapshot of every VM.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	var s Stats

@@ -75,6 +75,9 @@ func TestClientRoutes(t *testing.T) {
 		func() error { return c.DeleteVM(ctx, name) },
 		func() error { _, err := c.Usage(ctx, name); return err },
 		func() error { _, err := c.Stats(ctx); return err },
+		func() error { _, err := c.UpdateVM(ctx, name, UpdateVMRequest{Weight: new(uint32(2))}); return err },
+		func() error { _, err := c.Policy(ctx); return err },
+		func() error { _, err := c.SetPolicy(ctx, PolicyCap); return err },
 	}
 	for i, call := range calls {
 		if err := call(); err != nil {
@@ -132,6 +135,65 @@ func TestClientRequestBody(t *testing.T) {
 	want := VM{Name: "a", ID: 7, Created: time.Date(2024, 5, 6, 7, 8, 9, 5e8, time.UTC)}
 	if vm != want {
 		t.Errorf("CreateVM = %+v, want %+v", vm, want)
+	}
+}
+
+// TestClientSchedulingBodies pins what the scheduling calls send: absent
+// fields left out, a zero cap sent (it clears the cap), and only the policy
+// name for SetPolicy, since accounting is read only.
+func TestClientSchedulingBodies(t *testing.T) {
+	type got struct{ method, path, ctype, body string }
+	ch := make(chan got, 1)
+	var mu sync.Mutex
+	answer := ""
+	c := serveUnix(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		ch <- got{r.Method, r.URL.EscapedPath(), r.Header.Get("Content-Type"), string(b)}
+		mu.Lock()
+		defer mu.Unlock()
+		_, _ = io.WriteString(w, answer)
+	}))
+	ctx := testContext(t)
+	for _, tc := range []struct {
+		name   string
+		answer string
+		call   func() (any, error)
+		sent   got
+		want   any
+	}{
+		{"weight only", `{"name":"a","weight":3,"cap":0.25}`,
+			func() (any, error) { return c.UpdateVM(ctx, "a", UpdateVMRequest{Weight: new(uint32(3))}) },
+			got{"PATCH", "/v1/vms/a", "application/json", `{"weight":3}`}, VM{Name: "a", Weight: 3, Cap: 0.25}},
+		{"clear cap", `{"name":"a","weight":1}`,
+			func() (any, error) { return c.UpdateVM(ctx, "a", UpdateVMRequest{Cap: new(0.0)}) },
+			got{"PATCH", "/v1/vms/a", "application/json", `{"cap":0}`}, VM{Name: "a", Weight: 1}},
+		{"both", `{"name":"a","weight":7,"cap":0.5}`,
+			func() (any, error) {
+				return c.UpdateVM(ctx, "a", UpdateVMRequest{Weight: new(uint32(7)), Cap: new(0.5)})
+			},
+			got{"PATCH", "/v1/vms/a", "application/json", `{"weight":7,"cap":0.5}`}, VM{Name: "a", Weight: 7, Cap: 0.5}},
+		{"get policy", `{"policy":"dfq","accounting":"loga"}`,
+			func() (any, error) { return c.Policy(ctx) },
+			got{"GET", "/v1/policy", "", ""}, PolicyState{Policy: PolicyDFQ, Accounting: "loga"}},
+		{"set policy", `{"policy":"timeslice","accounting":"off"}`,
+			func() (any, error) { return c.SetPolicy(ctx, PolicyTimeslice) },
+			got{"PUT", "/v1/policy", "application/json", `{"policy":"timeslice"}`}, PolicyState{Policy: PolicyTimeslice, Accounting: "off"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mu.Lock()
+			answer = tc.answer
+			mu.Unlock()
+			v, err := tc.call()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := <-ch; g != tc.sent {
+				t.Errorf("sent %+v, want %+v", g, tc.sent)
+			}
+			if v != tc.want {
+				t.Errorf("got %+v, want %+v", v, tc.want)
+			}
+		})
 	}
 }
 

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"go/parser"
 	"go/token"
+	"math"
 	"net/http"
 	"os"
 	"reflect"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +22,8 @@ import (
 
 // specTypes are the Go types openapi.yaml describes, each under its Go name
 // in components/schemas.
-var specTypes = []any{Version{}, CreateVMRequest{}, VM{}, Usage{}, ChannelStats{}, VMStats{}, Stats{}, Error{}}
+var specTypes = []any{Version{}, CreateVMRequest{}, UpdateVMRequest{}, PolicyState{}, VM{}, Usage{}, ChannelStats{},
+	VMStats{}, Stats{}, Error{}}
 
 // specRoutes is what every route takes and answers. body is a schema name,
 // "[]Name" for an array of it, "text" for text/plain, "" for no body.
@@ -37,6 +40,9 @@ var specRoutes = []struct {
 	{"GET /v1/vms/{name}", "", "200", "VM", []int{403, 404, 500}},
 	{"DELETE /v1/vms/{name}", "", "204", "", []int{403, 404, 500}},
 	{"GET /v1/vms/{name}/usage", "", "200", "Usage", []int{403, 404, 500}},
+	{"PATCH /v1/vms/{name}", "UpdateVMRequest", "200", "VM", []int{400, 403, 404, 500}},
+	{"GET /v1/policy", "", "200", "PolicyState", []int{403, 500}},
+	{"PUT /v1/policy", "PolicyState", "200", "PolicyState", []int{400, 403, 500}},
 	{"GET /v1/stats", "", "200", "Stats", []int{403, 500}},
 	{"GET /metrics", "", "200", "text", []int{403, 500}},
 }
@@ -404,14 +410,15 @@ func checkType(t *testing.T, where string, p map[string]any, typ reflect.Type) {
 			t.Errorf("%s: type %v format %v, want %s %q", where, p["type"], p["format"], typ, format)
 		}
 	}
-	unsigned := func(format string) {
+	unsigned := func(format string, hi float64) {
 		t.Helper()
 		want("integer", format)
-		if p["minimum"] != "0" {
-			t.Errorf("%s: unsigned without minimum 0", where)
-		}
+		checkBounds(t, where, p, 0, hi, true, hi < math.MaxUint64)
 	}
 	switch {
+	case typ.Kind() == reflect.Pointer: // an optional field; the schema describes the value
+		checkType(t, where, p, typ.Elem())
+		return
 	case typ == reflect.TypeFor[time.Time]():
 		want("string", "date-time")
 		return
@@ -431,18 +438,40 @@ func checkType(t *testing.T, where string, p map[string]any, typ reflect.Type) {
 	case reflect.Int32:
 		want("integer", "int32")
 	case reflect.Uint32:
-		unsigned("uint32")
-		if p["maximum"] != "4294967295" {
-			t.Errorf("%s: uint32 without maximum 4294967295", where)
-		}
+		unsigned("uint32", math.MaxUint32)
 	case reflect.Uint64:
-		unsigned("uint64")
+		unsigned("uint64", math.MaxUint64)
+	case reflect.Float64:
+		want("number", "double")
 	case reflect.Slice:
 		want("array", "")
 		items, _ := p["items"].(map[string]any)
 		checkType(t, where+"[]", items, typ.Elem())
 	default:
 		t.Errorf("%s: no OpenAPI mapping for Go type %s; add one here", where, typ)
+	}
+}
+
+// checkBounds checks that a property's minimum and maximum, where given, lie
+// within the Go type's range [lo, hi] (a tighter range is the contract's
+// business), and that the bounds needMin and needMax ask for are given.
+func checkBounds(t *testing.T, where string, p map[string]any, lo, hi float64, needMin, needMax bool) {
+	t.Helper()
+	for _, b := range []struct {
+		key  string
+		need bool
+	}{{"minimum", needMin}, {"maximum", needMax}} {
+		v, ok := p[b.key].(string)
+		if !ok {
+			if b.need {
+				t.Errorf("%s: no %s", where, b.key)
+			}
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < lo || f > hi {
+			t.Errorf("%s: %s %q outside the Go type's range [%v, %v]", where, b.key, v, lo, hi)
+		}
 	}
 }
 
@@ -460,6 +489,8 @@ func TestSpecEnums(t *testing.T) {
 		{"VM", "state", []string{StateWaiting, StateConnected}},
 		{"ChannelStats", "state", channelStates},
 		{"Version", "clock", []string{"wall", "virtual"}},
+		{"PolicyState", "policy", []string{PolicyNone, PolicyDFQ, PolicyCap, PolicyTimeslice}},
+		{"Stats", "policy", []string{PolicyNone, PolicyDFQ, PolicyCap, PolicyTimeslice}},
 	} {
 		t.Run(tc.schema+"."+tc.prop, func(t *testing.T) {
 			var got []string
@@ -474,10 +505,12 @@ func TestSpecEnums(t *testing.T) {
 }
 
 // TestSpecStrictRequest pins that the spec says what the server does:
-// unknown fields in CreateVMRequest are refused.
+// unknown fields in request bodies are refused.
 func TestSpecStrictRequest(t *testing.T) {
 	s := loadSpec(t)
-	if got := at(s, "components", "schemas", "CreateVMRequest", "additionalProperties"); got != "false" {
-		t.Errorf("CreateVMRequest additionalProperties = %v, want false", got)
+	for _, name := range []string{"CreateVMRequest", "UpdateVMRequest", "PolicyState"} {
+		if got := at(s, "components", "schemas", name, "additionalProperties"); got != "false" {
+			t.Errorf("%s additionalProperties = %v, want false", name, got)
+		}
 	}
 }

@@ -21,6 +21,7 @@ type fakeService struct {
 	stats   hostapi.Stats
 	vms     map[string]hostapi.VM
 	usage   map[string]hostapi.Usage
+	policy  hostapi.PolicyState
 	calls   []string
 	// block, when set, holds Version until it is closed; entered is closed
 	// when Version starts waiting.
@@ -34,6 +35,7 @@ func newFake() *fakeService {
 		version: hostapi.Version{Version: "test", ABIMajor: 1, ABIMinor: 2, Backend: "sim", Clock: "virtual", Epoch: 1<<63 | 5},
 		vms:     map[string]hostapi.VM{},
 		usage:   map[string]hostapi.Usage{},
+		policy:  hostapi.PolicyState{Policy: hostapi.PolicyDFQ, Accounting: "loga"},
 	}
 }
 
@@ -74,7 +76,7 @@ func (f *fakeService) CreateVM(_ context.Context, req hostapi.CreateVMRequest) (
 		return hostapi.VM{}, fmt.Errorf("vm %q: %w", req.Name, hostapi.ErrExists)
 	}
 	vm := hostapi.VM{
-		Name: req.Name, ID: uint32(len(f.vms) + 1), Weight: max(req.Weight, 1), Channels: 4, RingEntries: 256,
+		Name: req.Name, ID: uint32(len(f.vms) + 1), Weight: max(req.Weight, 1), Cap: req.Cap, Channels: 4, RingEntries: 256,
 		RegionSize: 4 << 20, HeapSize: 3 << 20, Endpoint: "/run/sluice/vms/" + req.Name + ".sock",
 		Vectors: 6, State: hostapi.StateWaiting, Created: created,
 	}
@@ -148,10 +150,68 @@ func (f *fakeService) Stats(context.Context) (hostapi.Stats, error) {
 	return f.stats, nil
 }
 
+// updateString renders an UpdateVMRequest for the call log, "-" for an
+// absent field.
+func updateString(req hostapi.UpdateVMRequest) string {
+	w, c := "-", "-"
+	if req.Weight != nil {
+		w = fmt.Sprint(*req.Weight)
+	}
+	if req.Cap != nil {
+		c = fmt.Sprint(*req.Cap)
+	}
+	return "weight=" + w + " cap=" + c
+}
+
+func (f *fakeService) UpdateVM(_ context.Context, name string, req hostapi.UpdateVMRequest) (hostapi.VM, error) {
+	if err := f.record("UpdateVM %s %s", name, updateString(req)); err != nil {
+		return hostapi.VM{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	vm, ok := f.vms[name]
+	if !ok {
+		return hostapi.VM{}, fmt.Errorf("vm %q: %w", name, hostapi.ErrNotFound)
+	}
+	if req.Weight != nil {
+		vm.Weight = *req.Weight
+	}
+	if req.Cap != nil {
+		vm.Cap = *req.Cap
+	}
+	f.vms[name] = vm
+	return vm, nil
+}
+
+func (f *fakeService) Policy(context.Context) (hostapi.PolicyState, error) {
+	if err := f.record("Policy"); err != nil {
+		return hostapi.PolicyState{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.policy, nil
+}
+
+// SetPolicy refuses an accounting method other than its own, as the
+// contract says a service does.
+func (f *fakeService) SetPolicy(_ context.Context, st hostapi.PolicyState) (hostapi.PolicyState, error) {
+	if err := f.record("SetPolicy %+v", st); err != nil {
+		return hostapi.PolicyState{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st.Accounting != "" && st.Accounting != f.policy.Accounting {
+		return hostapi.PolicyState{}, fmt.Errorf("accounting is set at start: %w", hostapi.ErrInvalid)
+	}
+	f.policy.Policy = st.Policy
+	return f.policy, nil
+}
+
 // sampleStats is a Stats with one busy VM and one idle one.
 func sampleStats() hostapi.Stats {
 	busy := hostapi.VMStats{
-		VM: hostapi.VM{Name: "busy", ID: 1, Weight: 2, Channels: 2, RingEntries: 64, RegionSize: 1 << 20,
+		AccountedNs: 1_400_000_000, Share: 0.625, Held: true, HeldNs: 2_500_000_001, LagNs: -3,
+		VM: hostapi.VM{Name: "busy", ID: 1, Weight: 2, Cap: 0.5, Channels: 2, RingEntries: 64, RegionSize: 1 << 20,
 			HeapSize: 1 << 19, Endpoint: "/run/sluice/vms/busy.sock", Vectors: 4, State: hostapi.StateConnected,
 			Peers: 1, Created: created},
 		Usage:     hostapi.Usage{Name: "busy", GPUNs: 1_500_000_000, Kernels: 3, Commands: 10, Errors: 1, Since: created},
@@ -161,5 +221,6 @@ func sampleStats() hostapi.Stats {
 			{Index: 1, State: "failed", Error: "ERR_RING_OVERFLOW", ErrorCode: 7},
 		},
 	}
-	return hostapi.Stats{Backend: "sim", Clock: "virtual", Now: 123456789, GPUBusyNs: 1_500_000_000, VMs: []hostapi.VMStats{busy}}
+	return hostapi.Stats{Backend: "sim", Clock: "virtual", Policy: hostapi.PolicyDFQ, Accounting: "loga",
+		PollerCPUNs: 12_345_678_901, Periods: 77, Now: 123456789, GPUBusyNs: 1_500_000_000, VMs: []hostapi.VMStats{busy}}
 }

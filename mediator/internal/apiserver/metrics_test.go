@@ -16,11 +16,11 @@ import (
 // promFamily is one metric family as read back from the text format.
 type promFamily struct {
 	help, typ string
-	samples   map[string]string // vm label value -> sample value
+	samples   map[string]string // vm label value -> sample value; "" for a sample without labels
 }
 
 var (
-	promSample = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)\{vm="((?:[^"\\\n]|\\[\\"n])*)"\} (\S+)$`)
+	promSample = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{vm="((?:[^"\\\n]|\\[\\"n])*)"\})? (\S+)$`)
 	promMeta   = regexp.MustCompile(`^# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*) (.*)$`)
 	promUnesc  = strings.NewReplacer(`\\`, `\`, `\"`, `"`, `\n`, "\n")
 )
@@ -74,8 +74,9 @@ func parseProm(t *testing.T, text string) (map[string]*promFamily, []string) {
 func TestMetrics(t *testing.T) {
 	st := sampleStats()
 	weird := hostapi.VMStats{
-		VM:    hostapi.VM{Name: "we\"ird\\vm\nwith\ttab and \u00e9", Peers: 3},
-		Usage: hostapi.Usage{GPUNs: 7, Kernels: 1 << 63, Commands: 1<<64 - 1},
+		VM:          hostapi.VM{Name: "we\"ird\\vm\nwith\ttab and \u00e9", Peers: 3},
+		Usage:       hostapi.Usage{GPUNs: 7, Kernels: 1 << 63, Commands: 1<<64 - 1},
+		AccountedNs: -5, HeldNs: 1<<63 - 1, Share: 1.0 / 3,
 	}
 	st.VMs = append(st.VMs, weird, hostapi.VMStats{VM: hostapi.VM{Name: "bad\xffutf8"}})
 	f := newFake()
@@ -95,6 +96,11 @@ func TestMetrics(t *testing.T) {
 		{"sluice_vm_errors_total", "counter"},
 		{"sluice_vm_doorbells_total", "counter"},
 		{"sluice_vm_peers", "gauge"},
+		{"sluice_vm_accounted_seconds_total", "counter"},
+		{"sluice_vm_held_seconds_total", "counter"},
+		{"sluice_vm_held", "gauge"},
+		{"sluice_vm_share", "gauge"},
+		{"sluice_poller_cpu_seconds_total", "counter"},
 	}
 	var names []string
 	for _, m := range want {
@@ -120,14 +126,28 @@ func TestMetrics(t *testing.T) {
 		{"sluice_vm_peers", "busy", "1"},
 		{"sluice_vm_peers", weird.Name, "3"},
 		{"sluice_vm_peers", bad, "0"},
+		{"sluice_vm_accounted_seconds_total", "busy", "1.400000000"},
+		{"sluice_vm_accounted_seconds_total", weird.Name, "0.000000000"}, // a negative counter is clamped
+		{"sluice_vm_held_seconds_total", "busy", "2.500000001"},
+		{"sluice_vm_held_seconds_total", weird.Name, "9223372036.854775807"}, // exact, no float rounding
+		{"sluice_vm_held", "busy", "1"},
+		{"sluice_vm_held", weird.Name, "0"},
+		{"sluice_vm_share", "busy", "0.625"},
+		{"sluice_vm_share", weird.Name, "0.3333333333333333"},
+		{"sluice_vm_share", bad, "0"},
+		{"sluice_poller_cpu_seconds_total", "", "12.345678901"},
 	} {
 		if got := fams[tc.family].samples[tc.vm]; got != tc.value {
 			t.Errorf("%s{vm=%q} = %q, want %q", tc.family, tc.vm, got, tc.value)
 		}
 	}
 	for _, name := range names {
-		if n := len(fams[name].samples); n != len(st.VMs) {
-			t.Errorf("%s has %d samples, want %d", name, n, len(st.VMs))
+		want := len(st.VMs)
+		if !strings.HasPrefix(name, "sluice_vm_") {
+			want = 1 // daemon-wide, one sample without labels
+		}
+		if n := len(fams[name].samples); n != want {
+			t.Errorf("%s has %d samples, want %d", name, n, want)
 		}
 	}
 	// What the escaping must look like on the wire, not just read back.
@@ -140,10 +160,16 @@ func TestMetricsNoVMs(t *testing.T) {
 	var b bytes.Buffer
 	writeMetrics(&b, hostapi.Stats{})
 	fams, order := parseProm(t, b.String())
-	if len(order) != 6 {
-		t.Errorf("families %q, want all six with HELP and TYPE", order)
+	if len(order) != 11 {
+		t.Errorf("families %q, want all eleven with HELP and TYPE", order)
 	}
 	for name, f := range fams {
+		if name == "sluice_poller_cpu_seconds_total" {
+			if f.samples[""] != "0.000000000" || len(f.samples) != 1 {
+				t.Errorf("%s: %v, want one sample 0", name, f.samples)
+			}
+			continue
+		}
 		if len(f.samples) != 0 {
 			t.Errorf("%s has samples without vms", name)
 		}

@@ -13,6 +13,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,6 +30,14 @@ type Service interface {
 	ListVMs(ctx context.Context) ([]hostapi.VM, error)
 	Usage(ctx context.Context, name string) (hostapi.Usage, error)
 	Stats(ctx context.Context) (hostapi.Stats, error)
+	// UpdateVM applies the fields of req that are set. The handler has
+	// checked that at least one is, and that they are in range.
+	UpdateVM(ctx context.Context, name string, req hostapi.UpdateVMRequest) (hostapi.VM, error)
+	Policy(ctx context.Context) (hostapi.PolicyState, error)
+	// SetPolicy switches to st.Policy, which the handler has checked is one
+	// of the hostapi.Policy* constants. st.Accounting is passed as sent:
+	// the service decides what a value other than its own means.
+	SetPolicy(ctx context.Context, st hostapi.PolicyState) (hostapi.PolicyState, error)
 }
 
 // Handler returns the host API's HTTP handler.
@@ -64,6 +74,7 @@ func Handler(s Service) http.Handler {
 	mux.HandleFunc("GET /v1/vms/{name}/usage", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK)(s.Usage(r.Context(), r.PathValue("name")))
 	})
+	handleScheduling(mux, s)
 	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
 		st, err := s.Stats(r.Context())
 		reply(w, http.StatusOK)(withArrays(st), err)
@@ -80,6 +91,37 @@ func Handler(s Service) http.Handler {
 	return mux
 }
 
+// handleScheduling adds the routes that change how the GPU is shared.
+func handleScheduling(mux *http.ServeMux, s Service) {
+	mux.HandleFunc("PATCH /v1/vms/{name}", func(w http.ResponseWriter, r *http.Request) {
+		var req hostapi.UpdateVMRequest
+		if err := decode(r, &req); err != nil {
+			writeError(w, err)
+			return
+		}
+		if err := checkUpdate(req); err != nil {
+			writeError(w, fmt.Errorf("vm %q: %w", r.PathValue("name"), err))
+			return
+		}
+		reply(w, http.StatusOK)(s.UpdateVM(r.Context(), r.PathValue("name"), req))
+	})
+	mux.HandleFunc("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusOK)(s.Policy(r.Context()))
+	})
+	mux.HandleFunc("PUT /v1/policy", func(w http.ResponseWriter, r *http.Request) {
+		var st hostapi.PolicyState
+		if err := decode(r, &st); err != nil {
+			writeError(w, err)
+			return
+		}
+		if err := checkPolicy(st.Policy); err != nil {
+			writeError(w, err)
+			return
+		}
+		reply(w, http.StatusOK)(s.SetPolicy(r.Context(), st))
+	})
+}
+
 // withArrays replaces nil slices, which encode as null, with empty ones:
 // the contract says arrays.
 func withArrays(st hostapi.Stats) hostapi.Stats {
@@ -92,6 +134,36 @@ func withArrays(st hostapi.Stats) hostapi.Stats {
 		}
 	}
 	return st
+}
+
+// maxWeight is the largest weight UpdateVMRequest takes (the contract's
+// range is 1..maxWeight).
+const maxWeight = 1_000_000
+
+// policies are the names PUT /v1/policy takes, in the order errors list them.
+var policies = []string{hostapi.PolicyNone, hostapi.PolicyDFQ, hostapi.PolicyCap, hostapi.PolicyTimeslice}
+
+// checkUpdate refuses an update that changes nothing or is out of the
+// contract's range, so that every service sees the same valid requests.
+func checkUpdate(req hostapi.UpdateVMRequest) error {
+	if req.Weight == nil && req.Cap == nil {
+		return fmt.Errorf("nothing to change: set weight or cap: %w", hostapi.ErrInvalid)
+	}
+	if w := req.Weight; w != nil && (*w < 1 || *w > maxWeight) {
+		return fmt.Errorf("weight %d: want 1 to %d: %w", *w, maxWeight, hostapi.ErrInvalid)
+	}
+	// JSON has no NaN or infinities, but the negated test catches them too.
+	if c := req.Cap; c != nil && !(*c >= 0 && *c <= 1) {
+		return fmt.Errorf("cap %v: want 0 (none) or a share in (0, 1]: %w", *c, hostapi.ErrInvalid)
+	}
+	return nil
+}
+
+func checkPolicy(p string) error {
+	if slices.Contains(policies, p) {
+		return nil
+	}
+	return fmt.Errorf("policy %q: want one of %s: %w", p, strings.Join(policies, ", "), hostapi.ErrInvalid)
 }
 
 func decode(r *http.Request, v any) error {

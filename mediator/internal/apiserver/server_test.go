@@ -52,6 +52,8 @@ func TestRoutes(t *testing.T) {
 		return hostapi.VM{Name: name, ID: 1, Weight: weight, Channels: 4, RingEntries: 256, RegionSize: 4 << 20,
 			HeapSize: 3 << 20, Endpoint: "/run/sluice/vms/" + name + ".sock", Vectors: 6, State: "waiting", Created: created}
 	}
+	vmC := vm("c", 1)
+	vmC.ID, vmC.Cap = 2, 0.5
 	// The steps share the fake's state, in order.
 	for _, tc := range []struct {
 		name         string
@@ -63,11 +65,29 @@ func TestRoutes(t *testing.T) {
 	}{
 		{"version", "GET", "/v1/version", "", 200, f.version, "Version"},
 		{"list empty", "GET", "/v1/vms", "", 200, []hostapi.VM{}, "ListVMs"},
-		{"create", "POST", "/v1/vms", `{"name":"a b","weight":2}`, 201, vm("a b", 2), "CreateVM {Name:a b Weight:2 Channels:0 RingEntries:0 RegionSize:0}"},
-		{"create all fields", "POST", "/v1/vms", `{"name":"c","weight":1,"channels":2,"ring_entries":64,"region_size":1048576}` + "\n",
-			201, func() hostapi.VM { v := vm("c", 1); v.ID = 2; return v }(), "CreateVM {Name:c Weight:1 Channels:2 RingEntries:64 RegionSize:1048576}"},
-		{"list", "GET", "/v1/vms", "", 200, []hostapi.VM{vm("a b", 2), func() hostapi.VM { v := vm("c", 1); v.ID = 2; return v }()}, "ListVMs"},
+		{"create", "POST", "/v1/vms", `{"name":"a b","weight":2}`, 201, vm("a b", 2), "CreateVM {Name:a b Weight:2 Cap:0 Channels:0 RingEntries:0 RegionSize:0}"},
+		{"create all fields", "POST", "/v1/vms", `{"name":"c","weight":1,"cap":0.5,"channels":2,"ring_entries":64,"region_size":1048576}` + "\n",
+			201, vmC, "CreateVM {Name:c Weight:1 Cap:0.5 Channels:2 RingEntries:64 RegionSize:1048576}"},
+		{"list", "GET", "/v1/vms", "", 200, []hostapi.VM{vm("a b", 2), vmC}, "ListVMs"},
 		{"get escaped name", "GET", "/v1/vms/a%20b", "", 200, vm("a b", 2), "GetVM a b"},
+		{"update weight", "PATCH", "/v1/vms/a%20b", `{"weight":5}`, 200, vm("a b", 5), "UpdateVM a b weight=5 cap=-"},
+		{"update cap", "PATCH", "/v1/vms/a%20b", `{"cap":0.25}`, 200,
+			func() hostapi.VM { v := vm("a b", 5); v.Cap = 0.25; return v }(), "UpdateVM a b weight=- cap=0.25"},
+		{"update both, cap cleared", "PATCH", "/v1/vms/a%20b", `{"weight":1000000,"cap":0}`, 200,
+			vm("a b", 1000000), "UpdateVM a b weight=1000000 cap=0"},
+		{"update null weight, cap 1", "PATCH", "/v1/vms/a%20b", `{"weight":null,"cap":1}`, 200,
+			func() hostapi.VM { v := vm("a b", 1000000); v.Cap = 1; return v }(), "UpdateVM a b weight=- cap=1"},
+		{"update missing vm", "PATCH", "/v1/vms/zz", `{"weight":1}`, 404,
+			hostapi.Error{Code: hostapi.CodeNotFound, Message: `vm "zz": not found`}, "UpdateVM zz weight=1 cap=-"},
+		{"get policy", "GET", "/v1/policy", "", 200, hostapi.PolicyState{Policy: "dfq", Accounting: "loga"}, "Policy"},
+		{"set policy", "PUT", "/v1/policy", `{"policy":"cap"}`, 200,
+			hostapi.PolicyState{Policy: "cap", Accounting: "loga"}, "SetPolicy {Policy:cap Accounting:}"},
+		{"put back what get said", "PUT", "/v1/policy", `{"policy":"timeslice","accounting":"loga"}`, 200,
+			hostapi.PolicyState{Policy: "timeslice", Accounting: "loga"}, "SetPolicy {Policy:timeslice Accounting:loga}"},
+		{"accounting is the service's to refuse", "PUT", "/v1/policy", `{"policy":"none","accounting":"off"}`, 400,
+			hostapi.Error{Code: hostapi.CodeInvalid, Message: "accounting is set at start: invalid request"},
+			"SetPolicy {Policy:none Accounting:off}"},
+		{"policy after", "GET", "/v1/policy", "", 200, hostapi.PolicyState{Policy: "timeslice", Accounting: "loga"}, "Policy"},
 		{"usage", "GET", "/v1/vms/c/usage", "", 200, hostapi.Usage{Name: "c", Since: created}, "Usage c"},
 		{"delete", "DELETE", "/v1/vms/c", "", 204, nil, "DeleteVM c"},
 		{"usage outlives the vm", "GET", "/v1/vms/c/usage", "", 200, hostapi.Usage{Name: "c", Since: created}, "Usage c"},
@@ -126,6 +146,9 @@ func TestErrorMapping(t *testing.T) {
 		{"GET", "/v1/vms/a/usage", ""},
 		{"GET", "/v1/stats", ""},
 		{"GET", "/metrics", ""},
+		{"PATCH", "/v1/vms/a", `{"cap":0.5}`},
+		{"GET", "/v1/policy", ""},
+		{"PUT", "/v1/policy", `{"policy":"none"}`},
 	}
 	for _, tc := range []struct {
 		err    error
@@ -190,6 +213,71 @@ func TestCreateVMBadBody(t *testing.T) {
 	}
 }
 
+// badBody checks a 400 with code invalid, a message containing want, and
+// no call to the service.
+func badBody(t *testing.T, f *fakeService, w *httptest.ResponseRecorder, want string) {
+	t.Helper()
+	if w.Code != http.StatusBadRequest {
+		t.Fatalf("status %d, want 400; body %s", w.Code, w.Body)
+	}
+	got := decodeStrict(t, w.Body.Bytes(), hostapi.Error{}).(hostapi.Error)
+	if got.Code != hostapi.CodeInvalid || !strings.Contains(got.Message, want) {
+		t.Errorf("body %+v, want code invalid and a message with %q", got, want)
+	}
+	if calls := f.Calls(); len(calls) != 0 {
+		t.Errorf("service called with a bad body: %q", calls)
+	}
+}
+
+func TestUpdateVMBadBody(t *testing.T) {
+	for _, tc := range []struct{ name, body, want string }{
+		{"empty", "", "decoding request body"},
+		{"nothing to change", `{}`, `vm "a": nothing to change`},
+		{"nulls only", `{"weight":null,"cap":null}`, "nothing to change"},
+		{"null", `null`, "nothing to change"},
+		{"unknown field", `{"weight":2,"channels":4}`, `unknown field "channels"`},
+		{"name in body", `{"name":"b","weight":2}`, `unknown field "name"`},
+		{"weight zero", `{"weight":0}`, "weight 0: want 1 to 1000000"},
+		{"weight too large", `{"weight":1000001}`, "weight 1000001: want 1 to 1000000"},
+		{"weight negative", `{"weight":-1}`, "decoding request body"},
+		{"weight fraction", `{"weight":1.5}`, "decoding request body"},
+		{"weight overflow", `{"weight":4294967296}`, "decoding request body"},
+		{"cap negative", `{"cap":-0.1}`, "cap -0.1: want 0 (none) or a share in (0, 1]"},
+		{"cap above one", `{"weight":2,"cap":1.0001}`, "cap 1.0001"},
+		{"cap huge", `{"cap":1e400}`, "decoding request body"},
+		{"cap string", `{"cap":"0.5"}`, "decoding request body"},
+		{"two objects", `{"cap":0.5}{"cap":0.6}`, "data after the object"},
+		{"array", `[{"cap":0.5}]`, "decoding request body"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			f.vms["a"] = hostapi.VM{Name: "a", Weight: 1}
+			badBody(t, f, do(t, Handler(f), "PATCH", "/v1/vms/a", tc.body), tc.want)
+		})
+	}
+}
+
+func TestSetPolicyBadBody(t *testing.T) {
+	const list = "want one of none, dfq, cap, timeslice"
+	for _, tc := range []struct{ name, body, want string }{
+		{"empty", "", "decoding request body"},
+		{"no policy", `{}`, `policy "": ` + list},
+		{"accounting only", `{"accounting":"loga"}`, `policy "": ` + list},
+		{"unknown policy", `{"policy":"fair"}`, `policy "fair": ` + list},
+		{"upper case", `{"policy":"DFQ"}`, `policy "DFQ": ` + list},
+		{"padded", `{"policy":" dfq"}`, `policy " dfq": ` + list},
+		{"unknown field", `{"policy":"dfq","period_ns":5}`, `unknown field "period_ns"`},
+		{"wrong type", `{"policy":1}`, "decoding request body"},
+		{"bare string", `"dfq"`, "decoding request body"},
+		{"trailing garbage", `{"policy":"dfq"},`, "data after the object"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			badBody(t, f, do(t, Handler(f), "PUT", "/v1/policy", tc.body), tc.want)
+		})
+	}
+}
+
 func TestMuxFallbacks(t *testing.T) {
 	h := Handler(newFake())
 	for _, tc := range []struct {
@@ -201,6 +289,9 @@ func TestMuxFallbacks(t *testing.T) {
 		{"GET", "/v1/nope", http.StatusNotFound},
 		{"GET", "/v2/version", http.StatusNotFound},
 		{"GET", "/v1/vms/a/b", http.StatusNotFound},
+		{"POST", "/v1/policy", http.StatusMethodNotAllowed},
+		{"PATCH", "/v1/policy", http.StatusMethodNotAllowed},
+		{"PATCH", "/v1/vms", http.StatusMethodNotAllowed},
 	} {
 		if w := do(t, h, tc.method, tc.path, ""); w.Code != tc.status {
 			t.Errorf("%s %s: %d, want %d", tc.method, tc.path, w.Code, tc.status)
@@ -297,11 +388,20 @@ func TestRoutesMatchSpec(t *testing.T) {
 	if !slices.Equal(spec, mux) {
 		t.Fatalf("routes in openapi.yaml:\n %q\nregistered on the mux:\n %q", spec, mux)
 	}
+	// Bodies the handlers pass on; routes not listed take any object.
+	bodies := map[string]string{
+		"PATCH /v1/vms/{name}": `{"weight":2}`,
+		"PUT /v1/policy":       `{"policy":"dfq"}`,
+	}
 	for _, route := range spec {
 		method, path, _ := strings.Cut(route, " ")
 		f := newFake()
-		f.fail = errors.New("reached the service") // so no body is needed
-		w := do(t, Handler(f), method, strings.ReplaceAll(path, "{name}", "a"), `{}`)
+		f.fail = errors.New("reached the service")
+		body, ok := bodies[route]
+		if !ok {
+			body = `{}`
+		}
+		w := do(t, Handler(f), method, strings.ReplaceAll(path, "{name}", "a"), body)
 		if w.Code != http.StatusInternalServerError || len(f.Calls()) != 1 {
 			t.Errorf("%s: status %d, calls %q: the mux did not dispatch it to the service", route, w.Code, f.Calls())
 		}
@@ -341,6 +441,79 @@ func FuzzCreateVMBody(f *testing.F) {
 			t.Fatalf("the service got %q from %q, which a strict decoder refuses: %v", calls, body, err)
 		}
 		if want := fmt.Sprintf("CreateVM %+v", req); !slices.Equal(calls, []string{want}) {
+			t.Fatalf("service calls %q for %q, want %q", calls, body, want)
+		}
+	})
+}
+
+// strictly decodes body as the handlers do, or reports false.
+func strictly(body string, v any) bool {
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v) == nil
+}
+
+// FuzzUpdateVMBody checks PATCH /v1/vms/{name}: a body reaches the service
+// only if a strict decoder accepts it, it changes something and is in
+// range, and then exactly as decoded.
+func FuzzUpdateVMBody(f *testing.F) {
+	for _, s := range []string{
+		`{"weight":2}`, `{"cap":0.5}`, `{"weight":1,"cap":0}`, `{}`, `null`, `{"weight":0}`, `{"cap":-1}`,
+		`{"cap":1e-320}`, `{"weight":2,"x":1}`, `{"weight":2} {}`, `{"WEIGHT":3}`, "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		fake := newFake()
+		fake.vms["a"] = hostapi.VM{Name: "a", Weight: 1}
+		w := do(t, Handler(fake), "PATCH", "/v1/vms/a", body)
+		calls := fake.Calls()
+		if w.Code != http.StatusOK && w.Code != http.StatusBadRequest {
+			t.Fatalf("status %d for %q: %s", w.Code, body, w.Body)
+		}
+		if (w.Code == http.StatusOK) != (len(calls) == 1) {
+			t.Fatalf("status %d for %q with calls %q", w.Code, body, calls)
+		}
+		if len(calls) == 0 {
+			return
+		}
+		var req hostapi.UpdateVMRequest
+		if !strictly(body, &req) || checkUpdate(req) != nil {
+			t.Fatalf("the service got %q from %q, which is not a valid update", calls, body)
+		}
+		if want := "UpdateVM a " + updateString(req); calls[0] != want {
+			t.Fatalf("service call %q for %q, want %q", calls[0], body, want)
+		}
+	})
+}
+
+// FuzzSetPolicyBody checks PUT /v1/policy: the service sees only one of
+// the four policies, exactly as decoded.
+func FuzzSetPolicyBody(f *testing.F) {
+	for _, s := range []string{
+		`{"policy":"dfq"}`, `{"policy":"cap","accounting":"loga"}`, `{"policy":"x"}`, `{}`, `{"policy":"none","y":0}`,
+		`{"Policy":"timeslice"}`, `{"policy":"dfq"} x`, "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		fake := newFake()
+		w := do(t, Handler(fake), "PUT", "/v1/policy", body)
+		calls := fake.Calls()
+		if w.Code != http.StatusOK && w.Code != http.StatusBadRequest {
+			t.Fatalf("status %d for %q: %s", w.Code, body, w.Body)
+		}
+		if len(calls) == 0 {
+			if w.Code != http.StatusBadRequest {
+				t.Fatalf("status %d for %q without a service call", w.Code, body)
+			}
+			return
+		}
+		var st hostapi.PolicyState
+		if !strictly(body, &st) || !slices.Contains(policies, st.Policy) {
+			t.Fatalf("the service got %q from %q", calls, body)
+		}
+		if want := fmt.Sprintf("SetPolicy %+v", st); !slices.Equal(calls, []string{want}) {
 			t.Fatalf("service calls %q for %q, want %q", calls, body, want)
 		}
 	})
