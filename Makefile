@@ -57,10 +57,17 @@ lint: vet ## go vet, gofmt and staticcheck
 demo: build ## run two process guests on the simulated GPU and watch them (DEMO_SECONDS=20)
 	DEMO_SECONDS=$(DEMO_SECONDS) BIN=$(BIN) deploy/demo.sh
 
-bench: ## run the benchmarks, JSON into bench/results/
+bench: sluicectl ## run the Go benchmarks and every bench/specs/*.yaml; JSON and tables into bench/results/
 	@mkdir -p bench/results
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -json ./... > bench/results/go-bench.json
 	$(GO) run ./bench/cmd/benchsummary < bench/results/go-bench.json | tee bench/results/README.md
+	@set -e; out=; for spec in bench/specs/*.yaml; do \
+	  name=$$(basename $$spec .yaml); echo "bench spec $$name"; \
+	  $(BIN)/sluicectl bench run --json $$spec > bench/results/$$name.json; \
+	  out="$$out bench/results/$$name.json"; \
+	done; \
+	$(GO) run ./bench/cmd/benchtable $$out > bench/results/specs.md
+	@echo "wrote bench/results/specs.md"
 
 clean: ## remove build outputs
 	rm -rf $(BIN)

@@ -3,8 +3,8 @@
 // rendering of host API objects (tables, the top frame). It talks to sluiced
 // only through api/hostapi.
 //
-// New command groups (policy, bench, ...) slot in as a newXxxCommand(a *app)
-// added in newRootCommand; new vm verbs are added in newVMCommand.
+// New command groups slot in as a newXxxCommand(a *app) added in
+// newRootCommand; new vm verbs are added in newVMCommand.
 package cli
 
 import (
@@ -109,6 +109,8 @@ $` + SocketEnv + `, else ` + DefaultSocket + `.
 Exit status: 0 on success, 1 when the command failed, 2 on a usage error.`,
 		Example: `  sluicectl vm create web --weight 2
   sluicectl vm list
+  sluicectl vm set web --cap 25%
+  sluicectl policy set cap
   sluicectl vm usage web --json
   sluicectl top
   SLUICE_SOCKET=/tmp/sluiced.sock sluicectl version`,
@@ -124,7 +126,7 @@ Exit status: 0 on success, 1 when the command failed, 2 on a usage error.`,
 	root.PersistentFlags().StringVar(&a.socket, "socket", socket,
 		"path of sluiced's UNIX socket (env "+SocketEnv+")")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newVMCommand(a), newTopCommand(a), newVersionCommand(a))
+	root.AddCommand(newVMCommand(a), newPolicyCommand(a), newTopCommand(a), newVersionCommand(a), newBenchCommand(a))
 	return root
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,14 +33,15 @@ func runCLI(ctx context.Context, env map[string]string, term bool, args ...strin
 	return result{out.String(), errb.String(), code}
 }
 
-const wantVMTable = `NAME   ID  WEIGHT  CHANNELS  STATE      PEERS  ENDPOINT
-batch  12       1         8  waiting        0  /run/sluice/vms/batch.sock
-web     1       2         4  connected      1  /run/sluice/vms/web.sock
+const wantVMTable = `NAME   ID  WEIGHT  CAP  CHANNELS  STATE      PEERS  ENDPOINT
+batch  12       1  25%         8  waiting        0  /run/sluice/vms/batch.sock
+web     1       2    -         4  connected      1  /run/sluice/vms/web.sock
 `
 
 const wantVMGet = `Name:          web
 ID:            1
 Weight:        2
+Cap:           none
 State:         connected
 Peers:         1
 Endpoint:      /run/sluice/vms/web.sock
@@ -70,6 +72,18 @@ const wantUsageJSON = `{
 `
 
 const hint = "Run 'sluicectl vm create --help' for usage.\n"
+
+const setHint = "Run 'sluicectl vm set --help' for usage.\n"
+
+const policyHint = "Run 'sluicectl policy set --help' for usage.\n"
+
+// wantVMSetWeb is "vm get web" after "vm set web --weight 5 --cap 12.5%".
+var wantVMSetWeb = strings.Replace(strings.Replace(wantVMGet, "Weight:        2\n", "Weight:        5\n", 1),
+	"Cap:           none\n", "Cap:           12.5% of the GPU (enforced under policy cap)\n", 1)
+
+const wantPolicy = `Policy:      dfq (disengaged fair queuing by weight)
+Accounting:  loga
+`
 
 type commandTest struct {
 	name   string
@@ -118,6 +132,15 @@ var commandTests = []commandTest{
 	{name: "create zero size", args: []string{"vm", "create", "x", "--region-size", "0"},
 		want: result{stderr: "sluicectl: invalid argument \"0\" for \"--region-size\" flag: " +
 			"size must be greater than zero\n" + hint, code: 2}},
+	{name: "create with cap", args: []string{"vm", "create", "c", "--cap", "25%"},
+		want: result{stdout: "/run/sluice/vms/c.sock\n"},
+		check: func(t *testing.T, f *fakeDaemon) {
+			wantReqs(t, f, hostapi.CreateVMRequest{Name: "c", Cap: 0.25})
+		}},
+	{name: "create cap too large", args: []string{"vm", "create", "c", "--cap", "1.5"},
+		want: result{stderr: "sluicectl: invalid argument \"1.5\" for \"--cap\" flag: invalid share \"1.5\": " +
+			"more than the whole GPU: want a fraction from 0 to 1 or a percentage, e.g. 0.25 or 25%\n" + hint, code: 2},
+		check: func(t *testing.T, f *fakeDaemon) { wantReqs(t, f) }},
 	{name: "create zero weight", args: []string{"vm", "create", "x", "--weight", "0"},
 		want:  result{stderr: "sluicectl: --weight must be at least 1\n" + hint, code: 2},
 		check: func(t *testing.T, f *fakeDaemon) { wantReqs(t, f) }},
@@ -140,7 +163,68 @@ var commandTests = []commandTest{
 	{name: "get not found", args: []string{"vm", "get", "nope"},
 		want: result{stderr: "sluicectl: vm \"nope\": not found\n", code: 1}},
 	{name: "get json", args: []string{"vm", "get", "web", "--json"},
-		want: result{stdout: "{\n  \"name\": \"web\",\n  \"id\": 1,\n  \"weight\": 2,\n"}, prefix: true},
+		want: result{stdout: "{\n  \"name\": \"web\",\n  \"id\": 1,\n  \"weight\": 2,\n  \"cap\": 0,\n"}, prefix: true},
+	{name: "set weight and cap", args: []string{"vm", "set", "web", "--weight", "5", "--cap", "12.5%"},
+		want:  result{stdout: wantVMSetWeb},
+		check: func(t *testing.T, f *fakeDaemon) { wantUpdates(t, f, "web weight=5 cap=0.125") }},
+	{name: "set weight only", args: []string{"vm", "set", "batch", "--weight=3"},
+		want: result{stdout: "Name:          batch\nID:            12\nWeight:        3\n" +
+			"Cap:           25% of the GPU (enforced under policy cap)\n"}, prefix: true,
+		check: func(t *testing.T, f *fakeDaemon) { wantUpdates(t, f, "batch weight=3 cap=-") }},
+	{name: "set cap 0 clears", args: []string{"vm", "set", "batch", "--cap", "0"},
+		want: result{stdout: "Name:          batch\nID:            12\nWeight:        1\nCap:           none\n"}, prefix: true,
+		check: func(t *testing.T, f *fakeDaemon) {
+			wantUpdates(t, f, "batch weight=- cap=0")
+			if f.vms["batch"].Cap != 0 {
+				t.Errorf("batch cap %v, want cleared", f.vms["batch"].Cap)
+			}
+		}},
+	{name: "set json", args: []string{"vm", "set", "web", "--cap", "0.5", "--json"},
+		want: result{stdout: "{\n  \"name\": \"web\",\n  \"id\": 1,\n  \"weight\": 2,\n  \"cap\": 0.5,\n"}, prefix: true},
+	{name: "set nothing", args: []string{"vm", "set", "web"},
+		want:  result{stderr: "sluicectl: nothing to change: give --weight, --cap or both\n" + setHint, code: 2},
+		check: func(t *testing.T, f *fakeDaemon) { wantUpdates(t, f) }},
+	{name: "set zero weight", args: []string{"vm", "set", "web", "--weight", "0"},
+		want:  result{stderr: "sluicectl: --weight must be at least 1\n" + setHint, code: 2},
+		check: func(t *testing.T, f *fakeDaemon) { wantUpdates(t, f) }},
+	{name: "set bad cap", args: []string{"vm", "set", "web", "--cap", "-1"},
+		want: result{stderr: "sluicectl: invalid argument \"-1\" for \"--cap\" flag: invalid share \"-1\": " +
+			"want a fraction from 0 to 1 or a percentage, e.g. 0.25 or 25%\n" + setHint, code: 2}},
+	{name: "set no name", args: []string{"vm", "set", "--weight", "2"},
+		want: result{stderr: "sluicectl: missing argument NAME\n" + setHint, code: 2}},
+	{name: "set rejected by daemon", args: []string{"vm", "set", "web", "--weight", "2000000"},
+		want: result{stderr: "sluicectl: vm \"web\": weight 2000000: want 1 to 1000000: invalid request\n", code: 1}},
+	{name: "set not found", args: []string{"vm", "set", "nope", "--cap", "1"},
+		want:  result{stderr: "sluicectl: vm \"nope\": not found\n", code: 1},
+		check: func(t *testing.T, f *fakeDaemon) { wantUpdates(t, f, "nope weight=- cap=1") }},
+	{name: "policy get", args: []string{"policy", "get"}, want: result{stdout: wantPolicy}},
+	{name: "policy get json", args: []string{"policy", "get", "--json"},
+		want: result{stdout: "{\n  \"policy\": \"dfq\",\n  \"accounting\": \"loga\"\n}\n"}},
+	{name: "policy set", args: []string{"policy", "set", "cap"},
+		want: result{stdout: "Policy:      cap (hard maximum shares; may idle the GPU)\nAccounting:  loga\n"},
+		check: func(t *testing.T, f *fakeDaemon) {
+			if want := []hostapi.PolicyState{{Policy: "cap"}}; !reflect.DeepEqual(f.setTo, want) {
+				t.Errorf("set requests %+v, want %+v", f.setTo, want)
+			}
+		}},
+	{name: "policy set json", args: []string{"policy", "set", "none", "--json"},
+		want: result{stdout: "{\n  \"policy\": \"none\",\n  \"accounting\": \"loga\"\n}\n"}},
+	{name: "policy set unknown", args: []string{"policy", "set", "fair"},
+		want: result{stderr: "sluicectl: unknown policy \"fair\" (want one of: none, dfq, cap, timeslice)\n" + policyHint, code: 2},
+		check: func(t *testing.T, f *fakeDaemon) {
+			if len(f.setTo) != 0 {
+				t.Errorf("set requests %+v, want none", f.setTo)
+			}
+		}},
+	{name: "policy set missing", args: []string{"policy", "set"},
+		want: result{stderr: "sluicectl: missing argument POLICY\n" + policyHint, code: 2}},
+	{name: "policy set two", args: []string{"policy", "set", "dfq", "cap"},
+		want: result{stderr: "sluicectl: unexpected argument \"cap\"\n" + policyHint, code: 2}},
+	{name: "policy no command", args: []string{"policy"},
+		want: result{stderr: "sluicectl: missing command after \"sluicectl policy\" (one of: get, set)\n" +
+			"Run 'sluicectl policy --help' for usage.\n", code: 2}},
+	{name: "policy set help", args: []string{"policy", "set", "--help"}, prefix: true,
+		want: result{stdout: "Switch the GPU's scheduling policy to one of none, dfq, cap, timeslice\n"}},
 	{name: "delete", args: []string{"vm", "delete", "web"}, want: result{stdout: "vm \"web\" deleted\n"},
 		check: func(t *testing.T, f *fakeDaemon) {
 			if _, ok := f.vms["web"]; ok {
@@ -158,14 +242,14 @@ var commandTests = []commandTest{
 	{name: "help", args: []string{"vm", "create", "--help"}, prefix: true,
 		want: result{stdout: "Create a VM endpoint named NAME"}},
 	{name: "no command", args: []string{},
-		want: result{stderr: "sluicectl: missing command after \"sluicectl\" (one of: top, version, vm)\n" +
+		want: result{stderr: "sluicectl: missing command after \"sluicectl\" (one of: bench, policy, top, version, vm)\n" +
 			"Run 'sluicectl --help' for usage.\n", code: 2}},
 	{name: "vm no command", args: []string{"vm"},
 		want: result{stderr: "sluicectl: missing command after \"sluicectl vm\" " +
-			"(one of: create, delete, get, list, usage)\nRun 'sluicectl vm --help' for usage.\n", code: 2}},
+			"(one of: create, delete, get, list, set, usage)\nRun 'sluicectl vm --help' for usage.\n", code: 2}},
 	{name: "unknown command", args: []string{"vm", "lst"},
 		want: result{stderr: "sluicectl: unknown command \"lst\" for \"sluicectl vm\" " +
-			"(did you mean \"list\" or \"get\"?)\nRun 'sluicectl vm --help' for usage.\n", code: 2}},
+			"(did you mean \"list\" or \"get\" or \"set\"?)\nRun 'sluicectl vm --help' for usage.\n", code: 2}},
 	{name: "unknown top-level command", args: []string{"frobnicate"},
 		want: result{stderr: "sluicectl: unknown command \"frobnicate\" for \"sluicectl\"\n" +
 			"Run 'sluicectl --help' for usage.\n", code: 2}},
@@ -206,6 +290,44 @@ func wantReqs(t *testing.T, f *fakeDaemon, want ...hostapi.CreateVMRequest) {
 	}
 }
 
+func wantUpdates(t *testing.T, f *fakeDaemon, want ...string) {
+	t.Helper()
+	if !slices.Equal(f.updates, want) {
+		t.Errorf("update requests = %q, want %q", f.updates, want)
+	}
+}
+
+// TestPolicySetDaemonError checks that a refusal by the daemon is an error
+// (exit 1), not a usage error, and names what was tried.
+func TestPolicySetDaemonError(t *testing.T) {
+	f := newFakeDaemon()
+	f.policy.Accounting = "off"
+	socket := f.serve(t)
+	r := runCLI(t.Context(), nil, false, "--socket", socket, "policy", "set", "timeslice")
+	want := result{stderr: "sluicectl: setting policy timeslice: policy \"timeslice\" needs accounting: invalid request\n", code: 1}
+	if r != want {
+		t.Errorf("got %+v, want %+v", r, want)
+	}
+}
+
+// TestPolicyCompletion checks the shell completion of "policy set": the four
+// policies, described, and no file names.
+func TestPolicyCompletion(t *testing.T) {
+	r := runCLI(t.Context(), nil, false, "__complete", "policy", "set", "")
+	want := "none\taccounting only, no scheduling\n" +
+		"dfq\tdisengaged fair queuing by weight\n" +
+		"cap\thard maximum shares; may idle the GPU\n" +
+		"timeslice\tengaged round robin, a baseline\n" +
+		":4\n"
+	if r.code != 0 || r.stdout != want {
+		t.Errorf("got %+v, want stdout %q", r, want)
+	}
+	r = runCLI(t.Context(), nil, false, "__complete", "policy", "set", "dfq", "")
+	if r.code != 0 || r.stdout != ":4\n" {
+		t.Errorf("second argument: got %+v, want no candidates", r)
+	}
+}
+
 func TestJSONRoundTrips(t *testing.T) {
 	f := newFakeDaemon()
 	socket := f.serve(t)
@@ -239,7 +361,7 @@ func TestJSONRoundTrips(t *testing.T) {
 			t.Errorf("got %+v", r)
 		}
 		r = runCLI(t.Context(), nil, false, "--socket", socket, "vm", "list")
-		if r != (result{stdout: "NAME  ID  WEIGHT  CHANNELS  STATE  PEERS  ENDPOINT\n"}) {
+		if r != (result{stdout: "NAME  ID  WEIGHT  CAP  CHANNELS  STATE  PEERS  ENDPOINT\n"}) {
 			t.Errorf("got %+v", r)
 		}
 	})
@@ -291,7 +413,8 @@ func TestDaemonDown(t *testing.T) {
 	l.Close()
 	cmds := [][]string{
 		{"vm", "list"}, {"vm", "create", "x"}, {"vm", "get", "x"}, {"vm", "delete", "x"},
-		{"vm", "usage", "x", "--json"}, {"top", "--once"},
+		{"vm", "usage", "x", "--json"}, {"top", "--once"}, {"vm", "set", "x", "--weight", "2"},
+		{"policy", "get"}, {"policy", "set", "dfq", "--json"},
 	}
 	for _, socket := range []string{missing, stale} {
 		want := "sluicectl: cannot reach sluiced at " + socket +

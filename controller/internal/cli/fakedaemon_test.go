@@ -26,6 +26,9 @@ type fakeDaemon struct {
 	nStats  int
 	onStats func(n int) // called after the n-th (1-based) stats request is answered
 	created []hostapi.CreateVMRequest
+	updates []string // "name weight=W cap=C", "-" for an absent field
+	policy  hostapi.PolicyState
+	setTo   []hostapi.PolicyState
 }
 
 var (
@@ -34,7 +37,7 @@ var (
 	vmWeb = hostapi.VM{Name: "web", ID: 1, Weight: 2, Channels: 4, RingEntries: 256,
 		RegionSize: 4 << 20, HeapSize: 3 << 20, Endpoint: "/run/sluice/vms/web.sock",
 		Vectors: 5, State: hostapi.StateConnected, Peers: 1, Created: t0}
-	vmBatch = hostapi.VM{Name: "batch", ID: 12, Weight: 1, Channels: 8, RingEntries: 512,
+	vmBatch = hostapi.VM{Name: "batch", ID: 12, Weight: 1, Cap: 0.25, Channels: 8, RingEntries: 512,
 		RegionSize: 64 << 20, HeapSize: 60 << 20, Endpoint: "/run/sluice/vms/batch.sock",
 		Vectors: 9, State: hostapi.StateWaiting, Created: t0.Add(time.Minute)}
 	usageWeb = hostapi.Usage{Name: "web", GPUNs: 1234567890, Kernels: 420, Commands: 1000,
@@ -43,8 +46,9 @@ var (
 
 func newFakeDaemon() *fakeDaemon {
 	return &fakeDaemon{
-		vms:   map[string]hostapi.VM{"web": vmWeb, "batch": vmBatch},
-		usage: map[string]hostapi.Usage{"web": usageWeb, "batch": {Name: "batch", Since: t0}},
+		vms:    map[string]hostapi.VM{"web": vmWeb, "batch": vmBatch},
+		usage:  map[string]hostapi.Usage{"web": usageWeb, "batch": {Name: "batch", Since: t0}},
+		policy: hostapi.PolicyState{Policy: hostapi.PolicyDFQ, Accounting: "loga"},
 	}
 }
 
@@ -130,7 +134,78 @@ func (f *fakeDaemon) mux() *http.ServeMux {
 		replyErr(w, fmt.Errorf("no vm %q: %w", r.PathValue("name"), hostapi.ErrNotFound))
 	})
 	m.HandleFunc("GET /v1/stats", f.serveStats)
+	m.HandleFunc("PATCH /v1/vms/{name}", f.update)
+	m.HandleFunc("GET /v1/policy", func(w http.ResponseWriter, _ *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		reply(w, http.StatusOK, f.policy)
+	})
+	m.HandleFunc("PUT /v1/policy", f.setPolicy)
 	return m
+}
+
+// strictDecode decodes a request body as sluiced does: unknown fields are
+// refused, so the tests catch the CLI sending one.
+func strictDecode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("decoding request body: %v: %w", err, hostapi.ErrInvalid)
+	}
+	return nil
+}
+
+func (f *fakeDaemon) update(w http.ResponseWriter, r *http.Request) {
+	var req hostapi.UpdateVMRequest
+	if err := strictDecode(r, &req); err != nil {
+		replyErr(w, err)
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	name := r.PathValue("name")
+	wt, c := "-", "-"
+	if req.Weight != nil {
+		wt = fmt.Sprint(*req.Weight)
+	}
+	if req.Cap != nil {
+		c = fmt.Sprint(*req.Cap)
+	}
+	f.updates = append(f.updates, name+" weight="+wt+" cap="+c)
+	vm, ok := f.vms[name]
+	switch {
+	case !ok:
+		replyErr(w, fmt.Errorf("vm %q: %w", name, hostapi.ErrNotFound))
+		return
+	case req.Weight != nil && *req.Weight > 1000000:
+		replyErr(w, fmt.Errorf("vm %q: weight %d: want 1 to 1000000: %w", name, *req.Weight, hostapi.ErrInvalid))
+		return
+	}
+	if req.Weight != nil {
+		vm.Weight = *req.Weight
+	}
+	if req.Cap != nil {
+		vm.Cap = *req.Cap
+	}
+	f.vms[name] = vm
+	reply(w, http.StatusOK, vm)
+}
+
+func (f *fakeDaemon) setPolicy(w http.ResponseWriter, r *http.Request) {
+	var st hostapi.PolicyState
+	if err := strictDecode(r, &st); err != nil {
+		replyErr(w, err)
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.setTo = append(f.setTo, st)
+	if st.Policy == hostapi.PolicyTimeslice && f.policy.Accounting == "off" {
+		replyErr(w, fmt.Errorf("policy %q needs accounting: %w", st.Policy, hostapi.ErrInvalid))
+		return
+	}
+	f.policy.Policy = st.Policy
+	reply(w, http.StatusOK, f.policy)
 }
 
 func (f *fakeDaemon) create(w http.ResponseWriter, r *http.Request) {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -72,14 +73,14 @@ func clean(s string) string {
 func RenderVMTable(vms []hostapi.VM) string {
 	cols := []column{
 		{title: "NAME"}, {title: "ID", right: true}, {title: "WEIGHT", right: true},
-		{title: "CHANNELS", right: true}, {title: "STATE"}, {title: "PEERS", right: true},
+		{title: "CAP", right: true}, {title: "CHANNELS", right: true}, {title: "STATE"}, {title: "PEERS", right: true},
 		{title: "ENDPOINT"},
 	}
 	rows := make([][]string, 0, len(vms))
 	for _, vm := range vms {
 		rows = append(rows, []string{
 			clean(vm.Name), u64(uint64(vm.ID)), u64(uint64(vm.Weight)),
-			strconv.Itoa(vm.Channels), clean(vm.State), strconv.Itoa(vm.Peers),
+			capCell(vm.Cap), strconv.Itoa(vm.Channels), clean(vm.State), strconv.Itoa(vm.Peers),
 			clean(vm.Endpoint),
 		})
 	}
@@ -92,6 +93,7 @@ func RenderVM(vm hostapi.VM) string {
 		{"Name", clean(vm.Name)},
 		{"ID", u64(uint64(vm.ID))},
 		{"Weight", u64(uint64(vm.Weight))},
+		{"Cap", capField(vm.Cap)},
 		{"State", clean(vm.State)},
 		{"Peers", strconv.Itoa(vm.Peers)},
 		{"Endpoint", clean(vm.Endpoint)},
@@ -102,6 +104,52 @@ func RenderVM(vm hostapi.VM) string {
 		{"Heap size", sizeWithBytes(vm.HeapSize)},
 		{"Created", formatTime(vm.Created)},
 	})
+}
+
+// FormatShare renders a share of the GPU (0..1) as a percentage with at
+// most two decimals: 0.5 -> "50%", 1/3 -> "33.33%".
+func FormatShare(f float64) string {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return "?"
+	}
+	return strconv.FormatFloat(math.Round(f*1e4)/100, 'f', -1, 64) + "%"
+}
+
+// capCell is a VM's cap in a table: "-" for none.
+func capCell(c float64) string {
+	if c == 0 {
+		return "-"
+	}
+	return FormatShare(c)
+}
+
+// capField is a VM's cap in "key: value" output.
+func capField(c float64) string {
+	if c == 0 {
+		return "none"
+	}
+	return FormatShare(c) + " of the GPU (enforced under policy cap)"
+}
+
+// policyDescriptions say what each policy does, for humans.
+var policyDescriptions = map[string]string{
+	hostapi.PolicyNone:      "accounting only, no scheduling",
+	hostapi.PolicyDFQ:       "disengaged fair queuing by weight",
+	hostapi.PolicyCap:       "hard maximum shares; may idle the GPU",
+	hostapi.PolicyTimeslice: "engaged round robin, a baseline",
+}
+
+// RenderPolicy renders the scheduling state for "policy get" and "policy set".
+func RenderPolicy(p hostapi.PolicyState) string {
+	policy := clean(p.Policy)
+	if d, ok := policyDescriptions[p.Policy]; ok {
+		policy += " (" + d + ")"
+	}
+	acct := clean(p.Accounting)
+	if acct == "" {
+		acct = "-"
+	}
+	return renderFields([][2]string{{"Policy", policy}, {"Accounting", acct}})
 }
 
 // RenderUsage renders a VM's usage for "vm usage".

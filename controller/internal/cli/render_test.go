@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -13,8 +14,8 @@ func TestRenderVMTable(t *testing.T) {
 	}
 	// Escape sequences from the daemon must not reach the terminal.
 	evil := hostapi.VM{Name: "x\x1b[2Jy", ID: 1234567, State: "wait\ning"}
-	want := "NAME         ID  WEIGHT  CHANNELS  STATE     PEERS  ENDPOINT\n" +
-		"x?[2Jy  1234567       0         0  wait?ing      0\n"
+	want := "NAME         ID  WEIGHT  CAP  CHANNELS  STATE     PEERS  ENDPOINT\n" +
+		"x?[2Jy  1234567       0    -         0  wait?ing      0\n"
 	if got := RenderVMTable([]hostapi.VM{evil}); got != want {
 		t.Errorf("got\n%q\nwant\n%q", got, want)
 	}
@@ -32,6 +33,44 @@ func TestRenderVM(t *testing.T) {
 		"Heap size:     -\nCreated:       2026-05-09T12:00:00Z\n"
 	if got := RenderVM(vm); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestRenderPolicy(t *testing.T) {
+	for _, tt := range []struct {
+		in   hostapi.PolicyState
+		want string
+	}{
+		{hostapi.PolicyState{Policy: "dfq", Accounting: "loga"}, wantPolicy},
+		{hostapi.PolicyState{Policy: "timeslice", Accounting: "off"},
+			"Policy:      timeslice (engaged round robin, a baseline)\nAccounting:  off\n"},
+		// A policy this sluicectl does not know is shown as it is, cleaned.
+		{hostapi.PolicyState{Policy: "new\x1b[2J"}, "Policy:      new?[2J\nAccounting:  -\n"},
+	} {
+		if got := RenderPolicy(tt.in); got != tt.want {
+			t.Errorf("RenderPolicy(%+v) =\n%q\nwant\n%q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestRenderVMCap(t *testing.T) {
+	for _, tt := range []struct {
+		cap        float64
+		cell, line string
+	}{
+		{0, "-", "none"},
+		{0.25, "25%", "25% of the GPU (enforced under policy cap)"},
+		{1.0 / 3, "33.33%", "33.33% of the GPU (enforced under policy cap)"},
+		{1, "100%", "100% of the GPU (enforced under policy cap)"},
+	} {
+		vm := vmWeb
+		vm.Cap = tt.cap
+		if got := RenderVM(vm); !strings.Contains(got, "\nCap:           "+tt.line+"\n") {
+			t.Errorf("cap %v: RenderVM lacks %q:\n%s", tt.cap, tt.line, got)
+		}
+		if got := strings.Fields(strings.Split(RenderVMTable([]hostapi.VM{vm}), "\n")[1])[3]; got != tt.cell {
+			t.Errorf("cap %v: table cell %q, want %q", tt.cap, got, tt.cell)
+		}
 	}
 }
 

@@ -25,17 +25,26 @@ func newTopCommand(a *app) *cobra.Command {
   GPU TIME     cumulative GPU busy time of the VM
   GPU%         the VM's GPU busy time in the interval / length of the interval
   SHARE        the VM's GPU busy time / all VMs' GPU busy time in the interval
+  ACCT%        GPU time accounting charged the VM / all it charged in the
+               interval: the share the scheduler acts on (compare with SHARE)
+  HELD         time the scheduler held the VM's doorbells in the interval /
+               length of the interval; "yes" or "no" (held now or not) for a
+               VM without a baseline
   KERNELS/S    kernels completed per second; KERNELS and ERRORS are cumulative
   DOORBELLS/S  doorbells rung by the guest per second
 
 The header shows the backend, its clock, the interval and the GPU utilisation
-(all GPU busy time in the interval / length of the interval).
+(all GPU busy time in the interval / length of the interval); then the
+scheduling policy, the accounting method, and the CPU the accounting poller
+used (its CPU time in the interval / length of the interval, in % of one
+core).
 
 Intervals and rates are measured on the backend's clock (the daemon's
 Stats.Now), not on this machine's: with a virtual clock (a simulated backend)
-"per second" means per simulated second, and --interval only sets how often
-sluicectl samples. A "-" marks a value with no baseline yet (a VM created
-during the interval) or none at all (no GPU work, so no SHARE).
+"per second" means per simulated second (and poller CPU is per simulated
+second too), and --interval only sets how often sluicectl samples. A "-"
+marks a value with no baseline yet (a VM created during the interval) or none
+at all (no GPU work, so no SHARE; nothing charged, so no ACCT%).
 
 On a terminal the view refreshes in place; otherwise frames are printed one
 after another, separated by a blank line, for pipes and logs. Ctrl-C exits.`,

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,28 +17,39 @@ func vmStats(name string, id uint32, weight uint32, state string, gpuNs, kernels
 	}
 }
 
+// scheduled sets a VM's scheduling counters.
+func scheduled(v hostapi.VMStats, accountedNs, heldNs int64, held bool) hostapi.VMStats {
+	v.AccountedNs, v.HeldNs, v.Held = accountedNs, heldNs, held
+	return v
+}
+
 // statsA and statsB are 2 s of backend clock apart. In between the GPU was
-// busy 1 s: web 750 ms, batch 250 ms; "new" appeared.
+// busy 1 s: web 750 ms, batch 250 ms; accounting charged web 720 ms and
+// batch 280 ms; batch was held 500 ms and is held at B; "new" appeared,
+// held; the poller used 30 ms of CPU.
 var (
-	statsA = hostapi.Stats{Backend: "fake", Clock: "virtual", Now: 1e9, GPUBusyNs: 500e6,
+	statsA = hostapi.Stats{Backend: "fake", Clock: "virtual", Policy: "dfq", Accounting: "loga",
+		PollerCPUNs: 100e6, Periods: 10, Now: 1e9, GPUBusyNs: 500e6,
 		VMs: []hostapi.VMStats{
-			vmStats("web", 1, 2, "connected", 300e6, 100, 0, 50),
-			vmStats("batch", 12, 1, "connected", 200e6, 10, 0, 5),
+			scheduled(vmStats("web", 1, 2, "connected", 300e6, 100, 0, 50), 280e6, 0, false),
+			scheduled(vmStats("batch", 12, 1, "connected", 200e6, 10, 0, 5), 220e6, 100e6, false),
 		}}
-	statsB = hostapi.Stats{Backend: "fake", Clock: "virtual", Now: 3e9, GPUBusyNs: 1500e6,
+	statsB = hostapi.Stats{Backend: "fake", Clock: "virtual", Policy: "dfq", Accounting: "loga",
+		PollerCPUNs: 130e6, Periods: 30, Now: 3e9, GPUBusyNs: 1500e6,
 		VMs: []hostapi.VMStats{
-			vmStats("web", 1, 2, "connected", 1050e6, 300, 2, 150),
-			vmStats("batch", 12, 1, "connected", 450e6, 15, 0, 6),
-			vmStats("new", 30, 1, "waiting", 0, 0, 0, 0),
+			scheduled(vmStats("web", 1, 2, "connected", 1050e6, 300, 2, 150), 1000e6, 0, false),
+			scheduled(vmStats("batch", 12, 1, "connected", 450e6, 15, 0, 6), 500e6, 600e6, true),
+			scheduled(vmStats("new", 30, 1, "waiting", 0, 0, 0, 0), 0, 0, true),
 		}}
 )
 
 const wantFrameAB = `backend: fake  clock: virtual  interval: 2.000000 s  GPU busy: 50.0%  VMs: 3
+policy: dfq  accounting: loga  poller CPU: 1.5% of a core
 
-VM     WEIGHT  STATE        GPU TIME   GPU%  SHARE  KERNELS/S  KERNELS  ERRORS  DOORBELLS/S
-batch       1  connected  0.450000 s  12.5%  25.0%        2.5       15       0          0.5
-new         1  waiting    0.000000 s      -      -          -        0       0            -
-web         2  connected  1.050000 s  37.5%  75.0%      100.0      300       2         50.0
+VM     WEIGHT  STATE        GPU TIME   GPU%  SHARE  ACCT%   HELD  KERNELS/S  KERNELS  ERRORS  DOORBELLS/S
+batch       1  connected  0.450000 s  12.5%  25.0%  28.0%  25.0%        2.5       15       0          0.5
+new         1  waiting    0.000000 s      -      -      -    yes          -        0       0            -
+web         2  connected  1.050000 s  37.5%  75.0%  72.0%   0.0%      100.0      300       2         50.0
 `
 
 func TestRenderTopFrame(t *testing.T) {
@@ -126,13 +138,87 @@ func TestComputeTop(t *testing.T) {
 
 func TestRenderTopFrameNoInterval(t *testing.T) {
 	want := `backend: fake  clock: virtual  interval: -  GPU busy: -  VMs: 2
+policy: dfq  accounting: loga  poller CPU: -
 
-VM     WEIGHT  STATE        GPU TIME  GPU%  SHARE  KERNELS/S  KERNELS  ERRORS  DOORBELLS/S
-batch       1  connected  0.200000 s     -      -          -       10       0            -
-web         2  connected  0.300000 s     -      -          -      100       0            -
+VM     WEIGHT  STATE        GPU TIME  GPU%  SHARE  ACCT%  HELD  KERNELS/S  KERNELS  ERRORS  DOORBELLS/S
+batch       1  connected  0.200000 s     -      -      -    no          -       10       0            -
+web         2  connected  0.300000 s     -      -      -    no          -      100       0            -
 `
 	if got := RenderTopFrame(statsA, statsA); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestComputeTopScheduling checks the scheduling columns and the poller's
+// CPU in the header: ACCT% and HELD per VM, and where they are undefined.
+func TestComputeTopScheduling(t *testing.T) {
+	type row struct {
+		name           string
+		held, hasRates bool
+		heldPct        float64
+		hasAcct        bool
+		acct           float64
+	}
+	noAcct := statsB // accounting off: nothing is charged
+	noAcct.VMs = nil
+	for _, v := range statsB.VMs {
+		noAcct.VMs = append(noAcct.VMs, scheduled(v, 0, v.HeldNs, v.Held))
+	}
+	noAcctA := statsA
+	noAcctA.VMs = nil
+	for _, v := range statsA.VMs {
+		noAcctA.VMs = append(noAcctA.VMs, scheduled(v, 0, v.HeldNs, v.Held))
+	}
+	heldBack := statsB // batch's held time went backwards: no baseline for it
+	heldBack.VMs = []hostapi.VMStats{scheduled(statsB.VMs[1], 500e6, 50e6, false), statsB.VMs[0]}
+	pollerBack := statsB
+	pollerBack.PollerCPUNs = 1
+	for _, tt := range []struct {
+		name      string
+		prev, cur hostapi.Stats
+		hasPoller bool
+		poller    float64
+		rows      []row
+	}{
+		{"normal", statsA, statsB, true, 1.5, []row{
+			{"batch", true, true, 25, true, 28},
+			{"new", true, false, 0, false, 0},
+			{"web", false, true, 0, true, 72},
+		}},
+		{"accounting off", noAcctA, noAcct, true, 1.5, []row{
+			{"batch", true, true, 25, false, 0},
+			{"new", true, false, 0, false, 0},
+			{"web", false, true, 0, false, 0},
+		}},
+		{"held went back", statsA, heldBack, true, 1.5, []row{
+			{"batch", false, false, 0, false, 0},
+			{"web", false, true, 0, true, 100},
+		}},
+		{"poller went back", statsA, pollerBack, false, 0, []row{
+			{"batch", true, true, 25, true, 28},
+			{"new", true, false, 0, false, 0},
+			{"web", false, true, 0, true, 72},
+		}},
+		{"no interval", statsB, statsB, false, 0, []row{
+			{"batch", true, false, 0, false, 0},
+			{"new", true, false, 0, false, 0},
+			{"web", false, false, 0, false, 0},
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := computeTop(tt.prev, tt.cur)
+			if f.hasPoller != tt.hasPoller || f.pollerPct != tt.poller || f.policy != "dfq" || f.accounting != "loga" {
+				t.Errorf("frame: poller %v %v, policy %q, accounting %q; want poller %v %v, dfq, loga",
+					f.hasPoller, f.pollerPct, f.policy, f.accounting, tt.hasPoller, tt.poller)
+			}
+			var got []row
+			for _, r := range f.rows {
+				got = append(got, row{r.name, r.held, r.hasRates, r.heldPct, r.hasAcct, r.acctShare})
+			}
+			if !slices.Equal(got, tt.rows) {
+				t.Errorf("rows\n %+v\nwant\n %+v", got, tt.rows)
+			}
+		})
 	}
 }
 

@@ -13,12 +13,14 @@ import (
 func newVMCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "vm",
-		Short: "Create, inspect and delete VM endpoints",
+		Short: "Create, inspect, change and delete VM endpoints",
 		Long: `Manage VM endpoints. Each VM gets an ivshmem endpoint socket that QEMU (or a
-process guest) connects to, a weight for fair sharing of the GPU, and exact
-GPU-time accounting that outlives the VM.`,
+process guest) connects to, a weight for fair sharing of the GPU, an optional
+cap (a hard maximum share, enforced under policy cap), and exact GPU-time
+accounting that outlives the VM.`,
 		Example: `  sluicectl vm create web --weight 2
   sluicectl vm list
+  sluicectl vm set web --weight 4
   sluicectl vm usage web
   sluicectl vm delete web`,
 		Args: groupArgs,
@@ -28,6 +30,7 @@ GPU-time accounting that outlives the VM.`,
 		newVMCreateCommand(a),
 		newVMListCommand(a),
 		newVMGetCommand(a),
+		newVMSetCommand(a),
 		newVMDeleteCommand(a),
 		newVMUsageCommand(a),
 	)
@@ -46,11 +49,12 @@ socket on one line, so that a script can hand it to QEMU:
   -chardev socket,path=$(sluicectl vm create web),id=sluice0
   -device ivshmem-doorbell,chardev=sluice0,vectors=N
 
-Flags left out take the daemon's defaults (weight 1, 4 channels, 256 ring
-entries, a 4 MiB region). Use --json to print the whole VM instead, including
+Flags left out take the daemon's defaults (weight 1, no cap, 4 channels, 256
+ring entries, a 4 MiB region). Use --json to print the whole VM instead, including
 the number of MSI vectors the ivshmem device needs.`,
 		Example: `  sluicectl vm create web
   sluicectl vm create batch --weight 4 --channels 8 --region-size 64MiB
+  sluicectl vm create noisy --cap 25%
   sluicectl vm create db --json`,
 		Args: argsNamed("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -71,6 +75,8 @@ the number of MSI vectors the ivshmem device needs.`,
 	}
 	f := cmd.Flags()
 	f.Uint32Var(&req.Weight, "weight", 0, "share of the GPU relative to other VMs, at least 1 (daemon default 1)")
+	f.Var(shareValue{&req.Cap}, "cap",
+		"hard maximum share of the GPU under policy cap: a fraction or a percentage, e.g. 0.25 or 25% (default none)")
 	f.IntVar(&req.Channels, "channels", 0, "number of command channels (daemon default 4)")
 	f.IntVar(&req.RingEntries, "ring-entries", 0, "entries per channel ring (daemon default 256)")
 	f.Var(sizeValue{&req.RegionSize}, "region-size",
@@ -101,8 +107,9 @@ func newVMListCommand(a *app) *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List VM endpoints",
-		Long: `List the VM endpoints, sorted by name: NAME ID WEIGHT CHANNELS STATE PEERS
-ENDPOINT. STATE is "waiting" until a guest connects, then "connected".`,
+		Long: `List the VM endpoints, sorted by name: NAME ID WEIGHT CAP CHANNELS STATE
+PEERS ENDPOINT. CAP is the VM's hard maximum share of the GPU, "-" for none.
+STATE is "waiting" until a guest connects, then "connected".`,
 		Example: `  sluicectl vm list
   sluicectl vm list --json | jq -r '.[].name'`,
 		Args: argsNamed(),
@@ -130,7 +137,8 @@ func newVMGetCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get NAME",
 		Short: "Describe one VM endpoint",
-		Long:  `Describe the VM endpoint NAME: its configuration, endpoint socket and state.`,
+		Long: `Describe the VM endpoint NAME: its configuration (weight and cap included),
+endpoint socket and state.`,
 		Example: `  sluicectl vm get web
   sluicectl vm get web --json`,
 		Args: argsNamed("NAME"),
@@ -147,6 +155,61 @@ func newVMGetCommand(a *app) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the VM as JSON")
+	return cmd
+}
+
+func newVMSetCommand(a *app) *cobra.Command {
+	var req hostapi.UpdateVMRequest
+	var weight uint32
+	var capShare float64
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "set NAME [--weight W] [--cap SHARE]",
+		Short: "Change a running VM's weight or cap",
+		Long: `Change the scheduling weight or the cap of VM NAME while it runs, then print
+the VM as changed. Give at least one of the flags; what is not given stays as
+it is. The change applies from the scheduler's next period and is kept when
+sluiced restarts.
+
+--weight is the VM's share of the GPU relative to the other VMs' weights
+(policy dfq; under timeslice, the periods its turn lasts). --cap is a hard maximum share of the GPU, as a fraction or a
+percentage; it is enforced only under policy cap, where the GPU may idle
+rather than let the VM exceed it. --cap 0 removes the cap.`,
+		Example: `  sluicectl vm set web --weight 4
+  sluicectl vm set batch --cap 0.25
+  sluicectl vm set batch --cap 25%
+  sluicectl vm set batch --cap 0            # remove the cap
+  sluicectl vm set web --weight 2 --cap 50% --json`,
+		Args: argsNamed("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := cmd.Flags()
+			if !f.Changed("weight") && !f.Changed("cap") {
+				return usageErrorf("nothing to change: give --weight, --cap or both")
+			}
+			if f.Changed("weight") {
+				if weight == 0 {
+					return usageErrorf("--weight must be at least 1")
+				}
+				req.Weight = &weight
+			}
+			if f.Changed("cap") {
+				req.Cap = &capShare
+			}
+			vm, err := a.client().UpdateVM(cmd.Context(), args[0], req)
+			if err != nil {
+				return vmError(args[0], err)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), vm)
+			}
+			_, err = io.WriteString(cmd.OutOrStdout(), RenderVM(vm))
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.Uint32Var(&weight, "weight", 0, "new share of the GPU relative to other VMs, at least 1")
+	f.Var(shareValue{&capShare}, "cap", "new hard maximum share of the GPU under policy cap, e.g. 0.25 or 25%; 0 removes it")
+	f.BoolVar(&asJSON, "json", false, "print the changed VM as JSON")
 	return cmd
 }
 

@@ -9,6 +9,11 @@
 //	accounting: loga        # loga | loga-segment-average | neon-sampling | off   (default loga)
 //	duration: 10s           # how long throttle VMs run; required when any VM has a throttle workload
 //	seed: 1                 # any 64-bit integer                  (default 1)
+//	tuning:                 # optional; every key optional
+//	  poll_ratio: 49        # -1, or a number in (0, 10000]: LoGA's non-poll : poll ratio (default: accounting's)
+//	  idle_factor: 10       # number in [1, 10000]: period stretch when one VM is active (default: accounting's)
+//	  neon_window: 2ms      # duration in (0, 1s]: NEON's sampling window per VM (default 2ms)
+//	  neon_freerun_ratio: 5 # number in (0, 10000]: NEON's freerun : sampling windows ratio (default 5)
 //	vms:                    # at least one
 //	  - name: app           # required; ^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$
 //	    weight: 1           # integer 1..1000000                  (default 1)
@@ -19,6 +24,10 @@
 //	      kind: throttle    # throttle | app                      (required)
 //	      kernel_us: 100    # integer 1..10000000                 (required)
 //	      sleep_us: 0       # integer 0..3600000000               (default 0)
+//	      depth: 1          # integer 1..4096: kernels kept in flight (default 1)
+//	      start: 0s         # duration, at least 0: delay before the first kernel (default 0)
+//	      on: 200ms         # durations, both or neither: bursty, submits during on,
+//	      off: 300ms        # then nothing during off, repeating (default: always on)
 //	  - name: job
 //	    workload:
 //	      kind: app
@@ -31,7 +40,16 @@
 // A throttle workload submits kernels of kernel_us, sleeping sleep_us after each, until duration has passed. An
 // app workload submits a fixed number of kernels (kernels) of kernel_us with sleep_us after each and runs to
 // completion whatever the duration; its turnaround is measured. Duration does not apply to app VMs; a spec of app
-// VMs only may leave it out.
+// VMs only may leave it out. Depth keeps that many kernels in flight (a VM that pre-queues its ring): each
+// completion lets the next kernel go after sleep_us. Start delays the first kernel (a throttle still stops at
+// duration). On and off alternate from start: kernels are submitted only during on stretches; one due during an
+// off stretch waits for the next on.
+//
+// Tuning changes the accounting methods' parameters: poll_ratio is LoGA's non-poll : poll length ratio (-1 polls
+// all the time, as the LoGA paper's accuracy experiments do, and turns off the stretching of idle periods);
+// idle_factor is how many times longer a period is when at most one VM was active in its poll phase;
+// neon_window is how long each VM runs alone in a neon-sampling phase, and neon_freerun_ratio the length of a
+// freerun phase over the sum of the windows before it.
 //
 // Weight is the VM's share under policy dfq (and timeslice). Cap is the VM's maximum share of the GPU; it applies
 // only under policy cap and is accepted but ignored under other policies (Warnings reports it). Under policy cap a
@@ -52,6 +70,6 @@
 //
 // # Canonical form
 //
-// Marshal writes every field explicitly (cap, kernels and duration only when set) in the order above, so
-// Parse(Marshal(s)) returns s.WithDefaults().
+// Marshal writes every field explicitly (cap, kernels, duration, tuning and its keys, depth, start, on and off only
+// when set) in the order above, so Parse(Marshal(s)) returns s.WithDefaults().
 package spec

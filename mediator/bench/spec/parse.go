@@ -35,6 +35,7 @@ func Parse(data []byte) (Spec, error) {
 		{"accounting", func(n *yaml.Node, path string) { stringValue(p, n, path, &s.Accounting) }},
 		{"duration", func(n *yaml.Node, path string) { p.duration(n, path, &s.Duration) }},
 		{"seed", func(n *yaml.Node, path string) { intValue(p, n, path, &s.Seed, math.MinInt64, math.MaxInt64) }},
+		{"tuning", func(n *yaml.Node, path string) { p.tuning(n, path, &s.Tuning) }},
 		{"vms", func(n *yaml.Node, path string) { s.VMs = p.vms(n, path) }},
 	})
 	s.check(p)
@@ -167,6 +168,21 @@ func (p *problems) workload(n *yaml.Node, path string, w *Workload) {
 		{"kernels", func(n *yaml.Node, path string) { intValue(p, n, path, &w.Kernels, 1, MaxKernels) }},
 		{"kernel_us", func(n *yaml.Node, path string) { intValue(p, n, path, &w.KernelUS, 1, MaxKernelUS) }},
 		{"sleep_us", func(n *yaml.Node, path string) { intValue(p, n, path, &w.SleepUS, 0, MaxSleepUS) }},
+		{"depth", func(n *yaml.Node, path string) { intValue(p, n, path, &w.Depth, 1, MaxDepth) }},
+		{"start", func(n *yaml.Node, path string) { p.duration(n, path, &w.Start) }},
+		{"on", func(n *yaml.Node, path string) { p.duration(n, path, &w.On) }},
+		{"off", func(n *yaml.Node, path string) { p.duration(n, path, &w.Off) }},
+	})
+}
+
+func (p *problems) tuning(n *yaml.Node, path string, t *Tuning) {
+	p.mapping(n, path, []field{
+		{"poll_ratio", func(n *yaml.Node, path string) { p.number(n, path, &t.PollRatio, "-1 or a number in (0, 10000]") }},
+		{"idle_factor", func(n *yaml.Node, path string) { p.number(n, path, &t.IdleFactor, "a number in [1, 10000]") }},
+		{"neon_window", func(n *yaml.Node, path string) { p.duration(n, path, &t.NeonWindow) }},
+		{"neon_freerun_ratio", func(n *yaml.Node, path string) {
+			p.number(n, path, &t.NeonFreerunRatio, "a number in (0, 10000]")
+		}},
 	})
 }
 
@@ -193,13 +209,18 @@ func intValue[T int | int64 | uint32](p *problems, n *yaml.Node, path string, ds
 }
 
 func (p *problems) capValue(n *yaml.Node, path string, dst *float64) {
+	p.number(n, path, dst, "a number in (0, 1]")
+}
+
+// number stores a number scalar; want describes the allowed values, which Validate checks.
+func (p *problems) number(n *yaml.Node, path string, dst *float64, want string) {
 	n = deref(n)
 	if !p.kind(n, path, yaml.ScalarNode, "a number") {
 		return
 	}
 	var v float64
 	if tag := n.ShortTag(); (tag != "!!int" && tag != "!!float") || n.Decode(&v) != nil {
-		p.addAt(path, n.Line, "must be a number in (0, 1], got %s", quote(n.Value))
+		p.addAt(path, n.Line, "must be %s, got %s", want, quote(n.Value))
 		return
 	}
 	*dst = v

@@ -77,6 +77,9 @@ const (
 	MaxSleepUS  = 3_600_000_000
 	MaxKernels  = 100_000_000
 	MaxDuration = 24 * time.Hour
+	MaxDepth    = 4096
+	MaxWindow   = time.Second // tuning.neon_window
+	MaxRatio    = 10_000      // tuning.poll_ratio, tuning.idle_factor and tuning.neon_freerun_ratio
 )
 
 // Defaults for keys left out.
@@ -99,7 +102,16 @@ type Spec struct {
 	Accounting Accounting    `yaml:"accounting"`
 	Duration   time.Duration `yaml:"duration,omitempty"`
 	Seed       int64         `yaml:"seed"`
+	Tuning     Tuning        `yaml:"tuning,omitempty"`
 	VMs        []VM          `yaml:"vms"`
+}
+
+// Tuning overrides the accounting methods' defaults. Zero values mean the defaults.
+type Tuning struct {
+	PollRatio        float64       `yaml:"poll_ratio,omitempty"`         // -1: poll all the time
+	IdleFactor       float64       `yaml:"idle_factor,omitempty"`        // 0: accounting's default
+	NeonWindow       time.Duration `yaml:"neon_window,omitempty"`        // 0: 2ms
+	NeonFreerunRatio float64       `yaml:"neon_freerun_ratio,omitempty"` // 0: 5
 }
 
 // VM is one VM of a spec, or Count identical ones.
@@ -118,7 +130,15 @@ type Workload struct {
 	Kernels  int64 `yaml:"kernels,omitempty"` // app only
 	KernelUS int64 `yaml:"kernel_us"`
 	SleepUS  int64 `yaml:"sleep_us"`
+	Depth    int   `yaml:"depth,omitempty"` // 0: 1
+	// Start delays the first kernel; On and Off (both or neither) make the workload bursty.
+	Start time.Duration `yaml:"start,omitempty"`
+	On    time.Duration `yaml:"on,omitempty"`
+	Off   time.Duration `yaml:"off,omitempty"`
 }
+
+// InFlight is how many kernels the workload keeps in flight: Depth, at least 1.
+func (w Workload) InFlight() int { return max(w.Depth, 1) }
 
 // WithDefaults returns s with defaults in place of zero values: empty backend, clock, policy and accounting, and
 // zero weight, channels and count. Seed is left alone because 0 is a valid seed. The VMs are copied.

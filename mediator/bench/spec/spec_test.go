@@ -102,7 +102,7 @@ func TestParseErrors(t *testing.T) {
 		yaml string
 		want []string
 	}{
-		{"unknown top key", oneVM("duration: 1s\nfoo: 1\n", "", throttle), []string{"foo: unknown key, expected one of backend, clock, policy, accounting, duration, seed, vms (line 2)"}},
+		{"unknown top key", oneVM("duration: 1s\nfoo: 1\n", "", throttle), []string{"foo: unknown key, expected one of backend, clock, policy, accounting, duration, seed, tuning, vms (line 2)"}},
 		{"unknown workload key", "duration: 1s\nvms:\n  - name: a\n    workload: {" + throttle + "}\n  - name: b\n    workload:\n      kind: throttle\n      kernel_ms: 5\n",
 			[]string{"vms[1].workload.kernel_ms: unknown key", "(line 8)", "vms[1].workload.kernel_us: required"}},
 		{"unknown vm key", oneVM("duration: 1s\n", "    weigth: 2\n", throttle), []string{"vms[0].weigth: unknown key, expected one of name, weight, cap, channels, count, workload (line 4)"}},
@@ -219,7 +219,7 @@ vms:
 		"duration: required when any VM has a throttle workload (e.g. duration: 10s)",
 		"vms[0].weight: must be an integer from 1 to 1000000, got 0 (line 4)",
 		"vms[0].workload.kernels: kernels applies to kind app (a throttle workload runs until duration) (line 5)",
-		"vms[1].workload.kernel_ms: unknown key, expected one of kind, kernels, kernel_us, sleep_us (line 9)",
+		"vms[1].workload.kernel_ms: unknown key, expected one of kind, kernels, kernel_us, sleep_us, depth, start, on, off (line 9)",
 		"vms[1].workload.kernel_us: required, an integer from 1 to 10000000 (line 7)",
 		"vms[1].workload.kernels: required for kind app, an integer from 1 to 100000000 (line 7)",
 	}

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // ErrInvalid is matched (errors.Is) by every error that Parse, Load, Validate and Marshal return for a bad spec.
@@ -149,6 +150,7 @@ func (s Spec) check(p *problems) {
 		p.add("vms", "%d VMs, at most %d", len(s.VMs), MaxVMs)
 		return
 	}
+	s.Tuning.check(p, "tuning")
 	for i, vm := range s.VMs {
 		vm.check(p, fmt.Sprintf("vms[%d]", i))
 	}
@@ -191,6 +193,7 @@ func (w Workload) check(p *problems, path string) {
 		checkRange(p, path+".kernel_us", w.KernelUS, 1, MaxKernelUS)
 	}
 	checkRange(p, path+".sleep_us", w.SleepUS, 0, MaxSleepUS)
+	w.checkTiming(p, path)
 	switch w.Kind {
 	case KindThrottle:
 		if w.Kernels != 0 || p.has(path+".kernels") {
@@ -202,6 +205,47 @@ func (w Workload) check(p *problems, path string) {
 		} else {
 			checkRange(p, path+".kernels", w.Kernels, 1, MaxKernels)
 		}
+	}
+}
+
+// checkTiming checks the optional keys depth, start, on and off.
+func (w Workload) checkTiming(p *problems, path string) {
+	if w.Depth != 0 || p.has(path+".depth") {
+		checkRange(p, path+".depth", int64(w.Depth), 1, MaxDepth)
+	}
+	if w.Start < 0 || w.Start > MaxDuration {
+		p.add(path+".start", "must be from 0 to %s, got %s", MaxDuration, w.Start)
+	}
+	on, off := w.On != 0 || p.has(path+".on"), w.Off != 0 || p.has(path+".off")
+	switch {
+	case on != off && on:
+		p.add(path+".off", "required with on (a bursty workload needs both)")
+	case on != off:
+		p.add(path+".on", "required with off (a bursty workload needs both)")
+	case on:
+		for _, f := range []struct {
+			key string
+			v   time.Duration
+		}{{"on", w.On}, {"off", w.Off}} {
+			if f.v <= 0 || f.v > MaxDuration {
+				p.add(path+"."+f.key, "must be positive and at most %s, got %s", MaxDuration, f.v)
+			}
+		}
+	}
+}
+
+func (t Tuning) check(p *problems, path string) {
+	if r := t.PollRatio; (r != 0 || p.has(path+".poll_ratio")) && r != -1 && !(r > 0 && r <= MaxRatio) {
+		p.add(path+".poll_ratio", "must be -1 (poll all the time) or a number in (0, %d], got %v", MaxRatio, r)
+	}
+	if f := t.IdleFactor; (f != 0 || p.has(path+".idle_factor")) && !(f >= 1 && f <= MaxRatio) {
+		p.add(path+".idle_factor", "must be a number in [1, %d], got %v", MaxRatio, f)
+	}
+	if w := t.NeonWindow; (w != 0 || p.has(path+".neon_window")) && !(w > 0 && w <= MaxWindow) {
+		p.add(path+".neon_window", "must be positive and at most %s, got %s", MaxWindow, w)
+	}
+	if r := t.NeonFreerunRatio; (r != 0 || p.has(path+".neon_freerun_ratio")) && !(r > 0 && r <= MaxRatio) {
+		p.add(path+".neon_freerun_ratio", "must be a number in (0, %d], got %v", MaxRatio, r)
 	}
 }
 

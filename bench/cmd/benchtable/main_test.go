@@ -1,0 +1,71 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluice-gpu/sluice/mediator/bench"
+)
+
+func result(spec, acc string, turnaround int64, vms ...bench.VMResult) *bench.Result {
+	r := &bench.Result{Spec: spec, Accounting: acc, Policy: "none", DurationNs: 1e9, Utilization: 0.5,
+		JainIndex: 1, PollerCPUFraction: 0.019, VMs: vms}
+	if turnaround > 0 {
+		r.VMs = append(r.VMs, bench.VMResult{Name: "app", Kind: "app", TurnaroundNs: turnaround, Share: 0.5})
+	}
+	return r
+}
+
+func TestWrite(t *testing.T) {
+	e := 0.002
+	hold := int64(600e6)
+	rs := []*bench.Result{
+		result("overhead-10us-off", "off", 1000e6, bench.VMResult{Name: "throttle-0", Share: 0.25}, bench.VMResult{Name: "throttle-1", Share: 0.25}),
+		result("overhead-10us-loga", "loga", 1001e6),
+		result("overhead-10us-neon", "neon-sampling", 1200e6),
+		{Spec: "load-30pct", Accounting: "loga", AccountingErrorMax: &e},
+		{Spec: "hog-dfq", MeanPeriodNs: 100e6, VMs: []bench.VMResult{{Name: "hog", StartNs: 500e6, FirstHeldNs: &hold}}},
+		{Spec: "weights-dfq", VMs: []bench.VMResult{{Name: "w1", Weight: 1, Share: 0.15}, {Name: "w2", Weight: 3, Share: 0.85}}},
+	}
+	dir := t.TempDir()
+	var paths []string
+	for _, r := range rs {
+		data, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, r.Spec+".json")
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	loaded, err := load(paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := write(&b, loaded); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"| overhead-10us-off | off | none | 1000.0 ms | 1.0000 | throttle ×2 25.0%, app 50.0% |",
+		"| 10us | 1000.0 ms | 1001.0 ms | 1200.0 ms | 1.0010 | 1.2000 |",
+		"| overhead 10us: app turnaround, loga vs off | ≤ 0.5% | +0.100% | yes |",
+		"| poller CPU, 10us (11 VMs) | ≤ 2% of a core | 1.900% | yes |",
+		"worst 0.2000% (load-30pct) | yes |",
+		"| hog-dfq: hog held back | ≤ 1 period | 1.00 periods (100.0 ms after arriving, period 100.0 ms) | yes |",
+		"w1 15.0% (target 25.0%), w2 85.0% (target 75.0%) | no |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := load([]string{filepath.Join(dir, "missing.json")}); err == nil {
+		t.Error("missing file accepted")
+	}
+}

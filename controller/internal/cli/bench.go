@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-gpu/sluice/mediator/bench"
+	"github.com/sluice-gpu/sluice/mediator/bench/spec"
+)
+
+func newBenchCommand(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Run benchmark workload specs",
+		Long: `Run benchmark workload specs (YAML, see bench/specs/) in this process on the
+simulated GPU. These commands do not talk to sluiced.`,
+		Example: `  sluicectl bench run bench/specs/fairness-dfq.yaml
+  sluicectl bench run bench/specs/overhead-10us-loga.yaml --json`,
+		Args: groupArgs,
+		RunE: groupRun,
+	}
+	cmd.AddCommand(newBenchRunCommand(a))
+	return cmd
+}
+
+func newBenchRunCommand(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "run SPEC",
+		Short: "Run a workload spec on the simulated GPU and report what it measured",
+		Long: `Run the workload spec in the file SPEC in-process on the simulated GPU: the
+VMs' guests submit through shared-memory rings as real guests do, accounting
+and scheduling run as in sluiced, and the sim's ground truth is compared with
+what accounting charged. With clock virtual (the default) the run is
+deterministic and takes a fraction of its simulated duration.
+
+The summary and a table go to stdout; --json prints the whole result (times in
+nanoseconds) instead. Warnings about the spec go to stderr.`,
+		Example: `  sluicectl bench run bench/specs/skew-dfq.yaml
+  sluicectl bench run bench/specs/overhead-10us-neon.yaml --json | jq .vms`,
+		Args: argsNamed("SPEC"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := spec.Load(args[0])
+			if err != nil {
+				return err
+			}
+			for _, w := range s.Warnings() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "sluicectl: warning: %s\n", w)
+			}
+			name := strings.TrimSuffix(filepath.Base(args[0]), filepath.Ext(args[0]))
+			res, err := bench.Run(cmd.Context(), s, bench.Options{Name: name})
+			if err != nil {
+				return fmt.Errorf("running %s: %w", args[0], err)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			return bench.WriteText(cmd.OutOrStdout(), res)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}

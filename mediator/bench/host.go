@@ -1,0 +1,145 @@
+package bench
+
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+	"sync"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/shm"
+	"github.com/sluice-gpu/sluice/mediator/backend"
+	"github.com/sluice-gpu/sluice/mediator/backend/sim"
+	"github.com/sluice-gpu/sluice/mediator/bench/spec"
+	"github.com/sluice-gpu/sluice/mediator/internal/channel"
+)
+
+// minRing is the ring size of a VM whose depth does not need more.
+const minRing = 64
+
+// host is one VM on the host side: its region (plain memory, laid out as a
+// real one), the host half of its channels, and its context on the sim.
+type host struct {
+	id     uint32
+	vm     spec.VM
+	region *shm.Region
+	layout abi.Layout
+	chans  []*channel.Channel
+	gpu    backend.VM
+	guest  *guest
+
+	// onCompletion is the accounting controller's hook (NEON); nil if none.
+	onCompletion func(id uint32, c backend.Completion)
+
+	mu     sync.Mutex // billed is read by the snapshot, maybe from another goroutine
+	billed int64
+}
+
+// ringEntries is the smallest power of two ≥ depth, at least minRing.
+func ringEntries(depth int) int {
+	if depth <= minRing {
+		return minRing
+	}
+	return 1 << bits.Len(uint(depth-1))
+}
+
+// newHost lays out vm's region, attaches it to s and creates its channels.
+func newHost(s *sim.Sim, id uint32, vm spec.VM) (*host, error) {
+	layout, err := abi.NewLayout(abi.LayoutConfig{
+		RegionSize:  regionSize(vm.Channels, ringEntries(vm.Workload.InFlight())),
+		Channels:    vm.Channels,
+		RingEntries: ringEntries(vm.Workload.InFlight()),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("laying out vm %q: %w", vm.Name, err)
+	}
+	// At least 64 KiB: a large object, page aligned as a mapping is (shm.New
+	// checks the 8-byte alignment it needs).
+	mem := make([]byte, layout.RegionSize)
+	h := &host{id: id, vm: vm, layout: layout, region: shm.New(mem)}
+	heap := h.region.Bytes(layout.HeapOff, layout.HeapSize)
+	h.gpu, err = s.Attach(backend.VMSpec{ID: id, Name: vm.Name, Channels: vm.Channels, Heap: heap, Complete: h.complete})
+	if err != nil {
+		return nil, fmt.Errorf("attaching vm %q: %w", vm.Name, err)
+	}
+	for c := range vm.Channels {
+		h.chans = append(h.chans, channel.New(c, h.region, layout, abi.DefaultLimits(), h.gpu))
+	}
+	return h, nil
+}
+
+// regionSize is the smallest power-of-two region that holds the rings and a
+// heap page.
+func regionSize(channels, entries int) uint64 {
+	need := uint64(abi.PageSize)*3 + uint64(channels)*(abi.ChannelDescSize+uint64(entries)*abi.RecordSize)
+	size := uint64(abi.MinRegionSize)
+	for size < need {
+		size *= 2
+	}
+	return size
+}
+
+// complete is the sim's Complete callback: bill the command, publish it in
+// the channel's host line, then ring the guest's completion vector.
+func (h *host) complete(c backend.Completion) {
+	if c.Code == abi.OK {
+		h.mu.Lock()
+		h.billed += c.Busy()
+		h.mu.Unlock()
+	}
+	if h.onCompletion != nil {
+		h.onCompletion(h.id, c)
+	}
+	if c.Channel < 0 || c.Channel >= len(h.chans) {
+		return
+	}
+	h.chans[c.Channel].Complete(channel.Completion{Index: uint32(c.Tag), Op: c.Op, Code: c.Code, BusyNs: c.Busy()})
+	if h.guest != nil {
+		h.guest.interrupt(c.Channel)
+	}
+}
+
+func (h *host) billedNs() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.billed
+}
+
+// pollQueue defers the polls a gate makes when it releases VMs, so that the
+// runner can forward their latched work in VM order: the gate releases in
+// map order, which would make the sim's round robin, and so the whole run,
+// differ from one run to the next.
+type pollQueue struct {
+	mu   sync.Mutex
+	list []*gated
+}
+
+// gated is a channel as the gate sees it.
+type gated struct {
+	*channel.Channel
+	vm uint32
+	q  *pollQueue
+}
+
+func (g *gated) Poll() {
+	g.q.mu.Lock()
+	g.q.list = append(g.q.list, g)
+	g.q.mu.Unlock()
+}
+
+// flush polls the deferred channels in (VM, channel) order.
+func (q *pollQueue) flush() {
+	q.mu.Lock()
+	list := q.list
+	q.list = nil
+	q.mu.Unlock()
+	slices.SortStableFunc(list, func(a, b *gated) int {
+		if a.vm != b.vm {
+			return int(int64(a.vm) - int64(b.vm))
+		}
+		return a.Index() - b.Index()
+	})
+	for _, g := range list {
+		g.Channel.Poll()
+	}
+}

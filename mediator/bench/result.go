@@ -1,0 +1,162 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+)
+
+// Result is what a run measured, as `sluicectl bench run --json` prints it.
+// Times are nanoseconds on the run's clock (simulated with clock virtual),
+// except wall_ns and estimator_ns, which are real time in this process and
+// the only fields that differ between two runs of one virtual spec.
+type Result struct {
+	Spec       string `json:"spec,omitempty"`
+	Clock      string `json:"clock"`
+	Accounting string `json:"accounting"`
+	Policy     string `json:"policy"`
+
+	// DurationNs is the measured stretch [0, duration_ns]: the spec's
+	// duration, or longer if an app VM finished later.
+	DurationNs  int64   `json:"duration_ns"`
+	GPUBusyNs   int64   `json:"gpu_busy_ns"` // engines busy (compute + copy), the sim's ground truth
+	Utilization float64 `json:"utilization"` // gpu_busy_ns / duration_ns
+	Kernels     int64   `json:"kernels"`     // completed by all VMs
+	// JainIndex is Jain's index of true GPU time ÷ weight over the VMs that
+	// demand more than their fair share (JainVMs); 1 with fewer than two.
+	JainIndex float64  `json:"jain_index"`
+	JainVMs   []string `json:"jain_vms"`
+	// AccountingErrorMax is the largest |accounting_error| over the VMs that
+	// used the GPU; null when accounting is off.
+	AccountingErrorMax *float64 `json:"accounting_error_max"`
+	// BillingErrorMax is the largest |billing_error| over the VMs that used
+	// the GPU.
+	BillingErrorMax float64 `json:"billing_error_max"`
+
+	// PollerCPUNs is the accounting's CPU cost: with the virtual clock the
+	// length of the poll phases (the poller spins through them), with the
+	// wall clock the poller thread's CPU time; 0 for off and neon-sampling
+	// (timer-driven polling). PollerCPUFraction is it over duration_ns.
+	PollerCPUNs       int64   `json:"poller_cpu_ns"`
+	PollerCPUFraction float64 `json:"poller_cpu_fraction"`
+	EstimatorNs       int64   `json:"estimator_ns"` // real time spent in the estimator (virtual clock)
+	Periods           int64   `json:"periods"`      // scheduling periods (NEON: sampling phases)
+	MeanPeriodNs      int64   `json:"mean_period_ns"`
+	SamplingNs        int64   `json:"sampling_ns"` // NEON: time in sampling phases, drains included
+	WallNs            int64   `json:"wall_ns"`     // how long the run took
+
+	VMs []VMResult `json:"vms"`
+}
+
+// VMResult is one VM's figures over [0, duration_ns].
+type VMResult struct {
+	Name      string  `json:"name"`
+	Kind      string  `json:"kind"`
+	Weight    uint32  `json:"weight"`
+	Demand    float64 `json:"demand"`     // share it would use alone
+	FairShare float64 `json:"fair_share"` // weight / Σ weights
+
+	TrueGPUNs      int64 `json:"true_gpu_ns"`      // the sim's ground truth
+	AccountedGPUNs int64 `json:"accounted_gpu_ns"` // what accounting charged; 0 when off
+	BilledGPUNs    int64 `json:"billed_gpu_ns"`    // Σ completion End − Start (exact billing)
+	// AccountingError is accounted ÷ true − 1; null when accounting is off
+	// or the VM used no GPU time.
+	AccountingError *float64 `json:"accounting_error"`
+	// BillingError is billed ÷ true − 1: the exact per-command figures
+	// against the ground truth (a command still running at the end is in
+	// true, not yet billed).
+	BillingError float64 `json:"billing_error"`
+	Share        float64 `json:"share"` // true ÷ gpu_busy_ns
+	Kernels      int64   `json:"kernels"`
+	TurnaroundNs int64   `json:"turnaround_ns"` // app: first submit to last completion; 0 otherwise
+	HeldBackNs   int64   `json:"held_back_ns"`  // time the scheduler held it
+	// FirstHeldNs is when the scheduler first held it; null if never.
+	FirstHeldNs *int64 `json:"first_held_ns"`
+	StartNs     int64  `json:"start_ns"` // when its workload began
+}
+
+// jain is Jain's fairness index of xs: (Σx)² / (n Σx²).
+func jain(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 1
+	}
+	var sum, sq float64
+	for _, x := range xs {
+		sum += x
+		sq += x * x
+	}
+	if sq == 0 {
+		return 1
+	}
+	return sum * sum / (float64(len(xs)) * sq)
+}
+
+// fairness fills JainIndex and JainVMs from the VMs' figures.
+func (r *Result) fairness() {
+	var xs []float64
+	r.JainVMs = []string{}
+	for _, v := range r.VMs {
+		if v.Demand > v.FairShare+1e-9 {
+			xs = append(xs, float64(v.TrueGPUNs)/float64(v.Weight))
+			r.JainVMs = append(r.JainVMs, v.Name)
+		}
+	}
+	r.JainIndex = jain(xs)
+}
+
+// errorMax fills AccountingErrorMax.
+func (r *Result) errorMax() {
+	var worst *float64
+	for _, v := range r.VMs {
+		if v.AccountingError != nil && (worst == nil || math.Abs(*v.AccountingError) > *worst) {
+			e := math.Abs(*v.AccountingError)
+			worst = &e
+		}
+	}
+	r.AccountingErrorMax = worst
+	for _, v := range r.VMs {
+		r.BillingErrorMax = max(r.BillingErrorMax, math.Abs(v.BillingError))
+	}
+}
+
+// WriteText writes r as a human-readable summary and table.
+func WriteText(w io.Writer, r *Result) error {
+	var b strings.Builder
+	name := r.Spec
+	if name == "" {
+		name = "spec"
+	}
+	fmt.Fprintf(&b, "%s: accounting %s, policy %s, clock %s, %s measured (run took %s)\n",
+		name, r.Accounting, r.Policy, r.Clock, ms(r.DurationNs), ms(r.WallNs))
+	fmt.Fprintf(&b, "GPU busy %s (utilization %.2f%%), %d kernels, Jain %.4f over %d VMs",
+		ms(r.GPUBusyNs), 100*r.Utilization, r.Kernels, r.JainIndex, len(r.JainVMs))
+	if r.AccountingErrorMax != nil {
+		fmt.Fprintf(&b, ", accounting error max %.3f%%", 100**r.AccountingErrorMax)
+	}
+	fmt.Fprintf(&b, "\npoller CPU %s (%.3f%% of a core), %d periods", ms(r.PollerCPUNs), 100*r.PollerCPUFraction, r.Periods)
+	if r.SamplingNs > 0 {
+		fmt.Fprintf(&b, ", sampling %s", ms(r.SamplingNs))
+	}
+	b.WriteString("\n\n")
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "VM\tKIND\tWEIGHT\tTRUE\tACCOUNTED\tERROR\tSHARE\tKERNELS\tTURNAROUND\tHELD\t")
+	for _, v := range r.VMs {
+		errs, turn := "-", "-"
+		if v.AccountingError != nil {
+			errs = fmt.Sprintf("%+.3f%%", 100**v.AccountingError)
+		}
+		if v.TurnaroundNs > 0 {
+			turn = ms(v.TurnaroundNs)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%.2f%%\t%d\t%s\t%s\t\n", v.Name, v.Kind, v.Weight,
+			ms(v.TrueGPUNs), ms(v.AccountedGPUNs), errs, 100*v.Share, v.Kernels, turn, ms(v.HeldBackNs))
+	}
+	return tw.Flush()
+}
+
+func ms(ns int64) string { return fmt.Sprintf("%.3fms", float64(ns)/1e6) }

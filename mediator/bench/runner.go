@@ -1,0 +1,360 @@
+// Package bench owns Sluice's benchmark runner: it runs a workload spec
+// (mediator/bench/spec) in-process on the simulated GPU and measures it
+// (DESIGN.md §5). `sluicectl bench run SPEC` is its front end.
+//
+// Each VM gets a region of plain memory laid out as a real one (abi), the
+// host side of its channels (internal/channel) forwarding to its context on
+// the sim, and a guest workload that drives the channels as a guest does:
+// records into the ring, put, doorbell, and completions read back from get.
+// Accounting runs as it would in the mediator: "loga" and
+// "loga-segment-average" are the accounting poller feeding the engine
+// (scheduler and gate), "neon-sampling" is NEON's sampling controller
+// (mediator/bench/neon) feeding the same scheduler, and "off" has neither.
+//
+// With clock virtual the sim runs in manual drive from Run's goroutine:
+// every callback happens on one goroutine and the run is deterministic
+// (the same spec gives the same Result except wall_ns and estimator_ns).
+// With clock wall the sim's own goroutine drives a real-time timeline and the
+// poller spins on a thread of its own; that is for demos, not measurements.
+//
+// The measured stretch is [0, W], W being the spec's duration or, if later,
+// the completion of the last app VM's last kernel: throttle workloads stop
+// submitting at the duration, and every figure is taken at W on the
+// timeline. Accounting's charges are summed over [0, W] (a period
+// straddling W counts in proportion), after running on until accounting has
+// reported the period that covers W.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-gpu/sluice/mediator/backend"
+	"github.com/sluice-gpu/sluice/mediator/backend/sim"
+	"github.com/sluice-gpu/sluice/mediator/bench/spec"
+)
+
+// ErrUnsupported is matched by errors for specs this runner cannot run (a
+// cuda backend, accounting off with a scheduling policy).
+var ErrUnsupported = errors.New("unsupported benchmark")
+
+// ErrStalled is matched when a run did not reach its end in the time the
+// runner allows it (an app VM that never completes).
+var ErrStalled = errors.New("benchmark stalled")
+
+// Options are the runner's inputs beyond the spec.
+type Options struct {
+	Name string // the spec's name, copied into Result.Spec
+}
+
+// chunkNs is how far the virtual timeline runs between context checks.
+const chunkNs = 10_000_000
+
+// runner is one run.
+type runner struct {
+	s        spec.Spec
+	sim      *sim.Sim
+	hosts    []*host
+	guests   []*guest
+	ctl      control
+	duration int64
+	closing  atomic.Bool // the run is over: guests stop reacting
+
+	mu       sync.Mutex // end state, set on the timeline, read by Run
+	appsLeft int
+	reached  bool // the timeline reached the duration
+	ended    chan struct{}
+	snap     *snapshot
+}
+
+// snapshot is every figure at W, taken on the timeline.
+type snapshot struct {
+	at         int64
+	busy       []int64
+	gpuBusy    int64
+	billed     []int64
+	kernels    []int64
+	turnaround []int64
+	errs       []error
+}
+
+// Run runs s and returns what it measured.
+func Run(ctx context.Context, s spec.Spec, o Options) (*Result, error) {
+	t0 := time.Now()
+	s = s.WithDefaults()
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if s.Backend != spec.BackendSim {
+		return nil, fmt.Errorf("%w: backend %s (the in-process runner drives the sim only)", ErrUnsupported, s.Backend)
+	}
+	r, err := setup(s)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	if s.Clock == spec.ClockWall {
+		err = r.driveWall(ctx)
+	} else {
+		err = r.driveVirtual(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.result(o)
+	if err != nil {
+		return nil, err
+	}
+	res.WallNs = int64(time.Since(t0))
+	return res, nil
+}
+
+func setup(s spec.Spec) (*runner, error) {
+	params := map[string]string{}
+	clock := "wall"
+	if s.Clock == spec.ClockVirtual {
+		clock, params["drive"] = "virtual", "manual"
+	}
+	sm, err := sim.New(backend.Options{Clock: clock, Params: params})
+	if err != nil {
+		return nil, fmt.Errorf("opening the sim: %w", err)
+	}
+	r := &runner{s: s, sim: sm, duration: int64(s.Duration), ended: make(chan struct{})}
+	for i, vm := range s.Expand() {
+		h, err := newHost(sm, uint32(i+1), vm)
+		if err != nil {
+			sm.Close()
+			return nil, err
+		}
+		r.hosts = append(r.hosts, h)
+		g := newGuest(h, r.after, sm.Clock().Now, r.duration, r.appFinished)
+		g.closing = &r.closing
+		r.guests = append(r.guests, g)
+		if vm.Workload.Kind == spec.KindApp {
+			r.appsLeft++
+		}
+	}
+	if r.ctl, err = newControl(s, sm, r.hosts); err != nil {
+		sm.Close()
+		return nil, err
+	}
+	sm.After(r.duration, func() {
+		r.mu.Lock()
+		r.reached = true
+		r.mu.Unlock()
+		r.maybeEnd()
+	})
+	for _, g := range r.guests {
+		g.start()
+	}
+	return r, nil
+}
+
+// after is the sim's After for guests: nothing runs once the run is over.
+func (r *runner) after(delay int64, fn func()) {
+	r.sim.After(delay, func() {
+		if !r.closing.Load() {
+			fn()
+		}
+	})
+}
+
+func (r *runner) appFinished() {
+	r.mu.Lock()
+	r.appsLeft--
+	r.mu.Unlock()
+	r.maybeEnd()
+}
+
+// maybeEnd takes the snapshot once the duration has passed and every app
+// has completed.
+func (r *runner) maybeEnd() {
+	r.mu.Lock()
+	if !r.reached || r.appsLeft > 0 || r.snap != nil {
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	snap := r.takeSnapshot()
+	r.ctl.snapshot(snap.at)
+	r.mu.Lock()
+	r.snap = snap
+	close(r.ended)
+	r.mu.Unlock()
+}
+
+func (r *runner) takeSnapshot() *snapshot {
+	n := len(r.hosts)
+	sn := &snapshot{
+		at: r.sim.Clock().Now(), busy: make([]int64, n), billed: make([]int64, n),
+		kernels: make([]int64, n), turnaround: make([]int64, n), errs: make([]error, n),
+	}
+	sn.gpuBusy = r.sim.EngineBusy(sim.Compute) + r.sim.EngineBusy(sim.Copy)
+	for i, h := range r.hosts {
+		g := r.guests[i]
+		sn.busy[i] = r.sim.VMBusy(h.id)
+		sn.billed[i] = h.billedNs()
+		sn.kernels[i] = g.done
+		sn.turnaround[i] = g.turnaround()
+		sn.errs[i] = g.err
+	}
+	return sn
+}
+
+// limit is how long a run may take on its timeline before it counts as
+// stalled: generous, since a fair scheduler may slow an app down a lot.
+func (r *runner) limit() int64 {
+	var work int64
+	for _, h := range r.hosts {
+		w := h.vm.Workload
+		work += int64(w.Start) + w.Kernels*(w.KernelUS+w.SleepUS)*1000
+	}
+	return 10*(r.duration+work) + 10e9
+}
+
+func (r *runner) isEnded() bool {
+	select {
+	case <-r.ended:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *runner) driveVirtual(ctx context.Context) error {
+	limit := r.limit()
+	for !r.isEnded() {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("running the benchmark: %w", err)
+		}
+		now := r.sim.Clock().Now()
+		if now >= limit {
+			return fmt.Errorf("%w: nothing ended after %s of simulated time", ErrStalled, time.Duration(now))
+		}
+		if err := r.sim.Run(now + chunkNs); err != nil {
+			return fmt.Errorf("running the sim: %w", err)
+		}
+		if err := r.guestError(); err != nil {
+			return err
+		}
+	}
+	w := r.snap.at
+	for !r.ctl.covered(w) && r.sim.Clock().Now() < w+limit {
+		if err := r.sim.Run(r.sim.Clock().Now() + chunkNs); err != nil {
+			return fmt.Errorf("running the sim: %w", err)
+		}
+	}
+	r.closing.Store(true)
+	r.ctl.stop()
+	return nil
+}
+
+func (r *runner) driveWall(ctx context.Context) error {
+	timer := time.NewTimer(time.Duration(r.limit()))
+	defer timer.Stop()
+	select {
+	case <-r.ended:
+	case <-ctx.Done():
+		return fmt.Errorf("running the benchmark: %w", ctx.Err())
+	case <-timer.C:
+		return fmt.Errorf("%w: nothing ended after %s", ErrStalled, time.Duration(r.limit()))
+	}
+	r.mu.Lock()
+	w := r.snap.at
+	r.mu.Unlock()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !r.ctl.covered(w) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("running the benchmark: %w", ctx.Err())
+		case <-timer.C:
+			return fmt.Errorf("%w: accounting did not cover the run", ErrStalled)
+		case <-tick.C:
+		}
+	}
+	r.closing.Store(true)
+	r.ctl.stop()
+	return nil
+}
+
+// guestError is the first guest failure (virtual clock: same goroutine).
+func (r *runner) guestError() error {
+	for _, g := range r.guests {
+		if g.err != nil {
+			return g.err
+		}
+	}
+	return nil
+}
+
+func (r *runner) close() {
+	r.closing.Store(true)
+	if r.ctl != nil {
+		r.ctl.stop()
+	}
+	r.sim.Close()
+}
+
+// result assembles the Result from the snapshot and the control's figures.
+func (r *runner) result(o Options) (*Result, error) {
+	sn := r.snap
+	for _, err := range sn.errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	w := sn.at
+	ctl, st := r.ctl.result(w), r.ctl.stats()
+	res := &Result{
+		Spec: o.Name, Clock: string(r.s.Clock), Accounting: string(r.s.Accounting), Policy: string(r.s.Policy),
+		DurationNs: w, GPUBusyNs: sn.gpuBusy, PollerCPUNs: st.cpuNs, EstimatorNs: st.estimatorNs,
+		Periods: st.periods, MeanPeriodNs: st.meanPeriodNs, SamplingNs: st.samplingNs,
+		VMs: make([]VMResult, len(r.hosts)),
+	}
+	if w > 0 {
+		res.Utilization = float64(sn.gpuBusy) / float64(w)
+		res.PollerCPUFraction = float64(st.cpuNs) / float64(w)
+		if res.MeanPeriodNs == 0 && st.periods > 0 {
+			res.MeanPeriodNs = w / st.periods
+		}
+	}
+	var weights float64
+	for _, h := range r.hosts {
+		weights += float64(h.vm.Weight)
+	}
+	for i, h := range r.hosts {
+		c := ctl[h.id]
+		v := VMResult{
+			Name: h.vm.Name, Kind: string(h.vm.Workload.Kind), Weight: h.vm.Weight,
+			Demand:    demand(h.vm.Workload, h.vm.Channels),
+			FairShare: float64(h.vm.Weight) / weights,
+			TrueGPUNs: sn.busy[i], AccountedGPUNs: c.accounted, BilledGPUNs: sn.billed[i],
+			Kernels: sn.kernels[i], TurnaroundNs: sn.turnaround[i], HeldBackNs: c.heldNs,
+			StartNs: int64(h.vm.Workload.Start),
+		}
+		if sn.gpuBusy > 0 {
+			v.Share = float64(v.TrueGPUNs) / float64(sn.gpuBusy)
+		}
+		if v.TrueGPUNs > 0 {
+			v.BillingError = float64(v.BilledGPUNs)/float64(v.TrueGPUNs) - 1
+		}
+		if r.s.Accounting != spec.AccountingOff && v.TrueGPUNs > 0 {
+			e := float64(v.AccountedGPUNs)/float64(v.TrueGPUNs) - 1
+			v.AccountingError = &e
+		}
+		if c.firstHeld >= 0 {
+			first := c.firstHeld
+			v.FirstHeldNs = &first
+		}
+		res.Kernels += v.Kernels
+		res.VMs[i] = v
+	}
+	res.fairness()
+	res.errorMax()
+	return res, nil
+}
