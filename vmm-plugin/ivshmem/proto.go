@@ -3,6 +3,8 @@ package ivshmem
 import (
 	"errors"
 	"fmt"
+
+	"github.com/sluice-gpu/sluice/internal/sockfile"
 )
 
 // Protocol limits.
@@ -34,7 +36,7 @@ var (
 	ErrServerGone = errors.New("ivshmem: server closed the connection")
 	// ErrSocketInUse is returned by NewServer when a server is already
 	// listening at the socket path.
-	ErrSocketInUse = errors.New("ivshmem: socket already in use")
+	ErrSocketInUse = sockfile.ErrInUse
 )
 
 // message is one decoded wire message: its value and how many fds came

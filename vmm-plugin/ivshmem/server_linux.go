@@ -8,9 +8,9 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/sluice-gpu/sluice/internal/sockfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -164,7 +164,7 @@ func (s *Server) closeFDs() {
 
 // listen replaces a stale socket at path, listens and sets the mode.
 func listen(path string, mode os.FileMode) (*net.UnixListener, error) {
-	if err := removeStale(path); err != nil {
+	if err := sockfile.RemoveStale(path, time.Second); err != nil {
 		return nil, err
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
@@ -176,33 +176,6 @@ func listen(path string, mode os.FileMode) (*net.UnixListener, error) {
 		return nil, fmt.Errorf("setting mode of %s: %w", path, err)
 	}
 	return ln, nil
-}
-
-// removeStale removes a socket at path that nobody listens on. Probing
-// means connecting: a live ivshmem server sees a peer come and go.
-func removeStale(path string) error {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("checking %s: %w", path, err)
-	}
-	if fi.Mode().Type() != fs.ModeSocket {
-		return fmt.Errorf("%s exists and is not a socket", path)
-	}
-	c, err := net.DialTimeout("unix", path, time.Second)
-	if err == nil {
-		c.Close()
-		return fmt.Errorf("%s: %w", path, ErrSocketInUse)
-	}
-	if !errors.Is(err, syscall.ECONNREFUSED) {
-		return fmt.Errorf("probing %s: %w", path, err)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("removing stale socket %s: %w", path, err)
-	}
-	return nil
 }
 
 // HostPeerID is the mediator's own peer id, 0.

@@ -15,10 +15,10 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/hostapi"
+	"github.com/sluice-gpu/sluice/internal/sockfile"
 )
 
 // Service is what the host API needs from the daemon.
@@ -209,8 +209,11 @@ type Server struct {
 
 // Listen creates the socket (replacing a stale one) with the given mode.
 func Listen(path string, mode os.FileMode, h http.Handler) (*Server, error) {
-	if err := removeStale(path); err != nil {
-		return nil, err
+	if err := sockfile.RemoveStale(path, 5*time.Second); err != nil {
+		if errors.Is(err, sockfile.ErrInUse) {
+			return nil, fmt.Errorf("host api socket %s: another daemon is listening", path)
+		}
+		return nil, fmt.Errorf("host api socket: %w", err)
 	}
 	ln, err := net.Listen("unix", path)
 	if err != nil {
@@ -227,35 +230,6 @@ func Listen(path string, mode os.FileMode, h http.Handler) (*Server, error) {
 		ConnContext:       withPeerCred,
 	}}
 	return s, nil
-}
-
-// removeStale removes a socket nobody listens on. It leaves alone anything
-// that is not a socket, and a socket it cannot prove dead (a live daemon with
-// a full backlog, or one it may not connect to), so a misconfigured path never
-// deletes a file or another daemon's socket.
-func removeStale(path string) error {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("host api socket %s: %w", path, err)
-	}
-	if fi.Mode().Type() != os.ModeSocket {
-		return fmt.Errorf("host api socket %s: exists and is not a socket", path)
-	}
-	c, err := net.DialTimeout("unix", path, 5*time.Second)
-	if err == nil {
-		c.Close()
-		return fmt.Errorf("host api socket %s: another daemon is listening", path)
-	}
-	if !errors.Is(err, syscall.ECONNREFUSED) {
-		return fmt.Errorf("host api socket %s: probing for a live daemon: %w", path, err)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing stale socket %s: %w", path, err)
-	}
-	return nil
 }
 
 // Serve serves until Shutdown.

@@ -11,6 +11,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -91,7 +92,7 @@ func (e *Engine) OnPeriod(p accounting.Period) {
 		busy := p.Busy[id]
 		st.accounted += busy
 		st.share = p.Share[id]
-		charges = append(charges, sched.Charge{VM: id, BusyNs: busy, Active: p.Phase.Active[id] || contains(waiting, id)})
+		charges = append(charges, sched.Charge{VM: id, BusyNs: busy, Active: p.Phase.Active[id] || slices.Contains(waiting, id)})
 	}
 	sort.Slice(charges, func(i, j int) bool { return charges[i].VM < charges[j].VM })
 	d := e.sched.EndPeriod(sched.Period{
@@ -100,7 +101,7 @@ func (e *Engine) OnPeriod(p accounting.Period) {
 	e.last = d
 	e.gate.Apply(d.Hold)
 	for id, st := range e.vms {
-		held := contains(d.Hold, id)
+		held := slices.Contains(d.Hold, id)
 		switch {
 		case held && st.heldFrom < 0:
 			st.heldFrom = p.PollEnd
@@ -109,15 +110,6 @@ func (e *Engine) OnPeriod(p accounting.Period) {
 			st.heldFrom = -1
 		}
 	}
-}
-
-func contains(ids []uint32, id uint32) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 // VMStats is one VM's view from the engine.
