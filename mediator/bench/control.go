@@ -128,6 +128,7 @@ func newLogaControl(s spec.Spec, sm *sim.Sim, hosts []*host) (*logaControl, erro
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
 		}
+		l.poller.SetWaiting(eng.Waiting)
 		ctx, cancel := context.WithCancel(context.Background())
 		l.cancel, l.done = cancel, make(chan struct{})
 		go func() {
@@ -140,6 +141,7 @@ func newLogaControl(s spec.Spec, sm *sim.Sim, hosts []*host) (*logaControl, erro
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
+	l.poller.SetWaiting(eng.Waiting)
 	return l, nil
 }
 
@@ -154,14 +156,14 @@ func capOf(s spec.Spec, vm spec.VM) float64 {
 func (l *logaControl) onPeriod(p accounting.Period) {
 	l.eng.OnPeriod(p)
 	l.q.flush()
-	st := l.eng.Stats(p.PollEnd)
+	st := l.eng.Stats(p.End)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.periods = append(l.periods, periodRec{start: p.Start, end: p.End, busy: p.Busy})
 	l.lastEnd = p.End
 	for _, v := range st {
 		if _, seen := l.firstHeld[v.ID]; v.Held && !seen {
-			l.firstHeld[v.ID] = p.PollEnd
+			l.firstHeld[v.ID] = p.End
 		}
 	}
 }

@@ -18,12 +18,16 @@ type guest struct {
 	now      func() int64
 	finished func()       // called once when an app's last kernel completes
 	closing  *atomic.Bool // the run is over: ignore completions
+	// overrun: the measured stretch ended at the duration; a throttle keeps
+	// its pace after it, until the run closes, so that the accounting
+	// period straddling the end samples the same workload it charges.
+	overrun *atomic.Bool
 
 	app             bool
 	depth           int
 	kernelNs        int64
 	sleepNs         int64
-	startAt, stopAt int64 // a throttle submits in [startAt, stopAt)
+	startAt, stopAt int64 // a throttle submits in [startAt, stopAt] (see overrun)
 	on, off         int64 // bursty: on and off stretches from startAt; 0: always on
 	left            int64 // app: kernels not submitted yet
 
@@ -74,7 +78,7 @@ func (g *guest) start() {
 // an off stretch it waits for the next on stretch.
 func (g *guest) submit(c, n int) {
 	now := g.now()
-	if g.err != nil || (!g.app && now >= g.stopAt) {
+	if g.err != nil || (!g.app && now > g.stopAt && !g.overrun.Load()) {
 		return
 	}
 	if d := g.offDelay(now); d > 0 {

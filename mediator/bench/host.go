@@ -44,7 +44,7 @@ func ringEntries(depth int) int {
 }
 
 // newHost lays out vm's region, attaches it to s and creates its channels.
-func newHost(s *sim.Sim, id uint32, vm spec.VM) (*host, error) {
+func newHost(s *sim.Sim, id uint32, vm spec.VM, window uint32) (*host, error) {
 	layout, err := abi.NewLayout(abi.LayoutConfig{
 		RegionSize:  regionSize(vm.Channels, ringEntries(vm.Workload.InFlight())),
 		Channels:    vm.Channels,
@@ -63,7 +63,9 @@ func newHost(s *sim.Sim, id uint32, vm spec.VM) (*host, error) {
 		return nil, fmt.Errorf("attaching vm %q: %w", vm.Name, err)
 	}
 	for c := range vm.Channels {
-		h.chans = append(h.chans, channel.New(c, h.region, layout, abi.DefaultLimits(), h.gpu))
+		ch := channel.New(c, h.region, layout, abi.DefaultLimits(), h.gpu)
+		ch.SetWindow(window)
+		h.chans = append(h.chans, ch)
 	}
 	return h, nil
 }

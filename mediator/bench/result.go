@@ -31,9 +31,9 @@ type Result struct {
 	// AccountingErrorMax is the largest |accounting_error| over the VMs that
 	// used the GPU; null when accounting is off.
 	AccountingErrorMax *float64 `json:"accounting_error_max"`
-	// BillingErrorMax is the largest |billing_error| over the VMs that used
-	// the GPU.
-	BillingErrorMax float64 `json:"billing_error_max"`
+	// EstimateErrorMax is the largest |estimate_error| over the VMs that
+	// used the GPU; null when accounting is off.
+	EstimateErrorMax *float64 `json:"estimate_error_max"`
 
 	// PollerCPUNs is the accounting's CPU cost: with the virtual clock the
 	// length of the poll phases (the poller spins through them), with the
@@ -58,20 +58,25 @@ type VMResult struct {
 	Demand    float64 `json:"demand"`     // share it would use alone
 	FairShare float64 `json:"fair_share"` // weight / Σ weights
 
-	TrueGPUNs      int64 `json:"true_gpu_ns"`      // the sim's ground truth
-	AccountedGPUNs int64 `json:"accounted_gpu_ns"` // what accounting charged; 0 when off
-	BilledGPUNs    int64 `json:"billed_gpu_ns"`    // Σ completion End − Start (exact billing)
-	// AccountingError is accounted ÷ true − 1; null when accounting is off
-	// or the VM used no GPU time.
+	TrueGPUNs int64 `json:"true_gpu_ns"` // the sim's ground truth
+	// AccountedGPUNs is the VM's cumulative GPU time as accounting reports
+	// it (usage, billing): with loga and loga-segment-average the exact
+	// figure, Σ End − Start of its completed commands plus the running ones
+	// from their start (backend Status, Since); with neon-sampling NEON's
+	// estimate, which is all it has; 0 when off.
+	AccountedGPUNs int64 `json:"accounted_gpu_ns"`
+	// EstimatedGPUNs is the sampling estimate the scheduler runs on: the sum
+	// of the periods' extrapolated charges (loga, loga-segment-average) or
+	// NEON's estimate; 0 when off.
+	EstimatedGPUNs int64 `json:"estimated_gpu_ns"`
+	// AccountingError is accounted ÷ true − 1 and EstimateError estimated ÷
+	// true − 1; null when accounting is off or the VM used no GPU time.
 	AccountingError *float64 `json:"accounting_error"`
-	// BillingError is billed ÷ true − 1: the exact per-command figures
-	// against the ground truth (a command still running at the end is in
-	// true, not yet billed).
-	BillingError float64 `json:"billing_error"`
-	Share        float64 `json:"share"` // true ÷ gpu_busy_ns
-	Kernels      int64   `json:"kernels"`
-	TurnaroundNs int64   `json:"turnaround_ns"` // app: first submit to last completion; 0 otherwise
-	HeldBackNs   int64   `json:"held_back_ns"`  // time the scheduler held it
+	EstimateError   *float64 `json:"estimate_error"`
+	Share           float64  `json:"share"` // true ÷ gpu_busy_ns
+	Kernels         int64    `json:"kernels"`
+	TurnaroundNs    int64    `json:"turnaround_ns"` // app: first submit to last completion; 0 otherwise
+	HeldBackNs      int64    `json:"held_back_ns"`  // time the scheduler held it
 	// FirstHeldNs is when the scheduler first held it; null if never.
 	FirstHeldNs *int64 `json:"first_held_ns"`
 	StartNs     int64  `json:"start_ns"` // when its workload began
@@ -106,19 +111,22 @@ func (r *Result) fairness() {
 	r.JainIndex = jain(xs)
 }
 
-// errorMax fills AccountingErrorMax.
+// errorMax fills AccountingErrorMax and EstimateErrorMax.
 func (r *Result) errorMax() {
+	r.AccountingErrorMax = worstOf(r.VMs, func(v VMResult) *float64 { return v.AccountingError })
+	r.EstimateErrorMax = worstOf(r.VMs, func(v VMResult) *float64 { return v.EstimateError })
+}
+
+// worstOf is the largest |f(v)| over the VMs where f(v) is not nil.
+func worstOf(vms []VMResult, f func(VMResult) *float64) *float64 {
 	var worst *float64
-	for _, v := range r.VMs {
-		if v.AccountingError != nil && (worst == nil || math.Abs(*v.AccountingError) > *worst) {
-			e := math.Abs(*v.AccountingError)
-			worst = &e
+	for _, v := range vms {
+		if e := f(v); e != nil && (worst == nil || math.Abs(*e) > *worst) {
+			a := math.Abs(*e)
+			worst = &a
 		}
 	}
-	r.AccountingErrorMax = worst
-	for _, v := range r.VMs {
-		r.BillingErrorMax = max(r.BillingErrorMax, math.Abs(v.BillingError))
-	}
+	return worst
 }
 
 // WriteText writes r as a human-readable summary and table.
@@ -135,6 +143,9 @@ func WriteText(w io.Writer, r *Result) error {
 	if r.AccountingErrorMax != nil {
 		fmt.Fprintf(&b, ", accounting error max %.3f%%", 100**r.AccountingErrorMax)
 	}
+	if r.EstimateErrorMax != nil {
+		fmt.Fprintf(&b, ", estimate error max %.3f%%", 100**r.EstimateErrorMax)
+	}
 	fmt.Fprintf(&b, "\npoller CPU %s (%.3f%% of a core), %d periods", ms(r.PollerCPUNs), 100*r.PollerCPUFraction, r.Periods)
 	if r.SamplingNs > 0 {
 		fmt.Fprintf(&b, ", sampling %s", ms(r.SamplingNs))
@@ -144,19 +155,24 @@ func WriteText(w io.Writer, r *Result) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "VM\tKIND\tWEIGHT\tTRUE\tACCOUNTED\tERROR\tSHARE\tKERNELS\tTURNAROUND\tHELD\t")
+	fmt.Fprintln(tw, "VM\tKIND\tWEIGHT\tTRUE\tACCOUNTED\tERROR\tESTIMATED\tERROR\tSHARE\tKERNELS\tTURNAROUND\tHELD\t")
 	for _, v := range r.VMs {
-		errs, turn := "-", "-"
-		if v.AccountingError != nil {
-			errs = fmt.Sprintf("%+.3f%%", 100**v.AccountingError)
-		}
+		turn := "-"
 		if v.TurnaroundNs > 0 {
 			turn = ms(v.TurnaroundNs)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%.2f%%\t%d\t%s\t%s\t\n", v.Name, v.Kind, v.Weight,
-			ms(v.TrueGPUNs), ms(v.AccountedGPUNs), errs, 100*v.Share, v.Kernels, turn, ms(v.HeldBackNs))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t%d\t%s\t%s\t\n", v.Name, v.Kind, v.Weight,
+			ms(v.TrueGPUNs), ms(v.AccountedGPUNs), pctOrDash(v.AccountingError), ms(v.EstimatedGPUNs),
+			pctOrDash(v.EstimateError), 100*v.Share, v.Kernels, turn, ms(v.HeldBackNs))
 	}
 	return tw.Flush()
+}
+
+func pctOrDash(e *float64) string {
+	if e == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%+.3f%%", 100**e)
 }
 
 func ms(ns int64) string { return fmt.Sprintf("%.3fms", float64(ns)/1e6) }

@@ -22,7 +22,11 @@
 // submitting at the duration, and every figure is taken at W on the
 // timeline. Accounting's charges are summed over [0, W] (a period
 // straddling W counts in proportion), after running on until accounting has
-// reported the period that covers W.
+// reported the period that covers W. A period charges the poll phase's
+// sample back over the stretch before it, so when W is the duration the
+// throttle workloads keep their pace after W until the run closes: the
+// straddling period's sample then sees the workload it charges for (what
+// runs after W is not measured).
 package bench
 
 import (
@@ -36,6 +40,7 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/backend"
 	"github.com/sluice-gpu/sluice/mediator/backend/sim"
 	"github.com/sluice-gpu/sluice/mediator/bench/spec"
+	"github.com/sluice-gpu/sluice/mediator/internal/channel"
 )
 
 // ErrUnsupported is matched by errors for specs this runner cannot run (a
@@ -63,6 +68,7 @@ type runner struct {
 	ctl      control
 	duration int64
 	closing  atomic.Bool // the run is over: guests stop reacting
+	overrun  atomic.Bool // the snapshot is taken at the duration: throttles go on
 
 	mu       sync.Mutex // end state, set on the timeline, read by Run
 	appsLeft int
@@ -124,15 +130,22 @@ func setup(s spec.Spec) (*runner, error) {
 		return nil, fmt.Errorf("opening the sim: %w", err)
 	}
 	r := &runner{s: s, sim: sm, duration: int64(s.Duration), ended: make(chan struct{})}
+	window := uint32(channel.DefaultWindow)
+	switch w := s.Tuning.Window; {
+	case w < 0:
+		window = 0
+	case w > 0:
+		window = uint32(w)
+	}
 	for i, vm := range s.Expand() {
-		h, err := newHost(sm, uint32(i+1), vm)
+		h, err := newHost(sm, uint32(i+1), vm, window)
 		if err != nil {
 			sm.Close()
 			return nil, err
 		}
 		r.hosts = append(r.hosts, h)
 		g := newGuest(h, r.after, sm.Clock().Now, r.duration, r.appFinished)
-		g.closing = &r.closing
+		g.closing, g.overrun = &r.closing, &r.overrun
 		r.guests = append(r.guests, g)
 		if vm.Workload.Kind == spec.KindApp {
 			r.appsLeft++
@@ -180,6 +193,9 @@ func (r *runner) maybeEnd() {
 	}
 	r.mu.Unlock()
 	snap := r.takeSnapshot()
+	if snap.at <= r.duration {
+		r.overrun.Store(true)
+	}
 	r.ctl.snapshot(snap.at)
 	r.mu.Lock()
 	r.snap = snap
@@ -194,10 +210,18 @@ func (r *runner) takeSnapshot() *snapshot {
 		kernels: make([]int64, n), turnaround: make([]int64, n), errs: make([]error, n),
 	}
 	sn.gpuBusy = r.sim.EngineBusy(sim.Compute) + r.sim.EngineBusy(sim.Copy)
+	// Commands running at W count from their start, as the exact meter
+	// reads them from the backend's status.
+	var st backend.Status
+	r.sim.ReadStatus(&st)
+	running := map[uint32]int64{}
+	for _, c := range st.Running {
+		running[c.VM] += max(st.Time-c.Since, 0)
+	}
 	for i, h := range r.hosts {
 		g := r.guests[i]
 		sn.busy[i] = r.sim.VMBusy(h.id)
-		sn.billed[i] = h.billedNs()
+		sn.billed[i] = h.billedNs() + running[h.id]
 		sn.kernels[i] = g.done
 		sn.turnaround[i] = g.turnaround()
 		sn.errs[i] = g.err
@@ -333,19 +357,25 @@ func (r *runner) result(o Options) (*Result, error) {
 			Name: h.vm.Name, Kind: string(h.vm.Workload.Kind), Weight: h.vm.Weight,
 			Demand:    demand(h.vm.Workload, h.vm.Channels),
 			FairShare: float64(h.vm.Weight) / weights,
-			TrueGPUNs: sn.busy[i], AccountedGPUNs: c.accounted, BilledGPUNs: sn.billed[i],
+			TrueGPUNs: sn.busy[i], EstimatedGPUNs: c.accounted,
 			Kernels: sn.kernels[i], TurnaroundNs: sn.turnaround[i], HeldBackNs: c.heldNs,
 			StartNs: int64(h.vm.Workload.Start),
+		}
+		switch r.s.Accounting {
+		case spec.AccountingOff:
+			v.EstimatedGPUNs = 0
+		case spec.AccountingNEONSampling:
+			v.AccountedGPUNs = c.accounted
+		default:
+			v.AccountedGPUNs = sn.billed[i]
 		}
 		if sn.gpuBusy > 0 {
 			v.Share = float64(v.TrueGPUNs) / float64(sn.gpuBusy)
 		}
-		if v.TrueGPUNs > 0 {
-			v.BillingError = float64(v.BilledGPUNs)/float64(v.TrueGPUNs) - 1
-		}
 		if r.s.Accounting != spec.AccountingOff && v.TrueGPUNs > 0 {
-			e := float64(v.AccountedGPUNs)/float64(v.TrueGPUNs) - 1
-			v.AccountingError = &e
+			a := float64(v.AccountedGPUNs)/float64(v.TrueGPUNs) - 1
+			e := float64(v.EstimatedGPUNs)/float64(v.TrueGPUNs) - 1
+			v.AccountingError, v.EstimateError = &a, &e
 		}
 		if c.firstHeld >= 0 {
 			first := c.firstHeld

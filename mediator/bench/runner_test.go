@@ -107,8 +107,8 @@ func TestJSONFields(t *testing.T) {
 		t.Fatalf("%d vms", len(vms))
 	}
 	for _, v := range vms {
-		for _, k := range []string{"name", "weight", "true_gpu_ns", "accounted_gpu_ns", "billed_gpu_ns", "share",
-			"kernels", "turnaround_ns", "held_back_ns", "accounting_error"} {
+		for _, k := range []string{"name", "weight", "true_gpu_ns", "accounted_gpu_ns", "estimated_gpu_ns", "share",
+			"kernels", "turnaround_ns", "held_back_ns", "accounting_error", "estimate_error"} {
 			if _, ok := v.(map[string]any)[k]; !ok {
 				t.Errorf("vm key %q missing in %v", k, v)
 			}
@@ -123,9 +123,10 @@ func TestJSONFields(t *testing.T) {
 		if v.Kernels == 0 || v.TrueGPUNs == 0 || v.AccountingError == nil {
 			t.Errorf("vm %+v did no work or has no accounting error", v)
 		}
-		// Billing is exact up to the commands still running at the end.
-		if d := v.TrueGPUNs - v.BilledGPUNs; d < 0 || d > 4*1_000_000 {
-			t.Errorf("vm %s: billed %d, true %d", v.Name, v.BilledGPUNs, v.TrueGPUNs)
+		// The exact meter: completed commands plus the running ones from
+		// their start.
+		if v.AccountedGPUNs != v.TrueGPUNs {
+			t.Errorf("vm %s: accounted %d, true %d", v.Name, v.AccountedGPUNs, v.TrueGPUNs)
 		}
 	}
 	if math.Abs(sum-1) > 1e-9 {

@@ -12,6 +12,7 @@
 //	tuning:                 # optional; every key optional
 //	  poll_ratio: 49        # -1, or a number in (0, 10000]: LoGA's non-poll : poll ratio (default: accounting's)
 //	  idle_factor: 10       # number in [1, 10000]: period stretch when one VM is active (default: accounting's)
+//	  window: 4             # -1, or 1 to 1048576: records a channel keeps forwarded (default: the mediator's)
 //	  neon_window: 2ms      # duration in (0, 1s]: NEON's sampling window per VM (default 2ms)
 //	  neon_freerun_ratio: 5 # number in (0, 10000]: NEON's freerun : sampling windows ratio (default 5)
 //	vms:                    # at least one
@@ -49,7 +50,8 @@
 // all the time, as the LoGA paper's accuracy experiments do, and turns off the stretching of idle periods);
 // idle_factor is how many times longer a period is when at most one VM was active in its poll phase;
 // neon_window is how long each VM runs alone in a neon-sampling phase, and neon_freerun_ratio the length of a
-// freerun phase over the sum of the windows before it.
+// freerun phase over the sum of the windows before it. window bounds how many records a channel keeps forwarded to
+// the GPU and not completed (-1: no bound, as a GPU reading the ring itself would); the rest wait in the ring.
 //
 // Weight is the VM's share under policy dfq (and timeslice). Cap is the VM's maximum share of the GPU; it applies
 // only under policy cap and is accepted but ignored under other policies (Warnings reports it). Under policy cap a

@@ -13,7 +13,7 @@ func TestParseOptionalKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantTuning := Tuning{PollRatio: -1, IdleFactor: 2, NeonWindow: 3 * time.Millisecond, NeonFreerunRatio: 2.5}
+	wantTuning := Tuning{PollRatio: -1, IdleFactor: 2, NeonWindow: 3 * time.Millisecond, NeonFreerunRatio: 2.5, Window: 4}
 	if s.Tuning != wantTuning {
 		t.Errorf("tuning %+v, want %+v", s.Tuning, wantTuning)
 	}
@@ -64,7 +64,9 @@ func TestOptionalKeyErrors(t *testing.T) {
 		{"idle factor below 1", oneVM("duration: 1s\ntuning: {idle_factor: 0.5}\n", "", throttle), "tuning.idle_factor: must be a number in [1, 10000], got 0.5"},
 		{"window too long", oneVM("duration: 1s\ntuning: {neon_window: 2s}\n", "", throttle), "tuning.neon_window: must be positive and at most 1s"},
 		{"freerun ratio", oneVM("duration: 1s\ntuning: {neon_freerun_ratio: -1}\n", "", throttle), "tuning.neon_freerun_ratio: must be a number in (0, 10000]"},
-		{"tuning unknown key", oneVM("duration: 1s\ntuning: {ratio: 1}\n", "", throttle), "tuning.ratio: unknown key, expected one of poll_ratio, idle_factor, neon_window, neon_freerun_ratio"},
+		{"window zero", oneVM("duration: 1s\ntuning: {window: 0}\n", "", throttle), "tuning.window: must be -1 (no bound) or an integer from 1 to 1048576, got 0"},
+		{"window negative", oneVM("duration: 1s\ntuning: {window: -2}\n", "", throttle), "tuning.window: must be -1 (no bound) or an integer from 1"},
+		{"tuning unknown key", oneVM("duration: 1s\ntuning: {ratio: 1}\n", "", throttle), "tuning.ratio: unknown key, expected one of poll_ratio, idle_factor, neon_window, window, neon_freerun_ratio"},
 		{"tuning not a mapping", oneVM("duration: 1s\ntuning: 3\n", "", throttle), "tuning: must be a mapping"},
 	}
 	for _, tt := range tests {

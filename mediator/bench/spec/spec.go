@@ -69,17 +69,18 @@ var (
 
 // Limits on values. They keep derived quantities (kernels × kernel_us in nanoseconds) inside an int64.
 const (
-	MaxWeight   = 1_000_000
-	MaxChannels = 64
-	MaxCount    = 1024
-	MaxVMs      = 4096 // after expanding count
-	MaxKernelUS = 10_000_000
-	MaxSleepUS  = 3_600_000_000
-	MaxKernels  = 100_000_000
-	MaxDuration = 24 * time.Hour
-	MaxDepth    = 4096
-	MaxWindow   = time.Second // tuning.neon_window
-	MaxRatio    = 10_000      // tuning.poll_ratio, tuning.idle_factor and tuning.neon_freerun_ratio
+	MaxWeight        = 1_000_000
+	MaxChannels      = 64
+	MaxCount         = 1024
+	MaxVMs           = 4096 // after expanding count
+	MaxKernelUS      = 10_000_000
+	MaxSleepUS       = 3_600_000_000
+	MaxKernels       = 100_000_000
+	MaxDuration      = 24 * time.Hour
+	MaxDepth         = 4096
+	MaxWindow        = time.Second // tuning.neon_window
+	MaxRatio         = 10_000      // tuning.poll_ratio, tuning.idle_factor and tuning.neon_freerun_ratio
+	MaxWindowRecords = 1 << 20     // tuning.window
 )
 
 // Defaults for keys left out.
@@ -112,6 +113,9 @@ type Tuning struct {
 	IdleFactor       float64       `yaml:"idle_factor,omitempty"`        // 0: accounting's default
 	NeonWindow       time.Duration `yaml:"neon_window,omitempty"`        // 0: 2ms
 	NeonFreerunRatio float64       `yaml:"neon_freerun_ratio,omitempty"` // 0: 5
+	// Window is how many records a channel keeps forwarded and not
+	// completed (0: the mediator's default, -1: no bound).
+	Window int `yaml:"window,omitempty"`
 }
 
 // VM is one VM of a spec, or Count identical ones.

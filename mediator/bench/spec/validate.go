@@ -244,6 +244,9 @@ func (t Tuning) check(p *problems, path string) {
 	if w := t.NeonWindow; (w != 0 || p.has(path+".neon_window")) && !(w > 0 && w <= MaxWindow) {
 		p.add(path+".neon_window", "must be positive and at most %s, got %s", MaxWindow, w)
 	}
+	if w := t.Window; (w != 0 || p.has(path+".window")) && w != -1 && !(w >= 1 && w <= MaxWindowRecords) {
+		p.add(path+".window", "must be -1 (no bound) or an integer from 1 to %d, got %d", MaxWindowRecords, w)
+	}
 	if r := t.NeonFreerunRatio; (r != 0 || p.has(path+".neon_freerun_ratio")) && !(r > 0 && r <= MaxRatio) {
 		p.add(path+".neon_freerun_ratio", "must be a number in (0, %d], got %v", MaxRatio, r)
 	}

@@ -84,7 +84,7 @@ func parseFlags(args []string) (daemon.Config, slog.Level, error) {
 	fs.IntVar(&cfg.MaxVMs, "max-vms", cfg.MaxVMs, "maximum number of VMs")
 	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "scheduling policy at start: none, dfq, cap, timeslice (sluicectl policy set changes it)")
 	method := fs.String("accounting", string(cfg.Accounting.Method), "accounting method: loga, loga-segment-average, off (scheduling needs the wall clock)")
-	fs.Float64Var(&cfg.Accounting.Ratio, "poll-ratio", 0, "non-poll : poll phase length ratio (0: default 49, i.e. 2% polling)")
+	fs.Float64Var(&cfg.Accounting.Ratio, "poll-ratio", 0, "non-poll : poll phase length ratio (0: default 51, i.e. 1.9% polling)")
 	fs.Int64Var(&cfg.Accounting.PollNs, "poll-ns", 0, "poll phase length per active channel in ns (0: default)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	version := fs.Bool("version", false, "print the version and exit")

@@ -10,7 +10,7 @@ const (
 	DefaultPollNs     = 500_000    // 500 µs per active channel
 	DefaultMinPollNs  = 200_000    // 200 µs
 	DefaultMaxPollNs  = 20_000_000 // 20 ms
-	DefaultRatio      = 49         // 2% of the time polling
+	DefaultRatio      = 51         // 1.9% of the time polling: within 2% of a core with jitter
 	DefaultSampleNs   = 2_000      // 2 µs
 	DefaultJitter     = 0.25
 	DefaultIdleFactor = 10
@@ -26,7 +26,7 @@ type Config struct {
 	// PollNs is the mean poll phase length per active channel, clamped to
 	// [MinPollNs, MaxPollNs] once multiplied.
 	PollNs, MinPollNs, MaxPollNs int64
-	// Ratio is the non-poll : poll length ratio (default 49: 2% of the time
+	// Ratio is the non-poll : poll length ratio (default 51: 1.9% of the time
 	// polling). Negative: no non-poll phase, poll all the time.
 	Ratio float64
 	// SampleNs is the interval between status reads inside a poll phase.

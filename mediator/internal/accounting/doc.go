@@ -82,36 +82,47 @@
 //
 // # Phases and periods
 //
-// A period is a poll phase [Phase.Start, PollEnd] followed by a non-poll
-// phase [PollEnd, End]. Lengths are planned at the end of each poll phase
-// from what it saw:
+// Time is cut into periods that tile the timeline; each holds one poll
+// phase, and the scheduler decides at period ends. A period's lengths are
+// planned when it starts, from the poll phase of the period before:
 //
 //   - poll = clamp(PollNs × active channels, MinPollNs, MaxPollNs), with
-//     active channels the distinct channels seen active in the phase (at
-//     least 1); the first phase assumes 1;
-//   - non-poll = poll × Ratio (Ratio < 0: no non-poll phase, poll all the
-//     time); when at most one VM was active in the phase, the whole period is
-//     IdleFactor times longer (non-poll = (poll + non-poll) × IdleFactor −
-//     poll): there is nothing to arbitrate;
-//   - each of the two lengths is then drawn uniformly in ±Jitter around its
-//     mean (seeded: the same Seed gives the same lengths), so that the
-//     phases do not alias with a periodic workload.
+//     active channels the distinct channels seen active (at least 1); the
+//     first period assumes 1;
+//   - period = poll × (1 + Ratio) (Ratio < 0: poll all the time); when at
+//     most one VM was active or waiting (Poller.SetWaiting: held with work
+//     latched), IdleFactor times longer: there is nothing to arbitrate;
+//   - the poll length and the rest are each drawn uniformly in ±Jitter
+//     around their means (seeded: the same Seed gives the same lengths);
+//   - then the poll phase's offset inside the period is drawn uniformly.
 //
-// onPeriod is called at the end of each poll phase, which is when the
-// scheduler decides, with the Period whose End is the planned end of the
-// coming non-poll phase: the poll phase just measured stands for the period
-// it opens, and its measurement is extrapolated over it:
+// At the period's end onPeriod gets the Period, its poll phase's
+// measurement extrapolated over the whole period:
 //
 //	Busy[vm]  = Phase.Busy[vm] × (End − Start) / (Phase.End − Phase.Start)
 //	Share[vm] = Phase.Busy[vm] / (Phase.End − Phase.Start)
 //
-// Periods tile the timeline: each Start is the previous End. With the
-// virtual driver the next poll phase starts exactly at End, so Start ==
-// Phase.Start. With the wall driver the timer may wake late: the poll phase
-// then starts after Start, and the late stretch [Start, Phase.Start] is
-// covered by extrapolating the late phase over its own period (the actual
-// times are used everywhere, as LoGA does). Summing Busy over consecutive
-// periods estimates a VM's GPU time over [first Start, last End].
+// This is stratified random sampling, and it makes the extrapolation
+// unbiased whatever the workload and the scheduler do: the period's length
+// and the decision in force during it are fixed before the offset is
+// drawn, so the poll phase is a uniform sample of a stretch that ran under
+// one decision. The two obvious alternatives are biased, measurably: a poll
+// phase at the start of its period, extrapolated forward, charges a VM held
+// from then on as if it kept running (dfq on a 10× kernel-length skew
+// stayed near Jain 0.69); one at the end, extrapolated back, sees the end
+// of the stretch only, after a held VM's forwarded work drained and after
+// bursty VMs switched (−35% for a hog that pre-queues its ring, −15 to −60%
+// for on/off VMs), and adaptive lengths correlate with the state the next
+// sample sees. The cost is latency: a VM that starts to over-use after its
+// period's poll phase is seen one period later, so a hog is held one to two
+// periods after it arrives.
+//
+// Summing Busy over consecutive periods estimates a VM's GPU time over
+// [first Start, last End]; the error of that sum shrinks as one over the
+// square root of the number of periods (a 2% sample). Period.Extrapolate
+// estimates a stretch after the last End. With the wall driver timers wake
+// late: the poll phase may start late, and a period ends when the poller
+// gets to it (the actual times are used everywhere, as LoGA does).
 //
 // # Drivers
 //

@@ -9,28 +9,43 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/backend"
 )
 
-// Period is one poll phase and the non-poll phase after it, as reported at
-// the end of the poll phase (see the package doc for the convention).
+// Period is what accounting reports at the end of each period, when the
+// scheduler decides (see the package doc for the convention).
 type Period struct {
-	// Start is the previous period's End (the poll phase's start for the
-	// first period); the poll phase is [Phase.Start, PollEnd], the same as
-	// [Start, PollEnd] except with the wall driver, whose timer wakes late
-	// (Phase.Start after Start); the non-poll phase is [PollEnd, End], and
-	// End is the next period's Start.
-	Start, PollEnd, End int64
-	Phase               Phase            // raw measurement of the poll phase
-	Busy                map[uint32]int64 // Phase.Busy extrapolated over [Start, End]
-	Share               map[uint32]float64
-	// Idle: at most one VM was active, so the period was stretched by
-	// IdleFactor.
+	// Start and End delimit the period: it was planned at Start, its poll
+	// phase ran at a random offset inside it, and the scheduler's decision
+	// taken at Start held until End. Periods tile the timeline: each Start is
+	// the previous End.
+	Start, End int64
+	// NextEnd is the planned end of the coming period [End, NextEnd], the
+	// stretch the scheduler's decision is for.
+	NextEnd int64
+	// NextPollNs is the planned length of the coming period's poll phase.
+	NextPollNs int64
+	Phase      Phase            // raw measurement of the poll phase
+	Busy       map[uint32]int64 // Phase.Busy extrapolated over [Start, End]
+	Share      map[uint32]float64
+	// Idle: at most one VM was active in the poll phase or waiting (see
+	// SetWaiting), so the coming period was stretched by IdleFactor.
 	Idle bool
 }
 
-// PollNs is the poll phase's length.
-func (p *Period) PollNs() int64 { return p.PollEnd - p.Phase.Start }
+// PollNs is the length of the period's poll phase.
+func (p *Period) PollNs() int64 { return p.Phase.End - p.Phase.Start }
 
-// NonPollNs is the coming non-poll phase's planned length.
-func (p *Period) NonPollNs() int64 { return p.End - p.PollEnd }
+// NextNonPollNs is the coming period's planned length outside its poll
+// phase.
+func (p *Period) NextNonPollNs() int64 { return max(p.NextEnd-p.End-p.NextPollNs, 0) }
+
+// Extrapolate is the share of [from, to] that the poll phase measured for
+// vm: Share[vm] × (to − from), the estimate for a stretch after End that no
+// period has charged yet (the tail of a run, a usage reading taken now).
+func (p *Period) Extrapolate(vm uint32, from, to int64) int64 {
+	if to <= from {
+		return 0
+	}
+	return int64(p.Share[vm] * float64(to-from))
+}
 
 // Poller runs poll phases and non-poll phases, feeds an Estimator, and
 // reports a Period at the end of each poll phase. CPUNs, PollNs, Periods and
@@ -43,18 +58,21 @@ type Poller struct {
 	rng      *rand.Rand
 	st       backend.Status
 
-	nextPoll int64 // the coming poll phase's length
-	prevEnd  int64
-	started  bool
+	// the current period: [start, end], poll phase from pollAt, poll long
+	start, end, pollAt, poll int64
+	phase                    Phase // its poll phase, once measured
 
 	// virtual driver
 	after    func(delay int64, fn func())
 	phaseEnd int64
 	sample   func() // p.vSample, bound once
 	begin    func() // p.vBegin, bound once
+	close    func() // p.vClose, bound once
 
 	// wall driver
 	now func() int64
+
+	waiting func() []uint32 // VMs with work held back (SetWaiting), or nil
 
 	cpuNs   atomic.Int64
 	pollNs  atomic.Int64
@@ -77,7 +95,6 @@ func newPoller(cfg Config, status backend.StatusReader, onPeriod func(Period)) (
 		cfg: cfg, est: est, status: status, onPeriod: onPeriod,
 		rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5eed_acc7)),
 	}
-	p.nextPoll = p.jittered(cfg.meanPollNs(1))
 	return p, nil
 }
 
@@ -112,20 +129,50 @@ func (p *Poller) read() { p.status.ReadStatus(&p.st) }
 // sampling reports whether the poll phase reads status between its ends.
 func (p *Poller) sampling() bool { return p.cfg.Method != MethodOff }
 
-// endPhase closes the poll phase at the last sample's time, plans the next
-// period and builds the Period to report.
-func (p *Poller) endPhase(ph Phase) Period {
+// plan lays out the period starting at start after a poll phase that saw
+// channels active channels and vms active VMs: its length and its poll
+// phase's, each drawn in ±Jitter around its mean, and the poll phase's
+// offset, uniform over the period. Drawing the offset after the lengths, and
+// deciding only at period ends, makes the poll phase a uniform random sample
+// of a stretch that ran under one decision: the extrapolation is unbiased
+// whatever the workload does and however the lengths adapt to it.
+func (p *Poller) plan(start int64, channels, vms int) {
+	mean := p.cfg.meanPollNs(channels)
+	poll := p.jittered(mean)
+	length := poll + p.jittered(p.cfg.meanNonPollNs(mean, vms))
+	p.start, p.end, p.poll = start, start+length, poll
+	p.pollAt = start
+	if slack := length - poll; slack > 0 {
+		p.pollAt += p.rng.Int64N(slack + 1)
+	}
+}
+
+// SetWaiting tells the poller which VMs have work the scheduler holds back:
+// they count as active when the poller decides whether at most one VM is
+// (and the period may be stretched), although they cannot run. Call it
+// before the poller starts.
+func (p *Poller) SetWaiting(waiting func() []uint32) { p.waiting = waiting }
+
+// activeVMs counts the VMs active in ph or waiting.
+func (p *Poller) activeVMs(ph Phase) int {
+	n := len(ph.Active)
+	if p.waiting != nil {
+		for _, vm := range p.waiting() {
+			if !ph.Active[vm] {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// closePeriod builds the Period that ends at end from the poll phase
+// measured in it, and plans the next one.
+func (p *Poller) closePeriod(end int64) Period {
+	ph := p.phase
 	poll := ph.End - ph.Start
 	p.pollNs.Add(poll)
-	idle := len(ph.Active) <= 1
-	mean := p.cfg.meanPollNs(ph.Channels)
-	nonPoll := p.jittered(p.cfg.meanNonPollNs(mean, len(ph.Active)))
-	p.nextPoll = p.jittered(mean)
-	start := ph.Start
-	if p.started {
-		start = p.prevEnd // periods tile the timeline, whenever the phase began
-	}
-	per := Period{Start: start, PollEnd: ph.End, End: ph.End + nonPoll, Phase: ph, Idle: idle}
+	per := Period{Start: p.start, End: max(end, p.start), Phase: ph}
 	per.Busy = make(map[uint32]int64, len(ph.Busy))
 	per.Share = make(map[uint32]float64, len(ph.Busy))
 	for vm, b := range ph.Busy {
@@ -136,14 +183,18 @@ func (p *Poller) endPhase(ph Phase) Period {
 		per.Busy[vm] = int64(float64(b) * float64(per.End-per.Start) / float64(poll))
 		per.Share[vm] = float64(b) / float64(poll)
 	}
-	p.prevEnd, p.started = per.End, true
+	vms := p.activeVMs(ph)
+	per.Idle = vms <= 1
+	p.plan(per.End, ph.Channels, vms)
+	per.NextEnd, per.NextPollNs = p.end, p.poll
+	p.phase = Phase{}
 	p.periods.Add(1)
 	return per
 }
 
 // NewVirtual returns a poller driven on a simulated timeline: after(delay,
 // fn) must call fn once the timeline has advanced by delay ns (the sim's
-// After in manual drive), from one goroutine at a time. The first poll phase
+// After in manual drive), from one goroutine at a time. The first period
 // starts at once (through after(0, …)); onPeriod is called from the
 // callbacks.
 func NewVirtual(cfg Config, status backend.StatusReader, after func(delay int64, fn func()), onPeriod func(Period)) (*Poller, error) {
@@ -155,8 +206,8 @@ func NewVirtual(cfg Config, status backend.StatusReader, after func(delay int64,
 		return nil, fmt.Errorf("new virtual poller: %w: nil after", ErrInvalidConfig)
 	}
 	p.after = after
-	p.sample, p.begin = p.vSample, p.vBegin
-	after(0, p.begin)
+	p.sample, p.begin, p.close = p.vSample, p.vBegin, p.vClose
+	after(0, p.vStart)
 	return p, nil
 }
 
@@ -165,6 +216,20 @@ func (p *Poller) timed(f func()) {
 	t0 := time.Now()
 	f()
 	p.cpuNs.Add(int64(time.Since(t0)))
+}
+
+// firstPlan plans the first period, before anything was seen: one channel,
+// and not stretched as idle.
+func (p *Poller) firstPlan(t int64) { p.plan(t, 1, 2) }
+
+func (p *Poller) vStart() {
+	if p.stopped.Load() {
+		return
+	}
+	p.read()
+	t := p.st.Time
+	p.firstPlan(t)
+	p.after(max(p.pollAt-t, 0), p.begin)
 }
 
 func (p *Poller) vBegin() {
@@ -177,7 +242,7 @@ func (p *Poller) vBegin() {
 		p.est.Begin(t)
 		p.est.Observe(&p.st)
 	})
-	p.phaseEnd = t + p.nextPoll
+	p.phaseEnd = t + p.poll
 	p.vNext(t)
 }
 
@@ -202,15 +267,22 @@ func (p *Poller) vSample() {
 		p.vNext(t)
 		return
 	}
-	var ph Phase
 	p.timed(func() {
 		p.est.Observe(&p.st)
-		ph = p.est.End(t)
+		p.phase = p.est.End(t)
 	})
-	per := p.endPhase(ph)
+	p.after(max(p.end-t, 0), p.close)
+}
+
+func (p *Poller) vClose() {
+	if p.stopped.Load() {
+		return
+	}
+	p.read()
+	per := p.closePeriod(p.st.Time)
 	p.onPeriod(per)
 	if p.stopped.Load() {
 		return
 	}
-	p.after(max(per.End-t, 0), p.begin)
+	p.after(max(p.pollAt-p.st.Time, 0), p.begin)
 }

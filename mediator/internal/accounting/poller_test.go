@@ -16,7 +16,7 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{Method: MethodLoga, PollNs: 500 * us, MinPollNs: 200 * us, MaxPollNs: 20_000 * us,
-		Ratio: 49, SampleNs: 2 * us, Jitter: 0.25, IdleFactor: 10}
+		Ratio: 51, SampleNs: 2 * us, Jitter: 0.25, IdleFactor: 10}
 	if c != want {
 		t.Errorf("defaults = %+v, want %+v", c, want)
 	}
@@ -74,10 +74,10 @@ func TestMeanLengths(t *testing.T) {
 	if got := small.meanPollNs(1); got != 200*us {
 		t.Errorf("meanPollNs below the minimum = %d, want it clamped to 200 µs", got)
 	}
-	if got := c.meanNonPollNs(500*us, 2); got != 49*500*us {
-		t.Errorf("busy non-poll = %d, want %d", got, 49*500*us)
+	if got := c.meanNonPollNs(500*us, 2); got != DefaultRatio*500*us {
+		t.Errorf("busy non-poll = %d, want %d", got, DefaultRatio*500*us)
 	}
-	if got := c.meanNonPollNs(500*us, 1); got != 500*500*us-500*us {
+	if got := c.meanNonPollNs(500*us, 1); got != 10*(DefaultRatio+1)*500*us-500*us {
 		t.Errorf("idle non-poll = %d, want the period ×10", got)
 	}
 }
@@ -152,8 +152,8 @@ func TestVirtualPhaseLengths(t *testing.T) {
 		if p.PollNs() < mean*3/4 || p.PollNs() > mean*5/4 {
 			t.Errorf("period %d: poll %d, want %d ± 25%%", i, p.PollNs(), mean)
 		}
-		if np := 49 * 1000 * us; p.Idle || p.NonPollNs() < int64(np)*3/4 || p.NonPollNs() > int64(np)*5/4 {
-			t.Errorf("period %d: non-poll %d (idle %v), want %d ± 25%%", i, p.NonPollNs(), p.Idle, np)
+		if np := DefaultRatio * 1000 * us; p.Idle || p.NextNonPollNs() < int64(np)*3/4 || p.NextNonPollNs() > int64(np)*5/4 {
+			t.Errorf("period %d: next non-poll %d (idle %v), want %d ± 25%%", i, p.NextNonPollNs(), p.Idle, np)
 		}
 		if i > 0 && p.Start != ps[i-1].End {
 			t.Errorf("period %d starts at %d, previous ended at %d", i, p.Start, ps[i-1].End)
@@ -190,12 +190,12 @@ func TestIdleFactor(t *testing.T) {
 		idle     bool
 		period   int64
 	}{
-		{"no VM", func(*testing.T, *sim.Sim) {}, true, 250_000 * us},
-		{"one VM", func(t *testing.T, s *sim.Sim) { closedLoop(t, s, 1, 100*us, 0, 0) }, true, 250_000 * us},
+		{"no VM", func(*testing.T, *sim.Sim) {}, true, 10 * (DefaultRatio + 1) * 500 * us},
+		{"one VM", func(t *testing.T, s *sim.Sim) { closedLoop(t, s, 1, 100*us, 0, 0) }, true, 10 * (DefaultRatio + 1) * 500 * us},
 		{"two VMs", func(t *testing.T, s *sim.Sim) {
 			closedLoop(t, s, 1, 100*us, 0, 0)
 			closedLoop(t, s, 2, 100*us, 0, 0)
-		}, false, 50_000 * us},
+		}, false, (DefaultRatio + 1) * 1000 * us},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ps := periodsOf(t, cfg, second, func(s *sim.Sim) { tc.workload(t, s) })
@@ -233,8 +233,8 @@ func TestVirtualOffAndStop(t *testing.T) {
 	if len(ps) != 3 || p.Periods() != 3 {
 		t.Fatalf("%d periods reported after Stop at the third", len(ps))
 	}
-	if reads.n != 6 {
-		t.Errorf("off read the status %d times in 3 periods, want 2 per period", reads.n)
+	if reads.n != 10 {
+		t.Errorf("off read the status %d times in 3 periods, want 1 to start and 3 per period (poll start, end, period end)", reads.n)
 	}
 	for _, per := range ps {
 		if len(per.Busy) != 0 || len(per.Phase.Active) != 0 {
@@ -276,5 +276,39 @@ func TestNewPollerErrors(t *testing.T) {
 	p.Stop()
 	if err := p.Run(t.Context()); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("Run on a virtual poller: %v", err)
+	}
+}
+
+// TestPollPhaseOffsetIsUniform checks the poll phase's position inside its
+// period: drawn uniformly over it, so that it samples the whole period and
+// not only its end (which follows the scheduler's decision).
+func TestPollPhaseOffsetIsUniform(t *testing.T) {
+	ps := periodsOf(t, Config{Seed: 3}, 20*second, func(s *sim.Sim) {
+		closedLoop(t, s, 1, 100*us, 0, 0)
+		closedLoop(t, s, 2, 300*us, 0, 0)
+	})
+	if len(ps) < 300 {
+		t.Fatalf("%d periods in 20 s", len(ps))
+	}
+	var quarters [4]int
+	var sum float64
+	for i, p := range ps {
+		slack := p.End - p.Start - p.PollNs()
+		off := p.Phase.Start - p.Start
+		if off < 0 || off > slack {
+			t.Fatalf("period %d: poll phase at offset %d, slack %d", i, off, slack)
+		}
+		x := float64(off) / float64(slack)
+		sum += x
+		quarters[min(int(4*x), 3)]++
+	}
+	mean := sum / float64(len(ps))
+	if mean < 0.45 || mean > 0.55 {
+		t.Errorf("mean offset %.3f of the slack, want about 0.5", mean)
+	}
+	for q, n := range quarters {
+		if n < len(ps)/6 {
+			t.Errorf("quarter %d of the period holds %d of %d poll phases", q, n, len(ps))
+		}
 	}
 }

@@ -3,6 +3,7 @@ package accounting
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/sluice-gpu/sluice/api/abi"
@@ -76,7 +77,7 @@ func cyclic(t testing.TB, s *sim.Sim, id uint32, kernel, cycle int64) {
 }
 
 // outcome compares a virtual run's accounting with the sim's ground truth
-// over [0, Until], Until being the End of the last complete period.
+// over [0, Until], Until being the End of the last period.
 type outcome struct {
 	Until      int64
 	Periods    int
@@ -103,6 +104,32 @@ func (o outcome) String() string {
 		100*float64(o.CPUNs)/float64(o.Until), 100*float64(o.PollNs)/float64(o.Until))
 }
 
+// truthReader reads the status and remembers the sim's ground truth at the
+// last two reads, and at the first read after each arm (a poll phase's
+// first sample).
+type truthReader struct {
+	s          *sim.Sim
+	vms        []uint32
+	last, prev []int64 // truth per vms index
+	armed      int     // reads to skip before recording begin; -1: disarmed
+	begin      []int64
+}
+
+func (r *truthReader) ReadStatus(st *backend.Status) {
+	r.s.ReadStatus(st)
+	r.prev, r.last = r.last, r.prev
+	for i, vm := range r.vms {
+		r.last[i] = r.s.VMBusy(vm)
+	}
+	switch {
+	case r.armed == 0:
+		copy(r.begin, r.last)
+		r.armed = -1
+	case r.armed > 0:
+		r.armed--
+	}
+}
+
 // measure runs a virtual poller over a workload for dur ns of simulated
 // time; vms are the IDs the workload attaches.
 func measure(t testing.TB, cfg Config, dur int64, vms []uint32, workload func(*sim.Sim)) outcome {
@@ -110,23 +137,22 @@ func measure(t testing.TB, cfg Config, dur int64, vms []uint32, workload func(*s
 	s := newManualSim(t)
 	workload(s)
 	o := outcome{Accounted: map[uint32]int64{}, True: map[uint32]int64{}, InWindow: map[uint32]int64{}, TrueWindow: map[uint32]int64{}}
-	truthAt := func() map[uint32]int64 {
-		m := map[uint32]int64{}
-		for _, vm := range vms {
-			m[vm] = s.VMBusy(vm)
-		}
-		return m
-	}
+	tr := &truthReader{s: s, vms: vms, last: make([]int64, len(vms)), prev: make([]int64, len(vms)),
+		begin: make([]int64, len(vms)), armed: 1} // the first read only learns the time
 	var periods []Period
-	var atEnd, atPollEnd []map[uint32]int64
+	var inPoll, atEnd [][]int64 // truth over each poll phase, and at each period's end
 	onPeriod := func(p Period) {
+		// The last read closed the period; the one before it ended the
+		// poll phase.
+		w := make([]int64, len(vms))
+		for i := range vms {
+			w[i] = tr.prev[i] - tr.begin[i]
+		}
 		periods = append(periods, p)
-		atPollEnd = append(atPollEnd, truthAt())
-		i := len(atEnd)
-		atEnd = append(atEnd, nil)
-		s.After(p.End-p.PollEnd, func() { atEnd[i] = truthAt() })
+		inPoll, atEnd = append(inPoll, w), append(atEnd, slices.Clone(tr.last))
+		tr.armed = 0
 	}
-	p, err := NewVirtual(cfg, s, s.After, onPeriod)
+	p, err := NewVirtual(cfg, tr, s.After, onPeriod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,21 +161,18 @@ func measure(t testing.TB, cfg Config, dur int64, vms []uint32, workload func(*s
 		t.Fatal(err)
 	}
 	p.Stop()
-	prev := map[uint32]int64{}
 	for i, per := range periods {
-		if atEnd[i] == nil {
-			break // the period outlasts the run
+		if i > 0 && per.Start != periods[i-1].End || per.Phase.Start < per.Start || per.Phase.End > per.End {
+			t.Fatalf("period %d [%d, %d] (poll [%d, %d]) does not follow the previous one or hold its poll phase",
+				i, per.Start, per.End, per.Phase.Start, per.Phase.End)
 		}
-		if i > 0 && per.Start != periods[i-1].End || per.Start != per.Phase.Start {
-			t.Fatalf("period %d [%d, %d] does not follow %d", i, per.Start, per.End, periods[i-1].End)
-		}
-		for _, vm := range vms {
+		for j, vm := range vms {
 			o.Accounted[vm] += per.Busy[vm]
 			o.InWindow[vm] += per.Phase.Busy[vm]
-			o.TrueWindow[vm] += atPollEnd[i][vm] - prev[vm]
+			o.TrueWindow[vm] += inPoll[i][j]
+			o.True[vm] = atEnd[i][j]
 		}
-		prev = atEnd[i]
-		o.Until, o.Periods, o.True = per.End, i+1, atEnd[i]
+		o.Until, o.Periods = per.End, i+1
 	}
 	if o.Periods == 0 {
 		t.Fatal("no complete period")

@@ -39,6 +39,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	p.firstPlan(p.now())
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -46,15 +47,18 @@ func (p *Poller) Run(ctx context.Context) error {
 		if p.stopped.Load() {
 			return nil
 		}
+		if !sleepUntil(ctx, timer, p.now, p.pollAt) {
+			return ctx.Err()
+		}
 		ph, ok := p.wallPhase(ctx, timer)
 		if !ok {
 			return ctx.Err()
 		}
-		per := p.endPhase(ph)
-		p.onPeriod(per)
-		if !sleepUntil(ctx, timer, p.now, per.End) {
+		p.phase = ph
+		if !sleepUntil(ctx, timer, p.now, p.end) {
 			return ctx.Err()
 		}
+		p.onPeriod(p.closePeriod(p.now()))
 	}
 }
 
@@ -83,7 +87,7 @@ func (p *Poller) wallPhase(ctx context.Context, timer *time.Timer) (ph Phase, ok
 	t := p.st.Time
 	p.est.Begin(t)
 	p.est.Observe(&p.st)
-	end := t + p.nextPoll
+	end := t + p.poll
 	if !p.sampling() {
 		if !sleepUntil(ctx, timer, p.now, end) {
 			return Phase{}, false

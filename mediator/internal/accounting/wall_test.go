@@ -78,7 +78,7 @@ func TestWallPoller(t *testing.T) {
 		if i > 0 && per.Start != got[i-1].End {
 			t.Errorf("period %d starts at %d, previous ended at %d", i, per.Start, got[i-1].End)
 		}
-		if per.Phase.Start < per.Start || per.PollEnd < per.Phase.Start || per.End < per.PollEnd {
+		if per.Phase.Start < per.Start || per.End < per.Phase.Start || per.NextEnd < per.End {
 			t.Errorf("period %d out of order: %+v", i, per)
 		}
 		if tot := per.Phase.Total(); tot > per.PollNs() {

@@ -12,6 +12,7 @@ package channel
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/internal/shm"
@@ -51,7 +52,8 @@ type Channel struct {
 	off    uint64 // descriptor offset, from the host's own layout
 	gpu    Submitter
 
-	pollMu sync.Mutex // serialises Poll, which uses batch outside mu
+	pollMu sync.Mutex  // held by the one goroutine forwarding (batch is used outside mu)
+	kick   atomic.Bool // more to forward: the goroutine holding pollMu goes round again
 
 	mu        sync.Mutex
 	get       uint32 // next record to complete
@@ -62,6 +64,7 @@ type Channel struct {
 	failLocal bool   // the failing record never reached the backend: get must step over it
 	resetAck  uint32 // last reset request acted on
 	held      bool   // scheduler latch: doorbells noted, records not forwarded
+	window    uint32 // most records forwarded and not completed; 0: no limit
 	fence     uint64
 	closed    bool
 	counters  Counters
@@ -100,35 +103,64 @@ func New(idx int, region *shm.Region, l abi.Layout, lim abi.Limits, gpu Submitte
 // Index is the channel's index in its VM.
 func (c *Channel) Index() int { return c.idx }
 
+// DefaultWindow is the mediator's default for SetWindow: no bound, as a GPU
+// reading the ring itself would have. The stratified poller charges a VM
+// held with work already forwarded correctly (bench/specs/hog-dfq.yaml,
+// tuning.window), so the bound is a tuning knob, not a need.
+const DefaultWindow = 0
+
 // maxBatch bounds the records copied under mu at once, so a VM with a huge
 // ring cannot hold up completions (which take mu) for long.
 const maxBatch = 64
 
-// Poll handles a doorbell: it forwards every new valid record, stopping at
-// the first invalid one, which fails the channel.
+// Poll handles a doorbell: it forwards every new valid record the window
+// lets through, stopping at the first invalid one, which fails the channel.
+// If another goroutine is forwarding at the time, that one forwards the new
+// records instead, and Poll returns at once.
 func (c *Channel) Poll() {
-	c.pollMu.Lock()
-	defer c.pollMu.Unlock()
 	c.mu.Lock()
 	c.counters.Doorbells++
 	if c.handleResetLocked() {
 		c.publishLocked()
 	}
 	c.mu.Unlock()
-	for n := maxBatch; n == maxBatch; {
-		n = c.forwardBatch()
+	c.forward()
+}
+
+// forward forwards until nothing more can go. One goroutine at a time does
+// it; one arriving meanwhile sets kick and leaves, and the one forwarding
+// goes round again, so no record is left behind by the race.
+func (c *Channel) forward() {
+	c.kick.Store(true)
+	for c.kick.Load() {
+		if !c.pollMu.TryLock() {
+			return // the holder sees kick after it unlocks
+		}
+		c.kick.Store(false)
+		for n := maxBatch; n == maxBatch; {
+			n = c.forwardBatch()
+		}
+		c.pollMu.Unlock()
 	}
 }
 
-// forwardBatch copies, validates and forwards up to maxBatch records and
-// reports how many it forwarded.
+// forwardBatch copies, validates and forwards up to maxBatch records (fewer
+// if the window is nearly full) and reports how many it forwarded.
 func (c *Channel) forwardBatch() int {
 	c.mu.Lock()
 	if c.failed || c.held || c.closed {
 		c.mu.Unlock()
 		return 0
 	}
-	batch := c.collectLocked(maxBatch)
+	limit := uint32(maxBatch)
+	if c.window > 0 {
+		limit = min(limit, c.window-min(c.submitted-c.get, c.window))
+	}
+	if limit == 0 {
+		c.mu.Unlock()
+		return 0
+	}
+	batch := c.collectLocked(limit)
 	c.publishLocked()
 	c.mu.Unlock()
 
@@ -138,7 +170,21 @@ func (c *Channel) forwardBatch() int {
 			return 0
 		}
 	}
+	if len(batch) == int(limit) && limit < maxBatch {
+		return maxBatch // the window filled: go round in case completions freed room meanwhile
+	}
 	return len(batch)
+}
+
+// SetWindow bounds how many records the channel keeps forwarded to the
+// backend and not completed (0: no bound). The rest wait in the guest's ring
+// and go as completions make room, so a VM the scheduler holds stops within
+// a few commands instead of after everything it queued.
+func (c *Channel) SetWindow(n uint32) {
+	c.mu.Lock()
+	c.window = n
+	c.mu.Unlock()
+	c.forward()
 }
 
 // collectLocked copies and validates the records between submitted and put,
@@ -220,9 +266,11 @@ type Completion struct {
 
 // Complete publishes one record's completion. Backends complete a channel's
 // records in order.
+//
+// With a window, Complete forwards what waited for the room it frees, so it
+// may call the backend's Submit (which the backend contract allows).
 func (c *Channel) Complete(cp Completion) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if cp.Index != c.get {
 		// A backend completing out of order is a bug on the host side;
 		// fail loudly in the channel rather than corrupting indices.
@@ -245,6 +293,11 @@ func (c *Channel) Complete(cp Completion) {
 	c.stepOverFailureLocked()
 	c.handleResetLocked()
 	c.publishLocked()
+	more := c.window > 0 && !c.held && !c.failed && c.submitted-c.get < c.window
+	c.mu.Unlock()
+	if more {
+		c.forward() // room in the window: forward what waits (the contract lets Complete call Submit)
+	}
 }
 
 // handleResetLocked acts on a guest's reset request once nothing is in

@@ -3,6 +3,7 @@ package channel
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/internal/shm"
@@ -346,4 +347,99 @@ func FuzzChannel(f *testing.F) {
 			t.Fatalf("in flight %d > ring", s.InFlight)
 		}
 	})
+}
+
+func TestWindowBoundsForwardedRecords(t *testing.T) {
+	r := newRig(t)
+	r.ch.SetWindow(2)
+	r.write(throttle(1), throttle(2), throttle(3), throttle(4), throttle(5))
+	r.ch.Poll()
+	got := r.gpu.take()
+	if len(got) != 2 || got[0].tag != 0 || got[1].tag != 1 {
+		t.Fatalf("forwarded %+v with a window of 2", got)
+	}
+	if s := r.ch.Snapshot(); s.InFlight != 2 || !r.ch.Pending() {
+		t.Fatalf("in flight %d, pending %v", s.InFlight, r.ch.Pending())
+	}
+	// A completion makes room: the next record goes at once, from Complete.
+	r.ch.Complete(Completion{Index: 0, Op: abi.OpThrottle, BusyNs: 1})
+	if q := r.gpu.take(); len(q) != 1 || q[0].tag != 2 {
+		t.Fatalf("after one completion forwarded %+v, want record 2", q)
+	}
+	// Held: completions make room but nothing goes until released.
+	r.ch.SetHeld(true)
+	r.ch.Complete(Completion{Index: 1, Op: abi.OpThrottle, BusyNs: 2})
+	r.ch.Complete(Completion{Index: 2, Op: abi.OpThrottle, BusyNs: 3})
+	if q := r.gpu.take(); len(q) != 0 {
+		t.Fatalf("held channel forwarded %+v", q)
+	}
+	r.ch.SetHeld(false)
+	r.ch.Poll()
+	if q := r.gpu.take(); len(q) != 2 || q[0].tag != 3 || q[1].tag != 4 {
+		t.Fatalf("after release forwarded %+v, want records 3 and 4", q)
+	}
+	// No bound again: everything new goes.
+	r.ch.SetWindow(0)
+	r.write(throttle(6), throttle(7), throttle(8))
+	r.ch.Poll()
+	if q := r.gpu.take(); len(q) != 3 {
+		t.Fatalf("without a window forwarded %d of 3", len(q))
+	}
+}
+
+// TestConcurrentDoorbellsLoseNothing: doorbells and completions from
+// several goroutines while one of them forwards; every record is forwarded
+// exactly once, in order.
+func TestConcurrentDoorbellsLoseNothing(t *testing.T) {
+	r := newRig(t)
+	r.ch.SetWindow(3)
+	const total = 2000
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() { // the "backend": completes whatever was forwarded
+		defer wg.Done()
+		next := uint64(0)
+		for next < total {
+			for _, s := range r.gpu.take() {
+				if s.tag != next {
+					t.Errorf("forwarded record %d, want %d", s.tag, next)
+				}
+				next++
+				r.ch.Complete(Completion{Index: uint32(s.tag), Op: s.cmd.Op, BusyNs: 1})
+			}
+			select {
+			case <-done:
+				return
+			default:
+			}
+		}
+	}()
+	for sent := 0; sent < total; {
+		// The guest writes as far as the ring has room.
+		for r.put-r.host32(abi.ChGet) < r.layout.RingEntries && sent < total {
+			r.write(throttle(1))
+			sent++
+		}
+		var ring sync.WaitGroup
+		for range 3 {
+			ring.Add(1)
+			go func() { defer ring.Done(); r.ch.Poll() }()
+		}
+		ring.Wait()
+	}
+	waitFor(t, func() bool { return r.host32(abi.ChGet) == total })
+	close(done)
+	wg.Wait()
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10 s")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }

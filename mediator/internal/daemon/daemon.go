@@ -106,6 +106,7 @@ func (d *Daemon) startScheduling() error {
 	if err != nil {
 		return fmt.Errorf("starting accounting: %w", err)
 	}
+	d.poller.SetWaiting(d.engine.Waiting)
 	ctx, cancel := context.WithCancel(context.Background())
 	d.stop, d.done = cancel, make(chan struct{})
 	go func() {

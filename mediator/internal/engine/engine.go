@@ -96,7 +96,7 @@ func (e *Engine) OnPeriod(p accounting.Period) {
 	}
 	sort.Slice(charges, func(i, j int) bool { return charges[i].VM < charges[j].VM })
 	d := e.sched.EndPeriod(sched.Period{
-		Start: p.Start, End: p.End, PollNs: p.PollNs(), NonPollNs: p.NonPollNs(), Charges: charges,
+		Start: p.Start, End: p.End, PollNs: p.NextPollNs, NonPollNs: p.NextNonPollNs(), Charges: charges,
 	})
 	e.last = d
 	e.gate.Apply(d.Hold)
@@ -104,13 +104,17 @@ func (e *Engine) OnPeriod(p accounting.Period) {
 		held := slices.Contains(d.Hold, id)
 		switch {
 		case held && st.heldFrom < 0:
-			st.heldFrom = p.PollEnd
+			st.heldFrom = p.End
 		case !held && st.heldFrom >= 0:
-			st.heldNs += p.PollEnd - st.heldFrom
+			st.heldNs += p.End - st.heldFrom
 			st.heldFrom = -1
 		}
 	}
 }
+
+// Waiting lists the VMs whose channels hold latched work: for the poller,
+// which counts them as active (accounting.Poller.SetWaiting).
+func (e *Engine) Waiting() []uint32 { return e.gate.Waiting() }
 
 // VMStats is one VM's view from the engine.
 type VMStats struct {

@@ -127,14 +127,11 @@ func TestHogHeldWithinOnePeriod(t *testing.T) {
 	m := newModel(t, Config{})
 	m.add(1, 1, 0, load{demand: 1, kernel: 10})
 	m.add(2, 1, 0, load{demand: 1, kernel: 1})
-	// Period 1: the hog gets 10/11 of 10 ms, 8.2 ms ahead, within the
-	// threshold (10 ms). Period 2: 16.4 ms ahead: held at once.
-	if d := m.step(); len(d.Hold) != 0 {
-		t.Fatalf("period 1: held %v", d.Hold)
-	}
+	// Period 1: the hog gets 10/11 of 10 ms, 8.2 ms ahead, beyond the
+	// default threshold (a quarter period, 2.5 ms): held at once.
 	d := m.step()
-	if !slices.Equal(d.Hold, []uint32{1}) {
-		t.Fatalf("period 2: held %v, want [1]; %+v", d.Hold, d.VMs)
+	if !slices.Equal(d.Hold, []uint32{1}) || d.Threshold != periodNs/DefaultThresholdDiv {
+		t.Fatalf("period 1: held %v, want [1], threshold %d; %+v", d.Hold, d.Threshold, d.VMs)
 	}
 	if d.VMs[0].Reason != ReasonAhead {
 		t.Errorf("reason %q", d.VMs[0].Reason)

@@ -39,8 +39,9 @@
 // t_sys is the minimum virtual time of the VMs active in the period. A VM
 // behind t_sys (idle, or satisfied, see below) is pulled up to it: nobody
 // banks credit for time it did not ask for. A VM ahead of t_sys by more than
-// the threshold (Config.Threshold; 0 means one period, PollNs + NonPollNs) is
-// held for the next non-poll phase. Work forwarded before a hold cannot be
+// the threshold (Config.Threshold; 0 means half a period, (PollNs +
+// NonPollNs) / 2, see DefaultThresholdDiv) is held for the next non-poll
+// phase. Work forwarded before a hold cannot be
 // recalled: it is charged when it runs, and the debt holds the VM back until
 // the others catch up. A held VM is released as soon as it is within the
 // threshold again. If every active VM would be held (min makes it impossible;
@@ -48,7 +49,8 @@
 //
 // Satisfied VMs (an addition to LoGA, for work conservation): when the GPU
 // was not saturated in a period (the charges add up to less than
-// Config.Saturation of its length), no VM that ran unheld was kept from the
+// Config.Saturation of its length, or their smoothed load over the recent
+// periods does, see LoadSmoothing: the charges are a sample), no VM that ran unheld was kept from the
 // GPU, so such VMs do not set t_sys: t_sys is the minimum over the VMs that
 // were held and still have work, and if there are none, t_sys advances by the
 // largest advance of any active VM. Behind t_sys they are pulled up like idle

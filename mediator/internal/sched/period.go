@@ -29,10 +29,13 @@ func (s *Scheduler) threshold(p Period) int64 {
 	}
 	if p.PollNs >= 0 && p.NonPollNs >= 0 {
 		if t := min(p.PollNs, maxLag) + min(p.NonPollNs, maxLag); t > 0 {
-			return min(t, maxLag)
+			return max(min(t, maxLag)/DefaultThresholdDiv, 1)
 		}
 	}
-	return span(p.Start, p.End)
+	if t := span(p.Start, p.End); t > 0 {
+		return max(t/DefaultThresholdDiv, 1)
+	}
+	return 0
 }
 
 // span is end − start, 0 if end is not after start, at most maxLag; exact
@@ -86,7 +89,14 @@ func (s *Scheduler) advance(busy map[uint32]int64, elapsed int64) bool {
 		deltas[id] = d
 		vm.lag = min(vm.lag+d, maxLag)
 	}
-	saturated := float64(total) >= s.cfg.Saturation*float64(elapsed)
+	u := float64(total) / float64(elapsed)
+	if s.periods == 0 {
+		s.load = u
+	} else {
+		s.load += LoadSmoothing * (u - s.load)
+	}
+	s.periods++
+	saturated := u >= s.cfg.Saturation && s.load >= s.cfg.Saturation
 	adv := s.tsysAdvance(saturated, deltas)
 	for _, vm := range s.vms {
 		vm.lag = clampLag(vm.lag - adv) // behind t_sys: pulled up

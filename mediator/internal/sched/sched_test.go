@@ -165,7 +165,7 @@ func TestPeriodsThatChangeNothing(t *testing.T) {
 }
 
 func TestJoinAndLeaveMidRun(t *testing.T) {
-	s := newSched(t, Config{}, 1, 2)
+	s := newSched(t, Config{Threshold: periodNs}, 1, 2)
 	for n := range int64(5) {
 		s.EndPeriod(period(n, busy(1, 7*periodNs/10), busy(2, 3*periodNs/10)))
 	}
@@ -200,7 +200,7 @@ func TestJoinAndLeaveMidRun(t *testing.T) {
 }
 
 func TestPersistentDebt(t *testing.T) {
-	s := newSched(t, Config{}, 1, 2)
+	s := newSched(t, Config{Threshold: periodNs}, 1, 2)
 	// VM 1 forwarded a 40 ms command before it was held; it runs on through
 	// four periods while VM 2 waits behind it, then VM 2 runs.
 	steps := []struct {
@@ -488,5 +488,29 @@ func TestConcurrentUse(t *testing.T) {
 	})
 	for n := range int64(2000) {
 		s.EndPeriod(period(n, busy(1, periodNs*3/4), busy(2, periodNs/4)))
+	}
+}
+
+// TestSaturationIsSmoothed: one period that looks saturated on a GPU busy
+// about two thirds of the time (a poll phase is a short sample) holds
+// nobody; saturation that lasts does.
+func TestSaturationIsSmoothed(t *testing.T) {
+	s := newSched(t, Config{}, 1, 2)
+	for n := range int64(10) {
+		s.EndPeriod(period(n, busy(1, periodNs/3), busy(2, periodNs/3)))
+	}
+	d := s.EndPeriod(period(10, busy(1, periodNs)))
+	if d.Saturated || len(d.Hold) != 0 {
+		t.Fatalf("one busy period after ten at 2/3: saturated %v, held %v", d.Saturated, d.Hold)
+	}
+	var n int64
+	for n = 11; n < 30 && len(d.Hold) == 0; n++ {
+		d = s.EndPeriod(period(n, busy(1, periodNs), waiting(2)))
+	}
+	if !d.Saturated || !slices.Equal(d.Hold, []uint32{1}) {
+		t.Fatalf("VM 1 alone on a saturated GPU for %d periods while VM 2 waits: saturated %v, held %v", n-10, d.Saturated, d.Hold)
+	}
+	if n-10 > 8 {
+		t.Errorf("saturation recognised after %d periods, want at most 8", n-10)
 	}
 }
