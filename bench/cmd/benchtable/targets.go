@@ -35,6 +35,11 @@ func writeTargets(b *strings.Builder, rs []*bench.Result) {
 	}
 	var ts []target
 	ts = append(ts, overheadTargets(rs, by)...)
+	if r := by["poller-cpu-wall"]; r != nil {
+		ts = append(ts, judged(fmt.Sprintf("poller CPU, %d VMs, thread CPU time in real time (wall clock)", len(r.VMs)),
+			"≤ 2% of a core", fmt.Sprintf("%.3f%% over %.1f s", 100*r.PollerCPUFraction, float64(r.DurationNs)/1e9),
+			r.PollerCPUFraction <= 0.02))
+	}
 	ts = append(ts, accuracyTargets(rs)...)
 	ts = append(ts, fairnessTargets(by)...)
 	if len(ts) == 0 {
