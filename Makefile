@@ -13,12 +13,12 @@ FUZZTIME     ?= 3s
 DEMO_SECONDS ?= 20
 BENCHTIME    ?= 2s
 
-.PHONY: help build sluiced sluicectl sluice-agent test unit fuzz vet lint demo bench clean
+.PHONY: help build sluiced sluicectl sluice-agent sluice-init guest-image test unit fuzz vet lint demo bench clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-build: sluiced sluicectl sluice-agent ## build every binary into bin/ (static, no cgo)
+build: sluiced sluicectl sluice-agent sluice-init ## build every binary into bin/ (static, no cgo)
 
 sluiced: ## build the mediator daemon
 	$(GOBUILD) -o $(BIN)/sluiced ./mediator/cmd/sluiced
@@ -28,6 +28,13 @@ sluicectl: ## build the operator CLI
 
 sluice-agent: ## build the guest agent
 	$(GOBUILD) -o $(BIN)/sluice-agent ./guest-agent/cmd/sluice-agent
+
+sluice-init: ## build the guest image's /init
+	$(GOBUILD) -o $(BIN)/sluice-init ./guest-agent/cmd/sluice-init
+
+GUEST_DIR    ?= build/guest
+guest-image: sluice-agent sluice-init ## kernel + initramfs for QEMU guests into $(GUEST_DIR) (needs linux-image-amd64, cpio)
+	deploy/guest-image.sh $(GUEST_DIR) $(BIN)
 
 test: vet unit fuzz ## vet, unit and integration tests with -race, short fuzz runs
 

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# make guest-image: a kernel + initramfs for Sluice's QEMU guests, from Debian's packages only.
+#
+#   deploy/guest-image.sh OUT_DIR BIN_DIR
+#
+# OUT_DIR gets vmlinux (the kernel of linux-image-amd64, uncompressed for QEMU's fast PVH boot with qboot) and
+# initramfs.gz (/init = sluice-init, /sbin/sluice-agent, /dev/console). BIN_DIR holds the static sluice-init and
+# sluice-agent (make build). Nothing is downloaded here: the kernel comes from the installed linux-image-amd64
+# package (apt-get install linux-image-amd64 cpio xz-utils). The image is rebuilt only when an input changes
+# (OUT_DIR/inputs.sha256 records them).
+set -euo pipefail
+
+out=${1:?usage: guest-image.sh OUT_DIR BIN_DIR}
+bin=${2:?usage: guest-image.sh OUT_DIR BIN_DIR}
+die() { echo "guest-image: $*" >&2; exit 1; }
+
+vmlinuz=$(ls -1 /boot/vmlinuz-*-amd64 2>/dev/null | sort -V | tail -1 || true)
+[ -n "$vmlinuz" ] || die "no /boot/vmlinuz-*-amd64: apt-get install --no-install-recommends linux-image-amd64"
+for tool in cpio xz gzip grep; do
+  command -v "$tool" >/dev/null || die "$tool is missing: apt-get install --no-install-recommends cpio xz-utils"
+done
+for b in sluice-init sluice-agent; do
+  [ -x "$bin/$b" ] || die "$bin/$b is missing: make build"
+done
+
+mkdir -p "$out"
+inputs=$(sha256sum "$vmlinuz" "$bin/sluice-init" "$bin/sluice-agent" "$0" | awk '{print $1}' | sha256sum | awk '{print $1}')
+if [ -f "$out/inputs.sha256" ] && [ "$(cat "$out/inputs.sha256")" = "$inputs" ] && [ -f "$out/vmlinux" ] &&
+  [ -f "$out/initramfs.gz" ]; then
+  echo "guest-image: $out is up to date ($(basename "$vmlinuz"))"
+  exit 0
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# The bzImage carries the kernel as one XZ stream: find its magic and decompress from there.
+off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$vmlinuz" | head -1 | cut -d: -f1)
+[ -n "$off" ] || die "$vmlinuz: no XZ stream found (not a Debian amd64 kernel?)"
+tail -c +"$((off + 1))" "$vmlinuz" | xz -dc --single-stream > "$tmp/vmlinux" 2>/dev/null || true
+[ "$(head -c 4 "$tmp/vmlinux" | od -An -tx1 | tr -d ' ')" = "7f454c46" ] || die "$vmlinuz: decompressed kernel is not ELF"
+
+root=$tmp/root
+mkdir -p "$root"/{dev,proc,sys,sbin}
+cp "$bin/sluice-init" "$root/init"
+cp "$bin/sluice-agent" "$root/sbin/sluice-agent"
+mknod -m 600 "$root/dev/console" c 5 1
+(cd "$root" && find . | LC_ALL=C sort | cpio --quiet -o -H newc --owner=0:0 | gzip -9n) > "$tmp/initramfs.gz"
+
+mv "$tmp/vmlinux" "$out/vmlinux"
+mv "$tmp/initramfs.gz" "$out/initramfs.gz"
+echo "$inputs" > "$out/inputs.sha256"
+echo "guest-image: wrote $out/vmlinux ($(basename "$vmlinuz"), $(du -h "$out/vmlinux" | cut -f1)) and $out/initramfs.gz ($(du -h "$out/initramfs.gz" | cut -f1))"

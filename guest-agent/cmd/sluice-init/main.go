@@ -1,0 +1,54 @@
+// Command sluice-init is the /init of Sluice's guest image: the first and
+// only process of a minimal Linux guest. It mounts /proc, /sys and /dev,
+// runs /sbin/sluice-agent with the arguments named on the kernel command
+// line, reports how it ended on the console, and powers the guest off.
+//
+// The agent's arguments come from the kernel parameter sluice.agent, words
+// separated by commas (the kernel command line has no portable quoting):
+//
+//	sluice.agent=--device,auto,run,throttle,--kernel-us,100,--duration,5s
+//
+// Without it the agent runs "--device info" (prints the region's header). Outside a guest (not PID 1)
+// sluice-init refuses to run: it would power the machine off.
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Paths inside the image.
+const (
+	agentPath = "/sbin/sluice-agent"
+	param     = "sluice.agent="
+)
+
+func main() {
+	if len(os.Args) > 1 && (os.Args[1] == "--help" || os.Args[1] == "-h") {
+		fmt.Println(usage)
+		return
+	}
+	if os.Getpid() != 1 {
+		fmt.Fprintln(os.Stderr, "sluice-init: not PID 1; this is the guest image's /init and powers the machine off when done")
+		fmt.Fprintln(os.Stderr, usage)
+		os.Exit(2)
+	}
+	os.Exit(run())
+}
+
+const usage = `usage: sluice-init (as /init of the guest image, PID 1)
+
+Mounts /proc, /sys and /dev, runs /sbin/sluice-agent with the words of the
+kernel parameter sluice.agent (comma-separated; default: --device,info), prints
+"sluice-init: agent exited with status N" on the console and powers off.`
+
+// agentArgs extracts the agent's arguments from a kernel command line.
+func agentArgs(cmdline string) []string {
+	for _, f := range strings.Fields(cmdline) {
+		if v, ok := strings.CutPrefix(f, param); ok && v != "" {
+			return strings.Split(v, ",")
+		}
+	}
+	return []string{"--device", "info"}
+}

@@ -1,0 +1,22 @@
+package main
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestAgentArgs(t *testing.T) {
+	for _, tt := range []struct {
+		cmdline string
+		want    []string
+	}{
+		{"console=ttyS0 quiet panic=-1\n", []string{"--device", "info"}},
+		{"console=ttyS0 sluice.agent=--device,auto,run,throttle,--kernel-us,100 quiet", []string{"--device", "auto", "run", "throttle", "--kernel-us", "100"}},
+		{"sluice.agent= quiet", []string{"--device", "info"}},
+		{"sluice.agentx=1 sluice.agent=info", []string{"info"}},
+	} {
+		if got := agentArgs(tt.cmdline); !slices.Equal(got, tt.want) {
+			t.Errorf("agentArgs(%q) = %q, want %q", tt.cmdline, got, tt.want)
+		}
+	}
+}
