@@ -37,16 +37,6 @@ func (p *Period) PollNs() int64 { return p.Phase.End - p.Phase.Start }
 // phase.
 func (p *Period) NextNonPollNs() int64 { return max(p.NextEnd-p.End-p.NextPollNs, 0) }
 
-// Extrapolate is the share of [from, to] that the poll phase measured for
-// vm: Share[vm] × (to − from), the estimate for a stretch after End that no
-// period has charged yet (the tail of a run, a usage reading taken now).
-func (p *Period) Extrapolate(vm uint32, from, to int64) int64 {
-	if to <= from {
-		return 0
-	}
-	return int64(p.Share[vm] * float64(to-from))
-}
-
 // Poller runs poll phases and non-poll phases, feeds an Estimator, and
 // reports a Period at the end of each poll phase. CPUNs, PollNs, Periods and
 // Stop are safe for concurrent use.
