@@ -120,9 +120,8 @@
 // Summing Busy over consecutive periods estimates a VM's GPU time over
 // [first Start, last End]; the error of that sum shrinks as one over the
 // square root of the number of periods (a sample of 1.9% of the time). With
-// the wall driver timers wake
-// late: the poll phase may start late, and a period ends when the poller
-// gets to it (the actual times are used everywhere, as LoGA does).
+// the wall driver timers wake late: the poll phase may start late, and a
+// period ends when the poller gets to it (the actual times are used everywhere, as LoGA does).
 //
 // # Drivers
 //
