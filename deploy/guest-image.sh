@@ -4,7 +4,8 @@
 #   deploy/guest-image.sh OUT_DIR BIN_DIR
 #
 # OUT_DIR gets vmlinux (the kernel of linux-image-amd64, uncompressed for QEMU's fast PVH boot with qboot) and
-# initramfs.gz (/init = sluice-init, /sbin/sluice-agent, /dev/console). BIN_DIR holds the static sluice-init and
+# initramfs.gz (/init = sluice-init, /sbin/sluice-agent, /dev/console, and the kernel's ACPI power button and input
+# event modules, which sluice-init loads so that a host's powerdown reaches it). BIN_DIR holds the static sluice-init and
 # sluice-agent (make build). Nothing is downloaded here: the kernel comes from the installed linux-image-amd64
 # package (apt-get install linux-image-amd64 cpio xz-utils). The image is rebuilt only when an input changes
 # (OUT_DIR/inputs.sha256 records them).
@@ -24,7 +25,13 @@ for b in sluice-init sluice-agent; do
 done
 
 mkdir -p "$out"
-inputs=$(sha256sum "$vmlinuz" "$bin/sluice-init" "$bin/sluice-agent" "$0" | awk '{print $1}' | sha256sum | awk '{print $1}')
+kver=$(basename "$vmlinuz"); kver=${kver#vmlinuz-}
+modules=()
+for m in kernel/drivers/acpi/button.ko kernel/drivers/input/evdev.ko; do
+  [ -f "/lib/modules/$kver/$m" ] || die "/lib/modules/$kver/$m is missing (linux-image-amd64 $kver incomplete?)"
+  modules+=("/lib/modules/$kver/$m")
+done
+inputs=$(sha256sum "$vmlinuz" "${modules[@]}" "$bin/sluice-init" "$bin/sluice-agent" "$0" | awk '{print $1}' | sha256sum | awk '{print $1}')
 if [ -f "$out/inputs.sha256" ] && [ "$(cat "$out/inputs.sha256")" = "$inputs" ] && [ -f "$out/vmlinux" ] &&
   [ -f "$out/initramfs.gz" ]; then
   echo "guest-image: $out is up to date ($(basename "$vmlinuz"))"
@@ -41,7 +48,8 @@ tail -c +"$((off + 1))" "$vmlinuz" | xz -dc --single-stream > "$tmp/vmlinux" 2>/
 [ "$(head -c 4 "$tmp/vmlinux" | od -An -tx1 | tr -d ' ')" = "7f454c46" ] || die "$vmlinuz: decompressed kernel is not ELF"
 
 root=$tmp/root
-mkdir -p "$root"/{dev,proc,sys,sbin}
+mkdir -p "$root"/{dev,proc,sys,sbin,lib/sluice-modules}
+cp "${modules[@]}" "$root/lib/sluice-modules/"
 cp "$bin/sluice-init" "$root/init"
 cp "$bin/sluice-agent" "$root/sbin/sluice-agent"
 mknod -m 600 "$root/dev/console" c 5 1

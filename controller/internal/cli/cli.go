@@ -83,6 +83,10 @@ func Run(ctx context.Context, args []string, opts Options) int {
 	if err == nil {
 		return ExitOK
 	}
+	var code exitCode
+	if errors.As(err, &code) {
+		return int(code) // a guest command's status; it printed its own message
+	}
 	fmt.Fprintf(opts.Stderr, "sluicectl: %s\n", a.describe(err))
 	var ue usageError
 	if errors.As(err, &ue) {

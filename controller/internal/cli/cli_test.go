@@ -246,7 +246,7 @@ var commandTests = []commandTest{
 			"Run 'sluicectl --help' for usage.\n", code: 2}},
 	{name: "vm no command", args: []string{"vm"},
 		want: result{stderr: "sluicectl: missing command after \"sluicectl vm\" " +
-			"(one of: create, delete, get, list, set, usage)\nRun 'sluicectl vm --help' for usage.\n", code: 2}},
+			"(one of: create, delete, exec, get, list, set, start, stop, usage)\nRun 'sluicectl vm --help' for usage.\n", code: 2}},
 	{name: "unknown command", args: []string{"vm", "lst"},
 		want: result{stderr: "sluicectl: unknown command \"lst\" for \"sluicectl vm\" " +
 			"(did you mean \"list\" or \"get\" or \"set\"?)\nRun 'sluicectl vm --help' for usage.\n", code: 2}},

@@ -13,7 +13,7 @@ import (
 func newVMCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "vm",
-		Short: "Create, inspect, change and delete VM endpoints",
+		Short: "Create, inspect, change and delete VM endpoints; boot, use and stop their guests",
 		Long: `Manage VM endpoints. Each VM gets an ivshmem endpoint socket that QEMU (or a
 process guest) connects to, a weight for fair sharing of the GPU, an optional
 cap (a hard maximum share, enforced under policy cap), and exact GPU-time
@@ -22,6 +22,8 @@ accounting that outlives the VM.`,
   sluicectl vm list
   sluicectl vm set web --weight 4
   sluicectl vm usage web
+  sluicectl vm start web && sluicectl vm exec web -- throttle --duration 5s --json
+  sluicectl vm stop web
   sluicectl vm delete web`,
 		Args: groupArgs,
 		RunE: groupRun,
@@ -33,6 +35,9 @@ accounting that outlives the VM.`,
 		newVMSetCommand(a),
 		newVMDeleteCommand(a),
 		newVMUsageCommand(a),
+		newVMStartCommand(a),
+		newVMStopCommand(a),
+		newVMExecCommand(a),
 	)
 	return cmd
 }

@@ -16,9 +16,10 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRootCmd(os.Stdout).ExecuteContext(ctx)
+	interrupted := ctx.Err() != nil // before stop, which cancels ctx too
 	stop()
 	if err != nil {
-		if ctx.Err() != nil {
+		if interrupted {
 			err = fmt.Errorf("interrupted: %w", err)
 		}
 		fmt.Fprintf(os.Stderr, "sluice-agent: %v\n", err)

@@ -8,8 +8,11 @@
 //
 //	sluice.agent=--device,auto,run,throttle,--kernel-us,100,--duration,5s
 //
-// Without it the agent runs "--device info" (prints the region's header). Outside a guest (not PID 1)
-// sluice-init refuses to run: it would power the machine off.
+// Without it the agent runs "--device info" (prints the region's header).
+// The power button (ACPI, from QMP system_powerdown or virsh shutdown) sends
+// the agent SIGTERM and powers off once it has exited (or after 10 s).
+// Outside a guest (not PID 1) sluice-init refuses to run: it would power the
+// machine off.
 package main
 
 import (
@@ -41,7 +44,8 @@ const usage = `usage: sluice-init (as /init of the guest image, PID 1)
 
 Mounts /proc, /sys and /dev, runs /sbin/sluice-agent with the words of the
 kernel parameter sluice.agent (comma-separated; default: --device,info), prints
-"sluice-init: agent exited with status N" on the console and powers off.`
+"sluice-init: agent exited with status N" on the console and powers off. The
+guest's power button stops the agent (SIGTERM) first.`
 
 // agentArgs extracts the agent's arguments from a kernel command line.
 func agentArgs(cmdline string) []string {

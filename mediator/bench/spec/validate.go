@@ -3,10 +3,11 @@ package spec
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sluice-gpu/sluice/api/hostapi"
 )
 
 // ErrInvalid is matched (errors.Is) by every error that Parse, Load, Validate and Marshal return for a bad spec.
@@ -116,8 +117,6 @@ func (p *problems) err() error {
 	return &Error{Problems: list}
 }
 
-var nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
-
 // Validate checks every field against the format in the package comment and reports all problems in one error
 // that matches ErrInvalid. Zero values are not defaults here (see WithDefaults), except that cap 0 means none.
 func (s Spec) Validate() error {
@@ -164,8 +163,8 @@ func (vm VM) check(p *problems, path string) {
 	switch {
 	case vm.Name == "" && !p.has(path+".name"):
 		p.add(path+".name", "required")
-	case !nameRE.MatchString(vm.Name):
-		p.add(path+".name", "must match %s, got %s", nameRE, quote(vm.Name))
+	case !hostapi.ValidName(vm.Name):
+		p.add(path+".name", "must match %s, got %s", hostapi.NameRE, quote(vm.Name))
 	}
 	checkRange(p, path+".weight", int64(vm.Weight), 1, MaxWeight)
 	if vm.Cap != 0 || p.has(path+".cap") {

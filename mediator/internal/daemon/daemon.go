@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"sync"
 	"time"
@@ -54,8 +53,6 @@ type entry struct {
 	req  hostapi.CreateVMRequest
 	base usage.Record // usage before this endpoint existed
 }
-
-var nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
 // New opens the backend and the state directory and re-creates the VMs that
 // existed when the daemon last stopped.
@@ -148,7 +145,7 @@ func (d *Daemon) CreateVM(_ context.Context, req hostapi.CreateVMRequest) (hosta
 }
 
 func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
-	if !nameRE.MatchString(req.Name) {
+	if !hostapi.ValidName(req.Name) {
 		return hostapi.VM{}, fmt.Errorf("vm name %q: want 1-63 of letters, digits, '.', '_', '-', starting with a letter or digit: %w", req.Name, hostapi.ErrInvalid)
 	}
 	if _, ok := d.vms[req.Name]; ok || d.deleting[req.Name] {
