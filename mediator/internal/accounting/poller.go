@@ -51,13 +51,20 @@ type Poller struct {
 	// the current period: [start, end], poll phase from pollAt, poll long
 	start, end, pollAt, poll int64
 	phase                    Phase // its poll phase, once measured
+	// A stretched (idle) period is watched every checkNs; two VMs active
+	// (counting those in known, active when it was planned) end it early.
+	stretched bool
+	checkNs   int64
+	known     map[uint32]bool
 
 	// virtual driver
-	after    func(delay int64, fn func())
-	phaseEnd int64
-	sample   func() // p.vSample, bound once
-	begin    func() // p.vBegin, bound once
-	close    func() // p.vClose, bound once
+	after     func(delay int64, fn func())
+	phaseEnd  int64
+	sample    func() // p.vSample, bound once
+	begin     func() // p.vBegin, bound once
+	close     func() // p.vClose, bound once
+	awaitPoll func() // p.vAwaitPoll, bound once
+	awaitEnd  func() // p.vAwaitEnd, bound once
 
 	// wall driver
 	now func() int64
@@ -135,6 +142,57 @@ func (p *Poller) plan(start int64, channels, vms int) {
 	if slack := length - poll; slack > 0 {
 		p.pollAt += p.rng.Int64N(slack + 1)
 	}
+	p.stretched = vms <= 1 && p.cfg.IdleFactor > 1 && p.sampling()
+	p.checkNs = max(int64(float64(length)/p.cfg.IdleFactor), 1)
+}
+
+// contended reports whether the last status read, with the VMs the current
+// period was planned for, shows two VMs or more active.
+func (p *Poller) contended() bool {
+	n := len(p.known)
+	for _, a := range p.st.Active {
+		if n >= 2 {
+			break
+		}
+		if !p.known[a.VM] {
+			p.known[a.VM] = true
+			n++
+		}
+	}
+	return n >= 2
+}
+
+// watch is called at each check of a stretched period with a fresh status
+// read at time t: contention ends the stretch. The period is stretched
+// because at most one VM was active; once two are, the scheduler must decide
+// again soon, or they share the GPU for a whole stretch (IdleFactor periods)
+// without a decision (seen live: a poll phase that fell into a gap of two
+// saturating guests stretched the next period to 300 ms, in which the
+// long-kernel VM took 85%). Before the poll phase, the phase moves to now
+// and the period ends with it; after it, the period ends now. Either way the
+// poll phase is no longer a uniform sample of the shortened period: only
+// stretched periods pay that, and they ran without contention until now.
+func (p *Poller) watch(t int64) {
+	if !p.stretched || !p.contended() {
+		return
+	}
+	p.stretched = false
+	if t < p.pollAt {
+		p.pollAt = t
+		p.end = t + p.poll
+		return
+	}
+	p.end = max(t, p.pollAt+p.poll)
+}
+
+// step is how long to wait towards target from t: all the way, or in checks
+// while the period is stretched.
+func (p *Poller) step(t, target int64) int64 {
+	d := target - t
+	if p.stretched {
+		d = min(d, p.checkNs)
+	}
+	return max(d, 0)
 }
 
 // SetWaiting tells the poller which VMs have work the scheduler holds back:
@@ -156,6 +214,20 @@ func (p *Poller) activeVMs(ph Phase) int {
 	return n
 }
 
+// activeSet is the set of VMs active in ph or waiting.
+func (p *Poller) activeSet(ph Phase) map[uint32]bool {
+	set := make(map[uint32]bool, len(ph.Active)+1)
+	for vm := range ph.Active {
+		set[vm] = true
+	}
+	if p.waiting != nil {
+		for _, vm := range p.waiting() {
+			set[vm] = true
+		}
+	}
+	return set
+}
+
 // closePeriod builds the Period that ends at end from the poll phase
 // measured in it, and plans the next one.
 func (p *Poller) closePeriod(end int64) Period {
@@ -175,6 +247,7 @@ func (p *Poller) closePeriod(end int64) Period {
 	}
 	vms := p.activeVMs(ph)
 	per.Idle = vms <= 1
+	p.known = p.activeSet(ph)
 	p.plan(per.End, ph.Channels, vms)
 	per.NextEnd, per.NextPollNs = p.end, p.poll
 	p.phase = Phase{}
@@ -197,6 +270,7 @@ func NewVirtual(cfg Config, status backend.StatusReader, after func(delay int64,
 	}
 	p.after = after
 	p.sample, p.begin, p.close = p.vSample, p.vBegin, p.vClose
+	p.awaitPoll, p.awaitEnd = p.vAwaitPoll, p.vAwaitEnd
 	after(0, p.vStart)
 	return p, nil
 }
@@ -219,7 +293,43 @@ func (p *Poller) vStart() {
 	p.read()
 	t := p.st.Time
 	p.firstPlan(t)
-	p.after(max(p.pollAt-t, 0), p.begin)
+	p.after(max(p.pollAt-t, 0), p.awaitPoll)
+}
+
+// vAwaitPoll waits for the poll phase, checking a stretched period.
+func (p *Poller) vAwaitPoll() {
+	if p.stopped.Load() {
+		return
+	}
+	// Only a stretched period's checks read the status here; otherwise
+	// this runs at p.pollAt exactly.
+	if p.stretched {
+		p.timed(p.read)
+		p.watch(p.st.Time)
+		if t := p.st.Time; t < p.pollAt {
+			p.after(p.step(t, p.pollAt), p.awaitPoll)
+			return
+		}
+	}
+	p.begin()
+}
+
+// vAwaitEnd waits for the period's end, checking a stretched period.
+func (p *Poller) vAwaitEnd() {
+	if p.stopped.Load() {
+		return
+	}
+	// Only a stretched period's checks read the status here; otherwise
+	// this runs at p.end exactly.
+	if p.stretched {
+		p.timed(p.read)
+		p.watch(p.st.Time)
+		if t := p.st.Time; t < p.end {
+			p.after(p.step(t, p.end), p.awaitEnd)
+			return
+		}
+	}
+	p.close()
 }
 
 func (p *Poller) vBegin() {
@@ -261,7 +371,7 @@ func (p *Poller) vSample() {
 		p.est.Observe(&p.st)
 		p.phase = p.est.End(t)
 	})
-	p.after(max(p.end-t, 0), p.close)
+	p.after(p.step(t, p.end), p.awaitEnd)
 }
 
 func (p *Poller) vClose() {
@@ -274,5 +384,5 @@ func (p *Poller) vClose() {
 	if p.stopped.Load() {
 		return
 	}
-	p.after(max(p.pollAt-p.st.Time, 0), p.begin)
+	p.after(p.step(p.st.Time, p.pollAt), p.awaitPoll)
 }

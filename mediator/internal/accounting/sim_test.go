@@ -105,29 +105,21 @@ func (o outcome) String() string {
 }
 
 // truthReader reads the status and remembers the sim's ground truth at the
-// last two reads, and at the first read after each arm (a poll phase's
-// first sample).
+// time of every read, so that a poll phase's truth is the difference between
+// the reads at its start and end.
 type truthReader struct {
-	s          *sim.Sim
-	vms        []uint32
-	last, prev []int64 // truth per vms index
-	armed      int     // reads to skip before recording begin; -1: disarmed
-	begin      []int64
+	s   *sim.Sim
+	vms []uint32
+	at  map[int64][]int64 // truth per vms index, by read time
 }
 
 func (r *truthReader) ReadStatus(st *backend.Status) {
 	r.s.ReadStatus(st)
-	r.prev, r.last = r.last, r.prev
+	busy := make([]int64, len(r.vms))
 	for i, vm := range r.vms {
-		r.last[i] = r.s.VMBusy(vm)
+		busy[i] = r.s.VMBusy(vm)
 	}
-	switch {
-	case r.armed == 0:
-		copy(r.begin, r.last)
-		r.armed = -1
-	case r.armed > 0:
-		r.armed--
-	}
+	r.at[st.Time] = busy
 }
 
 // measure runs a virtual poller over a workload for dur ns of simulated
@@ -137,20 +129,22 @@ func measure(t testing.TB, cfg Config, dur int64, vms []uint32, workload func(*s
 	s := newManualSim(t)
 	workload(s)
 	o := outcome{Accounted: map[uint32]int64{}, True: map[uint32]int64{}, InWindow: map[uint32]int64{}, TrueWindow: map[uint32]int64{}}
-	tr := &truthReader{s: s, vms: vms, last: make([]int64, len(vms)), prev: make([]int64, len(vms)),
-		begin: make([]int64, len(vms)), armed: 1} // the first read only learns the time
+	tr := &truthReader{s: s, vms: vms, at: map[int64][]int64{}}
 	var periods []Period
 	var inPoll, atEnd [][]int64 // truth over each poll phase, and at each period's end
 	onPeriod := func(p Period) {
-		// The last read closed the period; the one before it ended the
-		// poll phase.
+		begin, end, last := tr.at[p.Phase.Start], tr.at[p.Phase.End], tr.at[p.End]
+		if begin == nil || end == nil || last == nil {
+			t.Fatalf("period [%d, %d], poll phase [%d, %d]: no status read at one of these times", p.Start, p.End, p.Phase.Start, p.Phase.End)
+		}
 		w := make([]int64, len(vms))
 		for i := range vms {
-			w[i] = tr.prev[i] - tr.begin[i]
+			w[i] = end[i] - begin[i]
 		}
 		periods = append(periods, p)
-		inPoll, atEnd = append(inPoll, w), append(atEnd, slices.Clone(tr.last))
-		tr.armed = 0
+		inPoll, atEnd = append(inPoll, w), append(atEnd, slices.Clone(last))
+		clear(tr.at)
+		tr.at[p.End] = last
 	}
 	p, err := NewVirtual(cfg, tr, s.After, onPeriod)
 	if err != nil {
@@ -295,4 +289,51 @@ func TestCPUTenVMs(t *testing.T) {
 	}
 	t.Logf("estimator CPU / simulated time = %.4f%% of a core; spin duty (PollNs / time, the wall driver's cost) = %.3f%%; %v",
 		100*float64(o.CPUNs)/float64(o.Until), 100*float64(o.PollNs)/float64(o.Until), o)
+}
+
+// TestStretchEndsOnContention: a period stretched because nothing ran ends
+// soon after two VMs start, instead of running its whole stretch without a
+// decision; one VM alone keeps it stretched.
+func TestStretchEndsOnContention(t *testing.T) {
+	cfg := Config{}
+	if err := cfg.Validate(); err != nil { // fills in the defaults
+		t.Fatal(err)
+	}
+	normal := int64(float64(cfg.meanPollNs(1)) * (1 + cfg.ratio()))
+	for _, tt := range []struct {
+		name string
+		vms  []uint32
+	}{{"two VMs", []uint32{1, 2}}, {"one VM", []uint32{1}}} {
+		t.Run(tt.name, func(t *testing.T) {
+			var worst int64 // the longest wait from the start to a period end
+			for k := range int64(12) {
+				start := second/2 + k*normal*7/3
+				s := newManualSim(t)
+				for _, vm := range tt.vms {
+					closedLoop(t, s, vm, 1000*us, 0, start)
+				}
+				var periods []Period
+				p, err := NewVirtual(cfg, s, s.After, func(per Period) { periods = append(periods, per) })
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Run(start + second); err != nil {
+					t.Fatal(err)
+				}
+				p.Stop()
+				for _, per := range periods {
+					if per.Start < start && per.End >= start {
+						worst = max(worst, per.End-start)
+					}
+				}
+			}
+			t.Logf("normal period %.1f ms; longest wait after the start %.1f ms", float64(normal)/1e6, float64(worst)/1e6)
+			if len(tt.vms) == 2 && worst > 3*normal {
+				t.Errorf("two VMs started: a stretched period went on %.1f ms (normal period %.1f ms)", float64(worst)/1e6, float64(normal)/1e6)
+			}
+			if len(tt.vms) == 1 && worst <= 3*normal {
+				t.Errorf("one VM alone cut stretched periods short: longest wait %.1f ms", float64(worst)/1e6)
+			}
+		})
+	}
 }

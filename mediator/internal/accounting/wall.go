@@ -47,7 +47,7 @@ func (p *Poller) Run(ctx context.Context) error {
 		if p.stopped.Load() {
 			return nil
 		}
-		if !sleepUntil(ctx, timer, p.now, p.pollAt) {
+		if !p.wallAwait(ctx, timer, func() int64 { return p.pollAt }) {
 			return ctx.Err()
 		}
 		ph, ok := p.wallPhase(ctx, timer)
@@ -55,10 +55,31 @@ func (p *Poller) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		p.phase = ph
-		if !sleepUntil(ctx, timer, p.now, p.end) {
+		if !p.wallAwait(ctx, timer, func() int64 { return p.end }) {
 			return ctx.Err()
 		}
 		p.onPeriod(p.closePeriod(p.now()))
+	}
+}
+
+// wallAwait sleeps until target(), which a check of a stretched period may
+// bring forward (watch); false if ctx ended first.
+func (p *Poller) wallAwait(ctx context.Context, timer *time.Timer, target func() int64) bool {
+	for {
+		n := p.now()
+		t := target()
+		if n >= t {
+			return ctx.Err() == nil
+		}
+		if !sleepUntil(ctx, timer, p.now, n+p.step(n, t)) {
+			return false
+		}
+		if p.stretched {
+			cpu0 := threadCPUNs()
+			p.read()
+			p.watch(p.st.Time)
+			p.cpuNs.Add(max(threadCPUNs()-cpu0, 0))
+		}
 	}
 }
 
