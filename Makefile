@@ -13,12 +13,12 @@ FUZZTIME     ?= 3s
 DEMO_SECONDS ?= 20
 BENCHTIME    ?= 2s
 
-.PHONY: help build sluiced sluicectl sluice-agent sluice-init guest-image test unit fuzz vet lint demo bench clean
+.PHONY: help build sluiced sluicectl sluice-agent sluice-init sluice-libvirt-hook guest-image test unit fuzz vet lint demo bench clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-build: sluiced sluicectl sluice-agent sluice-init ## build every binary into bin/ (static, no cgo)
+build: sluiced sluicectl sluice-agent sluice-init sluice-libvirt-hook ## build every binary into bin/ (static, no cgo)
 
 sluiced: ## build the mediator daemon
 	$(GOBUILD) -o $(BIN)/sluiced ./mediator/cmd/sluiced
@@ -33,6 +33,9 @@ sluice-init: ## build the guest image's /init
 	$(GOBUILD) -o $(BIN)/sluice-init ./guest-agent/cmd/sluice-init
 
 GUEST_DIR    ?= build/guest
+sluice-libvirt-hook: ## build the libvirt qemu hook (deploy/install-libvirt-hook.sh installs it)
+	$(GOBUILD) -o $(BIN)/sluice-libvirt-hook ./vmm-plugin/cmd/sluice-libvirt-hook
+
 guest-image: sluice-agent sluice-init ## kernel + initramfs for QEMU guests into $(GUEST_DIR) (needs linux-image-amd64, cpio)
 	deploy/guest-image.sh $(GUEST_DIR) $(BIN)
 

@@ -130,7 +130,7 @@ Exit status: 0 on success, 1 when the command failed, 2 on a usage error.`,
 	root.PersistentFlags().StringVar(&a.socket, "socket", socket,
 		"path of sluiced's UNIX socket (env "+SocketEnv+")")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newVMCommand(a), newPolicyCommand(a), newTopCommand(a), newVersionCommand(a), newBenchCommand(a))
+	root.AddCommand(newVMCommand(a), newPolicyCommand(a), newTopCommand(a), newVersionCommand(a), newBenchCommand(a), newLibvirtCommand(a))
 	return root
 }
 

@@ -242,7 +242,7 @@ var commandTests = []commandTest{
 	{name: "help", args: []string{"vm", "create", "--help"}, prefix: true,
 		want: result{stdout: "Create a VM endpoint named NAME"}},
 	{name: "no command", args: []string{},
-		want: result{stderr: "sluicectl: missing command after \"sluicectl\" (one of: bench, policy, top, version, vm)\n" +
+		want: result{stderr: "sluicectl: missing command after \"sluicectl\" (one of: bench, libvirt, policy, top, version, vm)\n" +
 			"Run 'sluicectl --help' for usage.\n", code: 2}},
 	{name: "vm no command", args: []string{"vm"},
 		want: result{stderr: "sluicectl: missing command after \"sluicectl vm\" " +

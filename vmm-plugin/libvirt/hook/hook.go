@@ -1,0 +1,272 @@
+// Package hook is Sluice's libvirt qemu hook: when a domain with a Sluice
+// <shmem> device is about to start, it creates the domain's VM endpoint in
+// sluiced (QEMU connects to the endpoint synchronously, so it must exist
+// first), and when the domain has stopped, it deletes the endpoint again.
+//
+// libvirt runs the hook as HOOK DOMAIN OPERATION SUBOP EXTRA with the domain
+// XML on stdin, waits for it, and aborts a start whose prepare hook exits
+// non-zero, showing its stderr. The hook never writes to stdout: for some
+// operations (migrate, restore) libvirt would take that as replacement XML.
+package hook
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/hostapi"
+	"github.com/sluice-gpu/sluice/vmm-plugin/libvirt"
+)
+
+// Version is the hook's version; the binary's main sets it.
+var Version = "dev"
+
+// Exit codes.
+const (
+	ExitOK    = 0 // done, or nothing to do
+	ExitError = 1 // failed; libvirt aborts a start and shows the message
+	ExitUsage = 2 // bad command line
+)
+
+// Defaults of the flags.
+const (
+	DefaultSocket  = "/run/sluice/sluiced.sock"
+	SocketEnv      = "SLUICE_SOCKET"
+	DefaultTimeout = 10 * time.Second
+)
+
+// API is the part of sluiced's host API the hook uses.
+type API interface {
+	CreateVM(ctx context.Context, req hostapi.CreateVMRequest) (hostapi.VM, error)
+	GetVM(ctx context.Context, name string) (hostapi.VM, error)
+	DeleteVM(ctx context.Context, name string) error
+}
+
+var _ API = (*hostapi.Client)(nil)
+
+// handler acts on one operation of one domain.
+type handler func(ctx context.Context, api API, name string, d libvirt.Domain) error
+
+// handlers maps "OPERATION SUBOP" to what the hook does; every other
+// operation is accepted and ignored.
+var handlers = map[string]handler{
+	"prepare begin": prepare,
+	"release end":   release,
+}
+
+const usageText = `sluice-libvirt-hook: libvirt qemu hook for Sluice GPU VMs.
+
+Usage (libvirt runs it; the domain XML comes on stdin):
+  sluice-libvirt-hook [flags] DOMAIN OPERATION SUBOP EXTRA
+
+For a domain with a Sluice device, <shmem name='sluice'> of model
+ivshmem-doorbell (print one with "sluicectl libvirt xml NAME"):
+  prepare begin  creates the VM NAME=DOMAIN in sluiced, with the settings of
+                 <metadata><sluice:vm .../></metadata>, or accepts the VM if it
+                 exists; then checks that the device's <server path> is the
+                 VM's endpoint and its <msi vectors> are enough. A failure
+                 aborts the start of the domain.
+  release end    deletes the VM if the device points at it (its usage stays
+                 on record in sluiced).
+Every other operation, and every domain without a Sluice device, is left
+alone.
+
+Installation (libvirt 6.5 or later runs every executable in qemu.d/):
+  deploy/install-libvirt-hook.sh --bin /usr/local/bin/sluice-libvirt-hook \
+      --socket /run/sluice/sluiced.sock
+installs /etc/libvirt/hooks/qemu.d/sluice, a wrapper that runs this binary
+with --socket (libvirt scrubs the environment of hooks down to PATH, HOME and
+a few more, so $` + SocketEnv + ` does not reach it). Restart libvirtd (or
+virtqemud) after installing the first hook: it looks for hooks only when it
+starts.
+
+Flags:
+`
+
+// Run runs the hook with args (the command line without the program name)
+// and returns its exit code. api is the host API to use; nil connects to
+// --socket. Only --version writes to stdout.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, api API) int {
+	fs := flag.NewFlagSet("sluice-libvirt-hook", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageText)
+		fs.PrintDefaults()
+	}
+	socket := os.Getenv(SocketEnv)
+	if socket == "" {
+		socket = DefaultSocket
+	}
+	fs.StringVar(&socket, "socket", socket, "sluiced's host API socket (env "+SocketEnv+")")
+	timeout := fs.Duration("timeout", DefaultTimeout, "time allowed for the calls to sluiced")
+	version := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	if *version {
+		fmt.Fprintln(stdout, "sluice-libvirt-hook", Version)
+		return ExitOK
+	}
+	if fs.NArg() < 3 {
+		fmt.Fprintln(stderr, "sluice-libvirt-hook: want DOMAIN OPERATION SUBOP [EXTRA] as libvirt passes them (see --help)")
+		return ExitUsage
+	}
+	if *timeout <= 0 {
+		fmt.Fprintln(stderr, "sluice-libvirt-hook: --timeout must be positive")
+		return ExitUsage
+	}
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	name, op := fs.Arg(0), fs.Arg(1)+" "+fs.Arg(2)
+	h, ok := handlers[op]
+	if !ok {
+		// Drain what libvirt writes so that it never sees a broken pipe.
+		_, _ = io.Copy(io.Discard, io.LimitReader(stdin, libvirt.MaxDomainXML))
+		return ExitOK
+	}
+	if api == nil {
+		api = hostapi.NewClient(socket)
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	if err := dispatch(ctx, api, h, name, stdin); err != nil {
+		fmt.Fprintf(stderr, "sluice-libvirt-hook: %s: %s\n", op, oneLine(describe(err, socket, name)))
+		return ExitError
+	}
+	return ExitOK
+}
+
+func dispatch(ctx context.Context, api API, h handler, name string, stdin io.Reader) error {
+	d, data, err := libvirt.ReadDomain(stdin)
+	if err != nil {
+		// The hook runs for every domain on the host: one that the small
+		// model cannot read is not stopped unless it is Sluice's.
+		if !strings.Contains(string(data), libvirt.ShmemModel) {
+			return nil
+		}
+		return fmt.Errorf("domain %q: %w", name, err)
+	}
+	return h(ctx, api, name, d)
+}
+
+// sluiceDevice returns the Sluice device of d; ok is false for a domain that
+// does not use Sluice, which the hook leaves alone.
+func sluiceDevice(name string, d libvirt.Domain) (dev libvirt.DomainShmem, ok bool, err error) {
+	dev, ok = libvirt.SluiceShmem(d)
+	if ok && d.Name != "" && d.Name != name {
+		// The VM is named after the domain: do not guess which name is right.
+		return dev, ok, fmt.Errorf("libvirt named domain %q but its xml names %q", name, d.Name)
+	}
+	return dev, ok, nil
+}
+
+// prepare creates the VM of a Sluice domain and checks the device against it.
+func prepare(ctx context.Context, api API, name string, d libvirt.Domain) error {
+	dev, ok, err := sluiceDevice(name, d)
+	if !ok || err != nil {
+		return err
+	}
+	set, err := libvirt.SluiceSettings(d)
+	if err != nil {
+		return fmt.Errorf("domain %q: %w", name, err)
+	}
+	vm, err := api.CreateVM(ctx, hostapi.CreateVMRequest{
+		Name: name, Weight: set.Weight, Cap: set.Cap, Channels: set.Channels,
+		RingEntries: set.RingEntries, RegionSize: set.RegionSize,
+	})
+	created := err == nil
+	if errors.Is(err, hostapi.ErrExists) {
+		vm, err = api.GetVM(ctx, name)
+	}
+	if err != nil {
+		return fmt.Errorf("creating vm %q in sluiced: %w", name, err)
+	}
+	if err := checkDevice(name, dev, vm); err != nil {
+		if created {
+			if derr := api.DeleteVM(ctx, name); derr != nil && !errors.Is(derr, hostapi.ErrNotFound) {
+				return fmt.Errorf("%w (and deleting the vm again failed: %v)", err, derr)
+			}
+		}
+		return err
+	}
+	return nil
+}
+
+// checkDevice makes sure QEMU will reach vm through dev: the server is the
+// VM's endpoint and there are enough MSI vectors for its channels.
+func checkDevice(name string, dev libvirt.DomainShmem, vm hostapi.VM) error {
+	var problem string
+	var path string
+	var vectors uint
+	if dev.Server != nil {
+		path = dev.Server.Path
+	}
+	if dev.MSI != nil {
+		vectors = dev.MSI.Vectors
+	}
+	switch {
+	case path == "" || filepath.Clean(path) != filepath.Clean(vm.Endpoint):
+		problem = fmt.Sprintf("<server path=%q>, but the vm's endpoint is %q", path, vm.Endpoint)
+	case vm.Vectors > 0 && vectors < uint(vm.Vectors):
+		problem = fmt.Sprintf("<msi vectors='%d'>, but the vm needs %d", vectors, vm.Vectors)
+	default:
+		return nil
+	}
+	return fmt.Errorf("domain %q: device <shmem name=%q> has %s: regenerate it with 'sluicectl libvirt xml %s' and put it in the domain (virsh edit %s)",
+		name, dev.Name, problem, name, name)
+}
+
+// release deletes the VM of a Sluice domain; one already gone is fine.
+// libvirt also runs release after a failed prepare, so a VM that the
+// domain's device does not point at (the operator's, refused by prepare) is
+// left alone.
+func release(ctx context.Context, api API, name string, d libvirt.Domain) error {
+	dev, ok, err := sluiceDevice(name, d)
+	if !ok || err != nil {
+		return err
+	}
+	vm, err := api.GetVM(ctx, name)
+	if errors.Is(err, hostapi.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("looking up vm %q in sluiced: %w", name, err)
+	}
+	if dev.Server == nil || filepath.Clean(dev.Server.Path) != filepath.Clean(vm.Endpoint) {
+		return nil
+	}
+	if err := api.DeleteVM(ctx, name); err != nil && !errors.Is(err, hostapi.ErrNotFound) {
+		return fmt.Errorf("deleting vm %q in sluiced: %w", name, err)
+	}
+	return nil
+}
+
+// describe turns an unreachable or slow daemon into one sentence naming the
+// socket, instead of the transport chain.
+func describe(err error, socket, name string) string {
+	var oe *net.OpError
+	switch {
+	case errors.Is(err, hostapi.ErrUnavailable) && errors.As(err, &oe):
+		return fmt.Sprintf("domain %q: cannot reach sluiced at %s (%v): is it running? (the hook's --socket is set in %s)",
+			name, socket, oe.Err, "/etc/libvirt/hooks/qemu.d/sluice")
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("%v (sluiced at %s did not answer in time; see --timeout)", err, socket)
+	}
+	return err.Error()
+}
+
+// oneLine keeps the message on one line for libvirt's error report.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
