@@ -1,7 +1,8 @@
 // Package e2e is Sluice's end-to-end suite: it builds sluiced, sluicectl and
 // sluice-agent and runs them together as an operator and guests would.
-// Specs carry labels for what they need: process (nothing but Linux),
-// later qemu, libvirt and gpu. Select with --ginkgo.label-filter, or
+// Specs carry labels for what they need: process (nothing but Linux), qemu
+// (QEMU and the guest image's Debian kernel), libvirt (libvirtd as root),
+// later gpu. Select with --ginkgo.label-filter, or
 // `make e2e E2E_LABELS=process`.
 package e2e
 
@@ -37,5 +38,6 @@ var _ = AfterSuite(func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(left).To(BeEmpty(), "processes started by the suite are still running")
 	}
+	Expect(framework.LeftoverQEMU("sluice-e2e-")).To(BeEmpty(), "QEMU guests started by the suite are still running")
 	Expect(framework.LeftoverDirs()).To(ConsistOf(bins.Dir), "only the binaries' directory should remain until the suite's cleanup")
 })

@@ -23,7 +23,10 @@ type Binaries struct {
 	Sluiced   string
 	Sluicectl string
 	Agent     string
-	Dir       string // the directory holding all three
+	Init      string // the guest image's /init
+	Hook      string // the libvirt qemu hook
+	Root      string // the module's root (for deploy/ scripts)
+	Dir       string // the directory holding them all
 }
 
 var (

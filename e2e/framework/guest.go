@@ -1,0 +1,184 @@
+package framework
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
+)
+
+// guestBootTimeout bounds vm start: a TCG boot takes about 2.5 s; two guests
+// booting at once on a loaded 2-core machine take longer.
+const guestBootTimeout = 2 * time.Minute
+
+// RequiresQEMU skips the spec unless QEMU and what the guest image is built
+// from (Debian's linux-image-amd64, cpio, xz) are installed. CI installs
+// them (.ci/run), so there the qemu specs run.
+func RequiresQEMU() {
+	RequiresLinux()
+	for _, tool := range []string{"qemu-system-x86_64", "cpio", "xz"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			ginkgo.Skip("requires " + tool + " (apt-get install qemu-system-x86 cpio xz-utils)")
+		}
+	}
+	if k, _ := filepath.Glob("/boot/vmlinuz-*-amd64"); len(k) == 0 {
+		ginkgo.Skip("requires a Debian kernel in /boot (apt-get install linux-image-amd64)")
+	}
+}
+
+var (
+	imageOnce sync.Once
+	imageDir  string
+	imageErr  error
+)
+
+// GuestImage builds the guest image (deploy/guest-image.sh, as make
+// guest-image does) from the suite's binaries once, and returns its
+// directory (inside the binaries' directory, removed with them).
+func GuestImage() string {
+	ginkgo.GinkgoHelper()
+	imageOnce.Do(func() {
+		b := Bins()
+		dir := filepath.Join(b.Dir, "guest")
+		cmd := exec.Command(filepath.Join(b.Root, "deploy", "guest-image.sh"), dir, b.Dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			imageErr = fmt.Errorf("building the guest image: %w\n%s", err, out)
+			return
+		}
+		imageDir = dir
+	})
+	gomega.Expect(imageErr).NotTo(gomega.HaveOccurred())
+	return imageDir
+}
+
+// Guest is a QEMU guest started with sluicectl vm start.
+type Guest struct {
+	Name        string  `json:"name"`
+	PID         int     `json:"pid"`
+	Accel       string  `json:"accel"`
+	RunDir      string  `json:"run_dir"`
+	Endpoint    string  `json:"endpoint"`
+	Agent       string  `json:"agent"`
+	SerialLog   string  `json:"serial_log"`
+	BootSeconds float64 `json:"boot_seconds"`
+	d           *Daemon
+}
+
+// GuestRunDir is where this daemon's guests keep their run directories.
+func (d *Daemon) GuestRunDir() string { return filepath.Join(d.Dir, "guests") }
+
+// StartGuest boots a QEMU guest for VM name (sluicectl vm start, which
+// creates the VM if needed) and waits for its agent. When the spec ends the
+// guest is stopped if it still runs, and QEMU is killed if it will not stop;
+// its console log is printed to the spec's output if the spec failed.
+func (d *Daemon) StartGuest(name string, args ...string) *Guest {
+	ginkgo.GinkgoHelper()
+	all := append([]string{"vm", "start", name, "--image", GuestImage(), "--run-dir", d.GuestRunDir(), "--json",
+		"--wait", guestBootTimeout.String()}, args...)
+	r := d.Ctl(all...)
+	runDir := filepath.Join(d.GuestRunDir(), name)
+	ginkgo.DeferCleanup(func() { stopGuest(d, name, runDir) })
+	gomega.Expect(r.ExitCode).To(gomega.Equal(0), "%s\nconsole:\n%s", r, readFile(filepath.Join(runDir, "serial.log")))
+	g := &Guest{d: d}
+	gomega.Expect(json.Unmarshal([]byte(r.Stdout), g)).To(gomega.Succeed(), "decoding vm start's output:\n%s", r.Stdout)
+	return g
+}
+
+// stopGuest stops a guest at the end of a spec: sluicectl vm stop, then
+// SIGKILL to a QEMU that is still there.
+func stopGuest(d *Daemon, name, runDir string) {
+	pid := readPID(filepath.Join(runDir, "qemu.pid"))
+	if ginkgo.CurrentSpecReport().Failed() {
+		fmt.Fprintf(ginkgo.GinkgoWriter, "console of %s:\n%s\n", name, readFile(filepath.Join(runDir, "serial.log")))
+	}
+	if pid > 0 && qemuAlive(pid) {
+		// Not d.Ctl: it registers a cleanup, which a cleanup may not do.
+		ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
+		out, err := exec.CommandContext(ctx, Bins().Sluicectl, "--socket", d.Socket, "vm", "stop", name,
+			"--run-dir", d.GuestRunDir(), "--grace", "10s").CombinedOutput()
+		cancel()
+		if err != nil {
+			fmt.Fprintf(ginkgo.GinkgoWriter, "stopping guest %s: %v\n%s", name, err, out)
+		}
+	}
+	if pid > 0 && qemuAlive(pid) {
+		p, _ := os.FindProcess(pid)
+		p.Kill()
+		deadline := time.Now().Add(10 * time.Second)
+		for qemuAlive(pid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	gomega.Expect(qemuAlive(pid)).To(gomega.BeFalse(), "QEMU of guest %s (pid %d) is still running", name, pid)
+}
+
+// Exec runs an agent command line in the guest (sluicectl vm exec).
+func (g *Guest) Exec(args ...string) Result {
+	ginkgo.GinkgoHelper()
+	return g.d.Ctl(append([]string{"vm", "exec", g.Name, "--run-dir", g.d.GuestRunDir(), "--"}, args...)...)
+}
+
+// StartExec starts Exec and returns at once; Wait for its result.
+func (g *Guest) StartExec(args ...string) *Proc {
+	ginkgo.GinkgoHelper()
+	return start(Bins().Sluicectl, append([]string{"--socket", g.d.Socket, "vm", "exec", g.Name,
+		"--run-dir", g.d.GuestRunDir(), "--"}, args...)...)
+}
+
+// Stop powers the guest off (sluicectl vm stop) and asserts how it went.
+func (g *Guest) Stop() string {
+	ginkgo.GinkgoHelper()
+	out := g.d.CtlOK("vm", "stop", g.Name, "--run-dir", g.d.GuestRunDir())
+	gomega.Expect(qemuAlive(g.PID)).To(gomega.BeFalse(), "QEMU should be gone after vm stop")
+	return out
+}
+
+// LeftoverQEMU lists running QEMU processes whose command line mentions
+// prefix (the suite's temporary directories), as "pid cmdline".
+func LeftoverQEMU(prefix string) []string {
+	entries, _ := os.ReadDir("/proc")
+	var left []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !qemuAlive(pid) {
+			continue
+		}
+		cmdline := strings.ReplaceAll(readFile(filepath.Join("/proc", e.Name(), "cmdline")), "\x00", " ")
+		if strings.Contains(cmdline, prefix) {
+			left = append(left, fmt.Sprintf("%d %s", pid, cmdline))
+		}
+	}
+	return left
+}
+
+// qemuAlive reports whether pid runs and is a QEMU (not a zombie).
+func qemuAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	stat := readFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
+		return false
+	}
+	return strings.Contains(stat[:i], "qemu")
+}
+
+func readPID(path string) int {
+	pid, _ := strconv.Atoi(strings.TrimSpace(readFile(path)))
+	return pid
+}
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
