@@ -65,13 +65,14 @@ var _ = Describe("QEMU guests", Label("qemu"), func() {
 
 	It("shares the GPU equally between two guests with a 10x kernel-length skew under dfq, not under none", func() {
 		d := framework.StartDaemon(framework.DaemonOptions{})
-		// Each guest keeps about 15 ms of work in flight, so that each alone
-		// saturates the GPU despite the completion latency of a TCG guest.
+		// Each guest keeps about 30 ms of work in flight, so that each alone
+		// saturates the GPU despite the completion latency of a TCG guest
+		// (with 15 ms the short guest's share varied 45-50%).
 		type guest struct {
 			name, kernelUs, depth string
 			g                     *framework.Guest
 		}
-		guests := []*guest{{name: "short", kernelUs: "100", depth: "128"}, {name: "long", kernelUs: "1000", depth: "16"}}
+		guests := []*guest{{name: "short", kernelUs: "100", depth: "256"}, {name: "long", kernelUs: "1000", depth: "32"}}
 		for _, gu := range guests {
 			gu.g = d.StartGuest(gu.name)
 		}
@@ -105,7 +106,7 @@ var _ = Describe("QEMU guests", Label("qemu"), func() {
 		none := run("none", 10*time.Second)
 		Expect(none).To(BeNumerically("<", 0.40), "without scheduling the short-kernel guest gets about 10%")
 		By("policy dfq: equal shares within 5 points")
-		dfq := run("dfq", 15*time.Second)
+		dfq := run("dfq", 20*time.Second)
 		Expect(math.Abs(dfq-0.5)).To(BeNumerically("<=", 0.05), "dfq share of the short-kernel guest: %.3f", dfq)
 
 		out := d.CtlOK("top", "--once", "--interval", "200ms")
