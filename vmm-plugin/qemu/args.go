@@ -166,13 +166,15 @@ func ChooseAccel(accel, cpuinfo string, kvmOpens bool) string {
 	if accel != AccelAuto {
 		return accel
 	}
-	if kvmOpens && hasVirtFlag(cpuinfo) {
+	if kvmOpens && HasVirtFlag(cpuinfo) {
 		return AccelKVM
 	}
 	return AccelTCG
 }
 
-func hasVirtFlag(cpuinfo string) bool {
+// HasVirtFlag reports whether cpuinfo (the text of /proc/cpuinfo) shows
+// hardware virtualization: the vmx (Intel) or svm (AMD) CPU flag.
+func HasVirtFlag(cpuinfo string) bool {
 	for _, line := range strings.Split(cpuinfo, "\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok || strings.TrimSpace(k) != "flags" {

@@ -1,22 +1,20 @@
 package cli
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-gpu/sluice/api/hostapi"
 	"github.com/sluice-gpu/sluice/vmm-plugin/libvirt"
+	"github.com/sluice-gpu/sluice/vmm-plugin/qemu"
 )
 
 // Defaults of "libvirt xml".
 const (
-	libvirtGuestImage = "build/guest" // make guest-image
 	libvirtCmdline    = "console=ttyS0 quiet panic=-1 sluice.agent=--device,info"
 	libvirtTypeAuto   = "auto"
 	libvirtLoaderAuto = "auto"
@@ -107,7 +105,7 @@ shows vmx or svm, else qemu (TCG).`,
 	f := cmd.Flags()
 	f.BoolVar(&fl.domain, "domain", false, "print a whole domain for the VM instead of its <shmem> device")
 	f.BoolVar(&fl.metadata, "metadata", false, "print the <sluice:vm> metadata element instead of the <shmem> device")
-	f.StringVar(&fl.image, "image", libvirtGuestImage, "with --domain: directory holding the guest's vmlinux and initramfs.gz")
+	f.StringVar(&fl.image, "image", defaultGuestImage, "with --domain: directory holding the guest's vmlinux and initramfs.gz")
 	f.Uint64Var(&fl.memoryMiB, "memory", libvirt.DefaultMemoryMiB, "with --domain: guest memory in MiB")
 	f.StringVar(&fl.typ, "type", libvirtTypeAuto, "with --domain: domain type kvm, qemu (TCG) or auto")
 	f.StringVar(&fl.serialLog, "serial-log", "", "with --domain: file for the serial console (default /var/log/libvirt/qemu/NAME-serial.log)")
@@ -217,23 +215,6 @@ func (fl *libvirtXMLFlags) domainOptions(name string, info libvirt.VMInfo) (libv
 // or svm (AMD). /dev/kvm alone is not enough: nested kvm_pvm offers it
 // without them and cannot boot an unmodified Linux guest.
 func libvirtHasHardwareVirt(cpuinfo string) bool {
-	f, err := os.Open(cpuinfo)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		key, value, ok := strings.Cut(sc.Text(), ":")
-		if !ok || strings.TrimSpace(key) != "flags" {
-			continue
-		}
-		for _, flag := range strings.Fields(value) {
-			if flag == "vmx" || flag == "svm" {
-				return true
-			}
-		}
-	}
-	return false
+	b, err := os.ReadFile(cpuinfo)
+	return err == nil && qemu.HasVirtFlag(string(b))
 }

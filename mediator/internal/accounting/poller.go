@@ -296,40 +296,26 @@ func (p *Poller) vStart() {
 	p.after(max(p.pollAt-t, 0), p.awaitPoll)
 }
 
-// vAwaitPoll waits for the poll phase, checking a stretched period.
-func (p *Poller) vAwaitPoll() {
-	if p.stopped.Load() {
-		return
-	}
-	// Only a stretched period's checks read the status here; otherwise
-	// this runs at p.pollAt exactly.
-	if p.stretched {
-		p.timed(p.read)
-		p.watch(p.st.Time)
-		if t := p.st.Time; t < p.pollAt {
-			p.after(p.step(t, p.pollAt), p.awaitPoll)
-			return
-		}
-	}
-	p.begin()
-}
+// vAwaitPoll waits for the poll phase, vAwaitEnd for the period's end.
+func (p *Poller) vAwaitPoll() { p.vAwait(&p.pollAt, p.awaitPoll, p.begin) }
+func (p *Poller) vAwaitEnd()  { p.vAwait(&p.end, p.awaitEnd, p.close) }
 
-// vAwaitEnd waits for the period's end, checking a stretched period.
-func (p *Poller) vAwaitEnd() {
+// vAwait runs then once the timeline reaches *target. Only a stretched
+// period's checks read the status here (watch may bring *target forward);
+// otherwise this runs at *target exactly.
+func (p *Poller) vAwait(target *int64, again, then func()) {
 	if p.stopped.Load() {
 		return
 	}
-	// Only a stretched period's checks read the status here; otherwise
-	// this runs at p.end exactly.
 	if p.stretched {
 		p.timed(p.read)
 		p.watch(p.st.Time)
-		if t := p.st.Time; t < p.end {
-			p.after(p.step(t, p.end), p.awaitEnd)
+		if t := p.st.Time; t < *target {
+			p.after(p.step(t, *target), again)
 			return
 		}
 	}
-	p.close()
+	then()
 }
 
 func (p *Poller) vBegin() {
