@@ -1,0 +1,209 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-gpu/sluice/mediator/backend"
+)
+
+func init() { backend.Register("cuda", Open) }
+
+var le = binary.LittleEndian
+
+// Defaults of the backend's options.
+const (
+	// DefaultGapNs is the longest step between two %globaltimer reads that
+	// the throttle kernel counts as its own time: longer means its context
+	// was switched out.
+	DefaultGapNs = 20_000
+	// DefaultStallCheck is how long a channel may make no progress before
+	// the completer asks its stream whether the context faulted.
+	DefaultStallCheck = 5 * time.Millisecond
+)
+
+// Backend is one GPU driven through the CUDA driver API.
+type Backend struct {
+	d     driver
+	dev   int32
+	name  string
+	epoch time.Time
+	gap   uint64
+	stall int64
+
+	mu     sync.Mutex // vms, closed
+	vms    map[uint32]*cudaVM
+	closed bool
+
+	// chans is every attached channel, for the completer and ReadStatus;
+	// replaced (never modified) under mu. sweeping is held (read) by
+	// whoever reads markers through it, so that a VM can wait until nobody
+	// does before it frees them.
+	chans    atomic.Pointer[[]*channel]
+	sweeping sync.RWMutex
+
+	outstanding atomic.Int64  // commands submitted and not yet delivered
+	wake        chan struct{} // the completer has work (capacity 1)
+	stop        chan struct{}
+	stopped     chan struct{}
+	completerNs atomic.Int64 // the completer's thread CPU time
+}
+
+var (
+	_ backend.Backend      = (*Backend)(nil)
+	_ backend.StatusReader = (*Backend)(nil)
+)
+
+// Open opens the GPU named by opts.Params: "device" (ordinal, default 0),
+// "library" (the driver's path, default libcuda.so.1), "gap_ns" (see
+// DefaultGapNs), "stall_check" (a duration, see DefaultStallCheck). The
+// clock is always the wall clock.
+func Open(opts backend.Options) (backend.Backend, error) {
+	lib, err := loadLibcuda(opts.Params["library"])
+	if err != nil {
+		return nil, err
+	}
+	return open(lib, opts)
+}
+
+func open(d driver, opts backend.Options) (*Backend, error) {
+	if opts.Clock != "" && opts.Clock != "wall" {
+		return nil, fmt.Errorf("%w: clock %q: a real GPU runs on the wall clock only", backend.ErrInvalid, opts.Clock)
+	}
+	b := &Backend{
+		d: d, gap: DefaultGapNs, stall: int64(DefaultStallCheck), vms: map[uint32]*cudaVM{},
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
+	}
+	ordinal := 0
+	for k, v := range opts.Params {
+		var err error
+		switch k {
+		case "library":
+		case "device":
+			ordinal, err = strconv.Atoi(v)
+			if err == nil && ordinal < 0 {
+				err = fmt.Errorf("negative")
+			}
+		case "gap_ns":
+			b.gap, err = strconv.ParseUint(v, 10, 64)
+			if err == nil && b.gap == 0 {
+				err = fmt.Errorf("must be positive")
+			}
+		case "stall_check":
+			var dur time.Duration
+			dur, err = time.ParseDuration(v)
+			if err == nil && dur <= 0 {
+				err = fmt.Errorf("must be positive")
+			}
+			b.stall = int64(dur)
+		default:
+			return nil, fmt.Errorf("%w: unknown option %q (have device, library, gap_ns, stall_check)", backend.ErrInvalid, k)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: option %s=%q: %v", backend.ErrInvalid, k, v, err)
+		}
+	}
+	if err := d.Init(); err != nil {
+		return nil, fmt.Errorf("initializing the CUDA driver: %w", err)
+	}
+	dev, err := d.DeviceGet(ordinal)
+	if err != nil {
+		return nil, fmt.Errorf("getting CUDA device %d: %w", ordinal, err)
+	}
+	b.dev = dev
+	if b.name, err = d.DeviceName(dev); err != nil {
+		return nil, fmt.Errorf("naming CUDA device %d: %w", ordinal, err)
+	}
+	b.epoch = time.Now()
+	b.chans.Store(&[]*channel{})
+	go b.completer()
+	return b, nil
+}
+
+// DeviceName is the GPU's name as the driver reports it.
+func (b *Backend) DeviceName() string { return b.name }
+
+// Clock is monotonic time since Open.
+func (b *Backend) Clock() backend.Clock { return wallClock{b.epoch} }
+
+type wallClock struct{ epoch time.Time }
+
+func (c wallClock) Now() int64 { return int64(time.Since(c.epoch)) }
+
+func (b *Backend) now() int64 { return int64(time.Since(b.epoch)) }
+
+// CompleterCPUNs is the CPU time the completer's thread has used.
+func (b *Backend) CompleterCPUNs() int64 { return b.completerNs.Load() }
+
+// Close closes every VM and stops the completer.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return fmt.Errorf("closing the cuda backend: %w", backend.ErrClosed)
+	}
+	b.closed = true
+	vms := make([]*cudaVM, 0, len(b.vms))
+	for _, v := range b.vms {
+		vms = append(vms, v)
+	}
+	b.mu.Unlock()
+	var first error
+	for _, v := range vms {
+		if err := v.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	close(b.stop)
+	<-b.stopped
+	return first
+}
+
+// inCtx runs fn on a locked OS thread with ctx current: the driver keeps the
+// current context per thread, and goroutines move between threads.
+func (b *Backend) inCtx(ctx cuContext, fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := b.d.CtxSetCurrent(ctx); err != nil {
+		return fmt.Errorf("making a CUDA context current: %w", err)
+	}
+	return fn()
+}
+
+// publishChans rebuilds the channel list from the attached VMs.
+func (b *Backend) publishChansLocked() {
+	var list []*channel
+	for _, v := range b.vms {
+		list = append(list, v.chans...)
+	}
+	b.chans.Store(&list)
+}
+
+func (b *Backend) wakeup() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// GroundTruth is the GPU time a VM's THROTTLE kernels measured themselves
+// on %globaltimer (time their context was switched out excluded) and how
+// many of them ran; ok is false for a VM not attached.
+func (b *Backend) GroundTruth(id uint32) (ns, kernels int64, ok bool) {
+	b.mu.Lock()
+	v := b.vms[id]
+	b.mu.Unlock()
+	if v == nil {
+		return 0, 0, false
+	}
+	for _, ch := range v.chans {
+		ns += int64(atomic.LoadUint64(ch.truth(0)))
+		kernels += int64(atomic.LoadUint64(ch.truth(1)))
+	}
+	return ns, kernels, true
+}

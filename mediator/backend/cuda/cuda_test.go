@@ -1,0 +1,401 @@
+package cuda
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/mediator/backend"
+)
+
+// rig is a backend on the fake driver with collected completions.
+type rig struct {
+	t    *testing.T
+	f    *fakeDriver
+	b    *Backend
+	done chan backend.Completion
+}
+
+func newRig(t *testing.T, params map[string]string) *rig {
+	t.Helper()
+	f := newFake()
+	b, err := open(f, backend.Options{Clock: "wall", Params: params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, f: f, b: b, done: make(chan backend.Completion, 1024)}
+	t.Cleanup(func() {
+		_ = b.Close()
+		if f.wrongCtx != 0 {
+			t.Errorf("%d driver calls with the wrong context current", f.wrongCtx)
+		}
+	})
+	return r
+}
+
+func (r *rig) attach(id uint32, channels int, heap []byte) *cudaVM {
+	r.t.Helper()
+	return r.attachTo(id, channels, heap, r.done)
+}
+
+func (r *rig) attachTo(id uint32, channels int, heap []byte, done chan backend.Completion) *cudaVM {
+	r.t.Helper()
+	vm, err := r.b.Attach(backend.VMSpec{ID: id, Name: "vm", Channels: channels, Heap: heap,
+		Complete: func(c backend.Completion) { done <- c }})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return vm.(*cudaVM)
+}
+
+func (r *rig) submit(vm *cudaVM, ch int, c abi.Command, tag uint64) {
+	r.t.Helper()
+	if err := vm.Submit(ch, c, tag); err != nil {
+		r.t.Fatalf("submit %v: %v", c.Op, err)
+	}
+}
+
+// wait collects n completions.
+func wait(t *testing.T, done chan backend.Completion, n int) []backend.Completion {
+	t.Helper()
+	var out []backend.Completion
+	timeout := time.After(10 * time.Second)
+	for len(out) < n {
+		select {
+		case c := <-done:
+			out = append(out, c)
+		case <-timeout:
+			t.Fatalf("%d of %d completions after 10s: %+v", len(out), n, out)
+		}
+	}
+	return out
+}
+
+// codes checks completions' tags come in order with the given codes.
+func codes(t *testing.T, got []backend.Completion, want ...abi.ErrorCode) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d completions, want %d", len(got), len(want))
+	}
+	for i, c := range got {
+		if c.Tag != uint64(i) {
+			t.Errorf("completion %d has tag %d: out of order", i, c.Tag)
+		}
+		if c.Code != want[i] {
+			t.Errorf("completion %d (%v): code %v, want %v", i, c.Op, c.Code, want[i])
+		}
+		if c.Code == abi.OK && c.End < c.Start {
+			t.Errorf("completion %d ends before it starts: %d < %d", i, c.End, c.Start)
+		}
+	}
+}
+
+func TestOpenOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts backend.Options
+	}{
+		{"virtual clock", backend.Options{Clock: "virtual"}},
+		{"unknown key", backend.Options{Params: map[string]string{"speed": "9"}}},
+		{"bad device", backend.Options{Params: map[string]string{"device": "-1"}}},
+		{"bad gap", backend.Options{Params: map[string]string{"gap_ns": "0"}}},
+		{"bad stall", backend.Options{Params: map[string]string{"stall_check": "soon"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := open(newFake(), tc.opts); !errors.Is(err, backend.ErrInvalid) {
+				t.Fatalf("got %v, want ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func TestThrottleGroundTruthAndOrder(t *testing.T) {
+	r := newRig(t, nil)
+	vm := r.attach(1, 2, make([]byte, 4096))
+	r.submit(vm, 0, abi.Command{Op: abi.OpNop}, 0)
+	r.submit(vm, 0, abi.Command{Op: abi.OpThrottle, DurationNs: 1500}, 1)
+	r.submit(vm, 0, abi.Command{Op: abi.OpThrottle, DurationNs: 2500}, 2)
+	r.submit(vm, 0, abi.Command{Op: abi.OpFence, Value: 9}, 3)
+	codes(t, wait(t, r.done, 4), abi.OK, abi.OK, abi.OK, abi.OK)
+	ns, kernels, ok := r.b.GroundTruth(1)
+	if !ok || ns != 4000 || kernels != 2 {
+		t.Fatalf("ground truth %d ns, %d kernels, %v; want 4000, 2", ns, kernels, ok)
+	}
+	if _, _, ok := r.b.GroundTruth(2); ok {
+		t.Fatal("ground truth for a VM never attached")
+	}
+	// The throttle got the channel's record, its duration and the gap.
+	var seen bool
+	for _, l := range r.f.launches {
+		if l.name == throttleName {
+			seen = true
+			if rec := devptr(le.Uint64(l.args)); rec != vm.chans[0].dev+offTruth {
+				t.Errorf("throttle record %#x, want channel 0's %#x", rec, vm.chans[0].dev+offTruth)
+			}
+			if gap := le.Uint64(l.args[16:]); gap != DefaultGapNs {
+				t.Errorf("gap %d", gap)
+			}
+		}
+	}
+	if !seen {
+		t.Fatal("no throttle kernel launched")
+	}
+}
+
+func TestBuffersAndCopies(t *testing.T) {
+	r := newRig(t, nil)
+	heap := make([]byte, 4096)
+	vm := r.attach(1, 1, heap)
+	copy(heap[100:], "hello, device")
+	cmds := []struct {
+		c    abi.Command
+		want abi.ErrorCode
+	}{
+		{abi.Command{Op: abi.OpAlloc, Handle: 1, Size: 64}, abi.OK},
+		{abi.Command{Op: abi.OpAlloc, Handle: 1, Size: 64}, abi.ErrBadHandle}, // reused
+		{abi.Command{Op: abi.OpAlloc, Handle: 2, Size: 64}, abi.OK},
+		{abi.Command{Op: abi.OpMemset, Handle: 1, Offset: 0, Length: 64, Value: 'x'}, abi.OK},
+		{abi.Command{Op: abi.OpCopy, Handle: 1, Dir: abi.CopyHostToDevice, Offset: 4, HeapOff: 100, Length: 13}, abi.OK},
+		{abi.Command{Op: abi.OpCopy, Handle: 2, Dir: abi.CopyDeviceToDevice, SrcHandle: 1, Offset: 0, HeapOff: 0, Length: 32}, abi.OK},
+		{abi.Command{Op: abi.OpCopy, Handle: 2, Dir: abi.CopyDeviceToHost, Offset: 0, HeapOff: 200, Length: 32}, abi.OK},
+		{abi.Command{Op: abi.OpCopy, Handle: 2, Dir: abi.CopyDeviceToHost, Offset: 60, HeapOff: 0, Length: 8}, abi.ErrBufferRange},
+		{abi.Command{Op: abi.OpCopy, Handle: 2, Dir: abi.CopyDeviceToHost, Offset: 0, HeapOff: 4090, Length: 8}, abi.ErrHeapRange},
+		{abi.Command{Op: abi.OpCopy, Handle: 3, Dir: abi.CopyDeviceToHost, Length: 8}, abi.ErrBadHandle},
+		{abi.Command{Op: abi.OpMemset, Handle: 1, Offset: 63, Length: 2}, abi.ErrBufferRange},
+		{abi.Command{Op: abi.OpFree, Handle: 1}, abi.OK},
+		{abi.Command{Op: abi.OpMemset, Handle: 1, Length: 1}, abi.ErrBadHandle}, // freed
+		{abi.Command{Op: abi.OpFree, Handle: 1}, abi.ErrBadHandle},
+		{abi.Command{Op: abi.OpNop}, abi.OK},
+	}
+	var want []abi.ErrorCode
+	for i, c := range cmds {
+		r.submit(vm, 0, c.c, uint64(i))
+		want = append(want, c.want)
+	}
+	codes(t, wait(t, r.done, len(cmds)), want...)
+	if got, exp := string(heap[200:232]), "xxxxhello, devicexxxxxxxxxxxxxxx"; got != exp {
+		t.Fatalf("heap after the round trip: %q, want %q", got, exp)
+	}
+	// Refused commands never reach the GPU: 6 issued with work + 2 NOP-like.
+	if n := r.f.calls["MemcpyDtoHAsync"]; n != 1 {
+		t.Errorf("%d device-to-host copies issued, want 1", n)
+	}
+}
+
+func TestAllocOutOfMemory(t *testing.T) {
+	r := newRig(t, nil)
+	vm := r.attach(1, 1, nil)
+	r.f.allocErr = cudaErrorOutOfMemory
+	r.submit(vm, 0, abi.Command{Op: abi.OpAlloc, Handle: 1, Size: 1 << 40}, 0)
+	r.submit(vm, 0, abi.Command{Op: abi.OpMemset, Handle: 1, Length: 1}, 1)
+	codes(t, wait(t, r.done, 2), abi.ErrNoMemory, abi.ErrBadHandle)
+}
+
+// launchHeap lays out a module, a kernel name and an argument blob with
+// relocations in a heap.
+func launchHeap(ptx string, name string, args []byte, relocs [][2]uint32) ([]byte, abi.Command, abi.Command) {
+	heap := make([]byte, 8192)
+	copy(heap, ptx)
+	copy(heap[4096:], name)
+	copy(heap[4200:], args)
+	at := 4200 + (len(args)+7)&^7
+	for i, r := range relocs {
+		le.PutUint32(heap[at+8*i:], r[0])
+		le.PutUint32(heap[at+8*i+4:], r[1])
+	}
+	load := abi.Command{Op: abi.OpLoadModule, Handle: 7, Format: abi.ModulePTX, HeapOff: 0, Length: uint64(len(ptx))}
+	launch := abi.Command{Op: abi.OpLaunch, Handle: 7, Grid: [3]uint32{2, 1, 1}, Block: [3]uint32{64, 1, 1},
+		NameOff: 4096, NameLen: uint32(len(name)), ArgsOff: 4200, ArgsLen: uint32(len(args)), Relocs: uint32(len(relocs))}
+	return heap, load, launch
+}
+
+func TestLaunchRelocates(t *testing.T) {
+	r := newRig(t, nil)
+	args := make([]byte, 20)
+	le.PutUint64(args[0:], 3)   // buffer handle 3
+	le.PutUint64(args[8:], 512) // heap offset 512
+	le.PutUint32(args[16:], 42) // a plain int
+	heap, load, launch := launchHeap(".entry scale(\n)", "scale", args,
+		[][2]uint32{{0, abi.RelocBuffer}, {8, abi.RelocHeap}})
+	vm := r.attach(1, 1, heap)
+	r.submit(vm, 0, abi.Command{Op: abi.OpAlloc, Handle: 3, Size: 256}, 0)
+	r.submit(vm, 0, load, 1)
+	r.submit(vm, 0, launch, 2)
+	codes(t, wait(t, r.done, 3), abi.OK, abi.OK, abi.OK)
+	var got *fakeLaunch
+	for i := range r.f.launches {
+		if r.f.launches[i].name == "scale" {
+			got = &r.f.launches[i]
+		}
+	}
+	if got == nil {
+		t.Fatal("kernel not launched")
+	}
+	if p := devptr(le.Uint64(got.args)); p != vm.bufs[3].ptr {
+		t.Errorf("buffer argument %#x, want %#x", p, vm.bufs[3].ptr)
+	}
+	if p := devptr(le.Uint64(got.args[8:])); p != vm.heapDev+512 {
+		t.Errorf("heap argument %#x, want %#x", p, vm.heapDev+512)
+	}
+	if v := le.Uint32(got.args[16:]); v != 42 || len(got.args) != 20 {
+		t.Errorf("plain argument %d, %d bytes", v, len(got.args))
+	}
+	if got.grid != [3]uint32{2, 1, 1} || got.block != [3]uint32{64, 1, 1} {
+		t.Errorf("dimensions %v %v", got.grid, got.block)
+	}
+	// The guest's heap still holds the handle: relocation worked on a copy.
+	if le.Uint64(heap[4200:]) != 3 {
+		t.Error("relocation wrote into the guest's heap")
+	}
+}
+
+func TestLaunchRefusals(t *testing.T) {
+	args := make([]byte, 16)
+	le.PutUint64(args[0:], 3)
+	le.PutUint64(args[8:], 1<<20)
+	for _, tc := range []struct {
+		name   string
+		ptx    string
+		kernel string
+		relocs [][2]uint32
+		alloc  bool
+		load   abi.ErrorCode
+		launch abi.ErrorCode
+	}{
+		{"bad ptx", "garbage", "k", nil, false, abi.ErrBadRecord, abi.ErrBadHandle},
+		{"no such kernel", ".entry k(\n)", "other", nil, false, abi.OK, abi.ErrBadRecord},
+		{"reloc past args", ".entry k(\n)", "k", [][2]uint32{{12, abi.RelocBuffer}}, true, abi.OK, abi.ErrBadRecord},
+		{"reloc unknown handle", ".entry k(\n)", "k", [][2]uint32{{0, abi.RelocBuffer}}, false, abi.OK, abi.ErrBadHandle},
+		{"reloc heap outside", ".entry k(\n)", "k", [][2]uint32{{8, abi.RelocHeap}}, true, abi.OK, abi.ErrHeapRange},
+		{"reloc kind", ".entry k(\n)", "k", [][2]uint32{{0, 9}}, true, abi.OK, abi.ErrBadRecord},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			heap, load, launch := launchHeap(tc.ptx, tc.kernel, args, tc.relocs)
+			vm := r.attach(1, 1, heap)
+			alloc := abi.Command{Op: abi.OpNop}
+			if tc.alloc {
+				alloc = abi.Command{Op: abi.OpAlloc, Handle: 3, Size: 64}
+			}
+			r.submit(vm, 0, alloc, 0)
+			r.submit(vm, 0, load, 1)
+			r.submit(vm, 0, launch, 2)
+			codes(t, wait(t, r.done, 3), abi.OK, tc.load, tc.launch)
+		})
+	}
+}
+
+func TestFaultStaysInItsVM(t *testing.T) {
+	r := newRig(t, map[string]string{"stall_check": "1ms"})
+	doneA, doneB := make(chan backend.Completion, 64), make(chan backend.Completion, 64)
+	heap, load, launch := launchHeap(".entry fault(\n)", "fault", nil, nil)
+	a := r.attachTo(1, 1, heap, doneA)
+	b := r.attachTo(2, 1, make([]byte, 4096), doneB)
+	r.f.setHold(true)
+	r.submit(a, 0, load, 0)
+	r.submit(a, 0, launch, 1)
+	r.submit(a, 0, abi.Command{Op: abi.OpThrottle, DurationNs: 1000}, 2)
+	r.submit(b, 0, abi.Command{Op: abi.OpThrottle, DurationNs: 1000}, 0)
+	r.f.setHold(false)
+	r.f.release(100) // the fault kernel poisons A; its later work never runs
+	codes(t, wait(t, doneA, 3), abi.OK, abi.ErrDevice, abi.ErrDevice)
+	codes(t, wait(t, doneB, 1), abi.OK)
+	if a.Fault() == nil || b.Fault() != nil {
+		t.Fatalf("faults: A %v, B %v", a.Fault(), b.Fault())
+	}
+	// A's later work fails at once; B goes on.
+	r.submit(a, 0, abi.Command{Op: abi.OpNop}, 3)
+	r.submit(b, 0, abi.Command{Op: abi.OpThrottle, DurationNs: 1000}, 1)
+	if c := wait(t, doneA, 1)[0]; c.Code != abi.ErrDevice || c.Tag != 3 {
+		t.Fatalf("A after its fault: %+v", c)
+	}
+	if c := wait(t, doneB, 1)[0]; c.Code != abi.OK {
+		t.Fatalf("B after A's fault: %+v", c)
+	}
+	if ns, _, _ := r.b.GroundTruth(2); ns != 2000 {
+		t.Fatalf("B's ground truth %d, want 2000", ns)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("closing the faulted VM: %v", err)
+	}
+}
+
+func TestStatusShowsRunningChannel(t *testing.T) {
+	r := newRig(t, nil)
+	vm := r.attach(1, 2, make([]byte, 4096))
+	r.f.setHold(true)
+	r.submit(vm, 1, abi.Command{Op: abi.OpThrottle, DurationNs: 1000}, 0)
+	var st backend.Status
+	r.b.ReadStatus(&st)
+	if len(st.Running) != 0 || len(st.Active) != 1 || st.Active[0] != (backend.ChannelRef{VM: 1, Channel: 1}) {
+		t.Fatalf("queued, not started: %+v", st)
+	}
+	r.f.release(1) // the start marker
+	before := r.b.now()
+	r.b.ReadStatus(&st)
+	if len(st.Running) != 1 || st.Running[0].ChannelRef != (backend.ChannelRef{VM: 1, Channel: 1}) || st.Running[0].Engine != 0 {
+		t.Fatalf("started: %+v", st)
+	}
+	since := st.Running[0].Since
+	if since > before+int64(time.Second) || since > st.Time {
+		t.Fatalf("since %d, read at %d", since, st.Time)
+	}
+	r.b.ReadStatus(&st)
+	if st.Running[0].Since != since {
+		t.Fatalf("since moved from %d to %d", since, st.Running[0].Since)
+	}
+	r.f.setHold(false)
+	r.f.release(10)
+	c := wait(t, r.done, 1)[0]
+	if c.Code != abi.OK || c.Start != since || c.End < c.Start {
+		t.Fatalf("completion %+v, want start %d", c, since)
+	}
+	r.b.ReadStatus(&st)
+	if len(st.Running) != 0 || len(st.Active) != 0 {
+		t.Fatalf("after completion: %+v", st)
+	}
+}
+
+func TestCloseFlushesAndRefuses(t *testing.T) {
+	r := newRig(t, nil)
+	vm := r.attach(1, 1, make([]byte, 4096))
+	r.f.setHold(true)
+	for i := range 3 {
+		r.submit(vm, 0, abi.Command{Op: abi.OpThrottle, DurationNs: 1000}, uint64(i))
+	}
+	if err := vm.Close(); err != nil {
+		t.Fatal(err)
+	}
+	codes(t, wait(t, r.done, 3), abi.ErrShutdown, abi.ErrShutdown, abi.ErrShutdown)
+	if err := vm.Submit(0, abi.Command{Op: abi.OpNop}, 9); !errors.Is(err, backend.ErrClosed) {
+		t.Fatalf("submit after close: %v", err)
+	}
+	if err := vm.Close(); !errors.Is(err, backend.ErrClosed) {
+		t.Fatalf("second close: %v", err)
+	}
+	if err := vm.Submit(5, abi.Command{Op: abi.OpNop}, 9); !errors.Is(err, backend.ErrInvalid) {
+		t.Fatalf("bad channel: %v", err)
+	}
+}
+
+func TestCodeOf(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want abi.ErrorCode
+	}{
+		{nil, abi.OK},
+		{cudaErrorOutOfMemory, abi.ErrNoMemory},
+		{cudaErrorInvalidPTX, abi.ErrBadRecord},
+		{cudaErrorNotFound, abi.ErrBadRecord},
+		{cudaErrorIllegalAddress, abi.ErrDevice},
+		{errors.New("other"), abi.ErrDevice},
+	} {
+		if got := codeOf(tc.err); got != tc.want {
+			t.Errorf("codeOf(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	if !sticky(cudaErrorIllegalAddress) || sticky(cudaErrorOutOfMemory) || sticky(cudaErrorLaunchOutOfRes) {
+		t.Error("sticky misclassifies")
+	}
+}

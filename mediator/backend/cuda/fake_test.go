@@ -1,0 +1,372 @@
+package cuda
+
+import (
+	"bytes"
+	"regexp"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// fakeDriver is the driver API in Go, for testing the translation layer
+// without a GPU. Streams run their operations at once, or queue them while
+// hold is set (release runs them). Device memory is Go memory at made-up
+// addresses; host-mapped and registered memory keeps its host address as
+// its device address (UVA). A kernel named "fault" poisons its context as
+// an illegal address would; the throttle kernel adds its duration to its
+// record as the real one does.
+type fakeDriver struct {
+	mu       sync.Mutex
+	next     uintptr
+	cur      map[int]cuContext // per OS thread
+	ctxs     map[cuContext]*fakeCtx
+	streams  map[cuStream]*fakeStream
+	mods     map[cuModule][]string
+	funcs    map[cuFunction]string
+	regions  []fakeRegion
+	hold     bool
+	launches []fakeLaunch
+	calls    map[string]int
+	wrongCtx int // calls made with another context current than their object's
+	allocErr error
+}
+
+type fakeCtx struct {
+	fault     error
+	destroyed bool
+}
+
+type fakeStream struct {
+	ctx cuContext
+	ops []func()
+}
+
+type fakeRegion struct {
+	base uint64
+	buf  []byte
+	dev  bool // device memory (else host-mapped or registered)
+	ctx  cuContext
+}
+
+type fakeLaunch struct {
+	name        string
+	grid, block [3]uint32
+	shared      uint32
+	args        []byte
+}
+
+func newFake() *fakeDriver {
+	return &fakeDriver{
+		next: 0x7000_0000_0000, cur: map[int]cuContext{}, ctxs: map[cuContext]*fakeCtx{},
+		streams: map[cuStream]*fakeStream{}, mods: map[cuModule][]string{}, funcs: map[cuFunction]string{},
+		calls: map[string]int{},
+	}
+}
+
+func (f *fakeDriver) handle() uintptr { f.next += 0x1000; return f.next }
+
+func (f *fakeDriver) count(name string) { f.calls[name]++ }
+
+// current is the calling thread's context (f.mu held).
+func (f *fakeDriver) current() cuContext { return f.cur[unix.Gettid()] }
+
+// onStream runs op on s now, or queues it while holding; ops of a faulted
+// context never run.
+func (f *fakeDriver) onStream(s cuStream, name string, op func()) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.count(name)
+	st, ok := f.streams[s]
+	if !ok {
+		return cudaErrorInvalidHandle
+	}
+	if st.ctx != f.current() {
+		f.wrongCtx++
+		return cudaErrorInvalidContext
+	}
+	if c := f.ctxs[st.ctx]; c.fault != nil {
+		return c.fault
+	}
+	st.ops = append(st.ops, op)
+	if !f.hold {
+		f.runLocked(st, len(st.ops))
+	}
+	return nil
+}
+
+func (f *fakeDriver) runLocked(st *fakeStream, n int) {
+	for n > 0 && len(st.ops) > 0 {
+		if f.ctxs[st.ctx].fault != nil {
+			st.ops = nil
+			return
+		}
+		op := st.ops[0]
+		st.ops = st.ops[1:]
+		op()
+		n--
+	}
+}
+
+// release runs up to n queued operations of every stream of ctx (all
+// contexts if 0).
+func (f *fakeDriver) release(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, st := range f.streams {
+		f.runLocked(st, n)
+	}
+}
+
+func (f *fakeDriver) setHold(h bool) {
+	f.mu.Lock()
+	f.hold = h
+	f.mu.Unlock()
+}
+
+// mem is the memory at addr, n bytes long (f.mu held); nil if unmapped.
+func (f *fakeDriver) mem(addr devptr, n uint64) []byte {
+	for _, r := range f.regions {
+		if uint64(addr) >= r.base && uint64(addr)-r.base+n <= uint64(len(r.buf)) {
+			off := uint64(addr) - r.base
+			return r.buf[off : off+n]
+		}
+	}
+	return nil
+}
+
+func (f *fakeDriver) Init() error                      { return nil }
+func (f *fakeDriver) DeviceGet(int) (int32, error)     { return 0, nil }
+func (f *fakeDriver) DeviceName(int32) (string, error) { return "Fake GPU", nil }
+func (f *fakeDriver) DriverVersion() (int, error)      { return 13000, nil }
+
+func (f *fakeDriver) CtxCreate(int32) (cuContext, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := cuContext(f.handle())
+	f.ctxs[c] = &fakeCtx{}
+	f.cur[unix.Gettid()] = c
+	return c, nil
+}
+
+func (f *fakeDriver) CtxDestroy(c cuContext) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fc, ok := f.ctxs[c]
+	if !ok || fc.destroyed {
+		return cudaErrorInvalidContext
+	}
+	fc.destroyed = true
+	f.regions = slices.DeleteFunc(f.regions, func(r fakeRegion) bool { return r.ctx == c })
+	return nil
+}
+
+func (f *fakeDriver) CtxSetCurrent(c cuContext) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fc, ok := f.ctxs[c]; c != 0 && (!ok || fc.destroyed) {
+		return cudaErrorInvalidContext
+	}
+	f.cur[unix.Gettid()] = c
+	return nil
+}
+
+func (f *fakeDriver) StreamCreate() (cuStream, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := cuStream(f.handle())
+	f.streams[s] = &fakeStream{ctx: f.current()}
+	return s, nil
+}
+
+func (f *fakeDriver) StreamDestroy(s cuStream) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.streams, s)
+	return nil
+}
+
+func (f *fakeDriver) StreamQuery(s cuStream) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.count("StreamQuery")
+	st, ok := f.streams[s]
+	switch {
+	case !ok:
+		return cudaErrorInvalidHandle
+	case st.ctx != f.current():
+		f.wrongCtx++
+		return cudaErrorInvalidContext
+	case f.ctxs[st.ctx].fault != nil:
+		return f.ctxs[st.ctx].fault
+	case len(st.ops) > 0:
+		return cudaErrorNotReady
+	}
+	return nil
+}
+
+func (f *fakeDriver) StreamSynchronize(s cuStream) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ok := f.streams[s]
+	if !ok {
+		return cudaErrorInvalidHandle
+	}
+	f.runLocked(st, len(st.ops))
+	return f.ctxs[st.ctx].fault
+}
+
+func (f *fakeDriver) WriteValue64(s cuStream, addr devptr, v uint64) error {
+	return f.onStream(s, "WriteValue64", func() {
+		if b := f.mem(addr, 8); b != nil {
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&b[0])), v)
+		}
+	})
+}
+
+func (f *fakeDriver) MemAllocAsync(size uint64, s cuStream) (devptr, error) {
+	f.mu.Lock()
+	if f.allocErr != nil {
+		defer f.mu.Unlock()
+		return 0, f.allocErr
+	}
+	p := f.handle()
+	f.next += uintptr(size)
+	f.regions = append(f.regions, fakeRegion{base: uint64(p), buf: make([]byte, size), dev: true, ctx: f.current()})
+	f.mu.Unlock()
+	return devptr(p), f.onStream(s, "MemAllocAsync", func() {})
+}
+
+func (f *fakeDriver) MemFreeAsync(p devptr, s cuStream) error {
+	return f.onStream(s, "MemFreeAsync", func() {
+		f.regions = slices.DeleteFunc(f.regions, func(r fakeRegion) bool { return r.dev && r.base == uint64(p) })
+	})
+}
+
+func (f *fakeDriver) MemsetD8Async(p devptr, v byte, n uint64, s cuStream) error {
+	return f.onStream(s, "MemsetD8Async", func() {
+		if b := f.mem(p, n); b != nil {
+			for i := range b {
+				b[i] = v
+			}
+		}
+	})
+}
+
+func (f *fakeDriver) MemcpyHtoDAsync(dst devptr, src unsafe.Pointer, n uint64, s cuStream) error {
+	return f.onStream(s, "MemcpyHtoDAsync", func() { copy(f.mem(dst, n), unsafe.Slice((*byte)(src), n)) })
+}
+
+func (f *fakeDriver) MemcpyDtoHAsync(dst unsafe.Pointer, src devptr, n uint64, s cuStream) error {
+	return f.onStream(s, "MemcpyDtoHAsync", func() { copy(unsafe.Slice((*byte)(dst), n), f.mem(src, n)) })
+}
+
+func (f *fakeDriver) MemcpyDtoDAsync(dst, src devptr, n uint64, s cuStream) error {
+	return f.onStream(s, "MemcpyDtoDAsync", func() { copy(f.mem(dst, n), f.mem(src, n)) })
+}
+
+func (f *fakeDriver) MemHostAlloc(size uint64) (unsafe.Pointer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	buf := make([]byte, size)
+	p := unsafe.Pointer(&buf[0])
+	f.regions = append(f.regions, fakeRegion{base: uint64(uintptr(p)), buf: buf, ctx: f.current()})
+	return p, nil
+}
+
+func (f *fakeDriver) MemFreeHost(p unsafe.Pointer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := len(f.regions)
+	f.regions = slices.DeleteFunc(f.regions, func(r fakeRegion) bool { return !r.dev && r.base == uint64(uintptr(p)) })
+	if len(f.regions) == n {
+		return cudaErrorInvalidValue
+	}
+	return nil
+}
+
+func (f *fakeDriver) MemHostGetDevicePointer(p unsafe.Pointer) (devptr, error) {
+	return devptr(uintptr(p)), nil
+}
+
+func (f *fakeDriver) MemHostRegister(p unsafe.Pointer, size uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.regions = append(f.regions, fakeRegion{base: uint64(uintptr(p)), buf: unsafe.Slice((*byte)(p), size), ctx: f.current()})
+	return nil
+}
+
+func (f *fakeDriver) MemHostUnregister(p unsafe.Pointer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.regions = slices.DeleteFunc(f.regions, func(r fakeRegion) bool { return !r.dev && r.base == uint64(uintptr(p)) })
+	return nil
+}
+
+var entryRE = regexp.MustCompile(`\.entry\s+([A-Za-z_][A-Za-z0-9_]*)`)
+
+func (f *fakeDriver) ModuleLoadData(image []byte) (cuModule, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(image) == 0 || image[len(image)-1] != 0 || bytes.IndexByte(image, 0) != len(image)-1 {
+		return 0, cudaErrorInvalidImage // PTX must arrive NUL terminated, once
+	}
+	var names []string
+	for _, m := range entryRE.FindAllSubmatch(image, -1) {
+		names = append(names, string(m[1]))
+	}
+	if len(names) == 0 {
+		return 0, cudaErrorInvalidPTX
+	}
+	m := cuModule(f.handle())
+	f.mods[m] = names
+	return m, nil
+}
+
+func (f *fakeDriver) ModuleUnload(m cuModule) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.mods, m)
+	return nil
+}
+
+func (f *fakeDriver) ModuleGetFunction(m cuModule, name string) (cuFunction, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Contains(f.mods[m], name) {
+		return 0, cudaErrorNotFound
+	}
+	fn := cuFunction(f.handle())
+	f.funcs[fn] = name
+	return fn, nil
+}
+
+func (f *fakeDriver) LaunchKernel(fn cuFunction, grid, block [3]uint32, shared uint32, s cuStream, args []byte) error {
+	f.mu.Lock()
+	name, ok := f.funcs[fn]
+	ctx := cuContext(0)
+	if st := f.streams[s]; st != nil {
+		ctx = st.ctx
+	}
+	f.mu.Unlock()
+	if !ok {
+		return cudaErrorInvalidHandle
+	}
+	if block[0]*block[1]*block[2] > 1024 {
+		return cudaErrorInvalidValue
+	}
+	args = slices.Clone(args)
+	return f.onStream(s, "LaunchKernel", func() {
+		f.launches = append(f.launches, fakeLaunch{name: name, grid: grid, block: block, shared: shared, args: args})
+		switch name {
+		case throttleName:
+			rec := f.mem(devptr(le.Uint64(args)), 32)
+			atomic.AddUint64((*uint64)(unsafe.Pointer(&rec[0])), le.Uint64(args[8:]))
+			atomic.AddUint64((*uint64)(unsafe.Pointer(&rec[8])), 1)
+		case "fault":
+			f.ctxs[ctx].fault = cudaErrorIllegalAddress
+		}
+	})
+}

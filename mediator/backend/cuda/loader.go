@@ -1,0 +1,284 @@
+package cuda
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// libcuda is the real driver: libcuda.so.1 loaded at run time with purego,
+// so the mediator stays a static binary without cgo and runs (with other
+// backends) on hosts without a GPU.
+type libcuda struct {
+	fn struct {
+		init, deviceGet, deviceGetName, driverGetVersion                        uintptr
+		ctxCreate, ctxDestroy, ctxSetCurrent                                    uintptr
+		streamCreate, streamDestroy, streamQuery, streamSynchronize, writeValue uintptr
+		memAllocAsync, memFreeAsync, memsetD8Async                              uintptr
+		memcpyHtoDAsync, memcpyDtoHAsync, memcpyDtoDAsync                       uintptr
+		memHostAlloc, memFreeHost, memHostGetDevicePointer                      uintptr
+		memHostRegister, memHostUnregister                                      uintptr
+		moduleLoadData, moduleUnload, moduleGetFunction, launchKernel           uintptr
+	}
+}
+
+// libraryName is the driver's soname; LibraryPath overrides it.
+const libraryName = "libcuda.so.1"
+
+var (
+	loadOnce sync.Once
+	loaded   *libcuda
+	loadErr  error
+)
+
+// loadLibcuda opens the driver once per process.
+func loadLibcuda(path string) (*libcuda, error) {
+	loadOnce.Do(func() { loaded, loadErr = openLibcuda(path) })
+	return loaded, loadErr
+}
+
+func openLibcuda(path string) (*libcuda, error) {
+	if path == "" {
+		path = libraryName
+	}
+	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		return nil, fmt.Errorf("loading the CUDA driver %s (is the NVIDIA driver installed?): %w", path, err)
+	}
+	l := &libcuda{}
+	f := &l.fn
+	// Versioned names where the driver has them: the unversioned symbols
+	// keep the oldest signatures for old binaries.
+	syms := []struct {
+		p    *uintptr
+		name string
+	}{
+		{&f.init, "cuInit"}, {&f.deviceGet, "cuDeviceGet"}, {&f.deviceGetName, "cuDeviceGetName"},
+		{&f.driverGetVersion, "cuDriverGetVersion"},
+		{&f.ctxCreate, "cuCtxCreate_v2"}, {&f.ctxDestroy, "cuCtxDestroy_v2"}, {&f.ctxSetCurrent, "cuCtxSetCurrent"},
+		{&f.streamCreate, "cuStreamCreate"}, {&f.streamDestroy, "cuStreamDestroy_v2"},
+		{&f.streamQuery, "cuStreamQuery"}, {&f.streamSynchronize, "cuStreamSynchronize"},
+		{&f.writeValue, "cuStreamWriteValue64_v2"},
+		{&f.memAllocAsync, "cuMemAllocAsync"}, {&f.memFreeAsync, "cuMemFreeAsync"},
+		{&f.memsetD8Async, "cuMemsetD8Async"},
+		{&f.memcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"}, {&f.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"},
+		{&f.memcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"},
+		{&f.memHostAlloc, "cuMemHostAlloc"}, {&f.memFreeHost, "cuMemFreeHost"},
+		{&f.memHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"},
+		{&f.memHostRegister, "cuMemHostRegister_v2"}, {&f.memHostUnregister, "cuMemHostUnregister"},
+		{&f.moduleLoadData, "cuModuleLoadData"}, {&f.moduleUnload, "cuModuleUnload"},
+		{&f.moduleGetFunction, "cuModuleGetFunction"}, {&f.launchKernel, "cuLaunchKernel"},
+	}
+	for _, s := range syms {
+		if *s.p, err = purego.Dlsym(h, s.name); err != nil {
+			return nil, fmt.Errorf("loading the CUDA driver %s: %s: %w (driver too old?)", path, s.name, err)
+		}
+	}
+	return l, nil
+}
+
+// Flags of the driver API.
+const (
+	cuStreamNonBlocking     = 0x1
+	cuMemHostAllocPortable  = 0x1
+	cuMemHostAllocDeviceMap = 0x2
+	cuMemHostRegisterPort   = 0x1
+	cuMemHostRegisterDevMap = 0x2
+	cuDeviceNameMax         = 256
+)
+
+func ptr[T any](p *T) uintptr { return uintptr(unsafe.Pointer(p)) }
+
+func (l *libcuda) Init() error {
+	r, _, _ := purego.SyscallN(l.fn.init, 0)
+	return check(r)
+}
+
+func (l *libcuda) DeviceGet(ordinal int) (int32, error) {
+	var d int32
+	r, _, _ := purego.SyscallN(l.fn.deviceGet, ptr(&d), uintptr(ordinal))
+	return d, check(r)
+}
+
+func (l *libcuda) DeviceName(dev int32) (string, error) {
+	buf := make([]byte, cuDeviceNameMax)
+	r, _, _ := purego.SyscallN(l.fn.deviceGetName, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(dev))
+	if err := check(r); err != nil {
+		return "", err
+	}
+	for i, c := range buf {
+		if c == 0 {
+			return string(buf[:i]), nil
+		}
+	}
+	return string(buf), nil
+}
+
+func (l *libcuda) DriverVersion() (int, error) {
+	var v int32
+	r, _, _ := purego.SyscallN(l.fn.driverGetVersion, ptr(&v))
+	return int(v), check(r)
+}
+
+func (l *libcuda) CtxCreate(dev int32) (cuContext, error) {
+	var c cuContext
+	// cuCtxCreate_v2 makes the new context current on this thread; the
+	// caller holds the thread (inCtx) and sets what it needs.
+	r, _, _ := purego.SyscallN(l.fn.ctxCreate, ptr(&c), 0, uintptr(dev))
+	return c, check(r)
+}
+
+func (l *libcuda) CtxDestroy(c cuContext) error {
+	r, _, _ := purego.SyscallN(l.fn.ctxDestroy, uintptr(c))
+	return check(r)
+}
+
+func (l *libcuda) CtxSetCurrent(c cuContext) error {
+	r, _, _ := purego.SyscallN(l.fn.ctxSetCurrent, uintptr(c))
+	return check(r)
+}
+
+func (l *libcuda) StreamCreate() (cuStream, error) {
+	var s cuStream
+	r, _, _ := purego.SyscallN(l.fn.streamCreate, ptr(&s), cuStreamNonBlocking)
+	return s, check(r)
+}
+
+func (l *libcuda) StreamDestroy(s cuStream) error {
+	r, _, _ := purego.SyscallN(l.fn.streamDestroy, uintptr(s))
+	return check(r)
+}
+
+func (l *libcuda) StreamQuery(s cuStream) error {
+	r, _, _ := purego.SyscallN(l.fn.streamQuery, uintptr(s))
+	return check(r)
+}
+
+func (l *libcuda) StreamSynchronize(s cuStream) error {
+	r, _, _ := purego.SyscallN(l.fn.streamSynchronize, uintptr(s))
+	return check(r)
+}
+
+func (l *libcuda) WriteValue64(s cuStream, addr devptr, v uint64) error {
+	r, _, _ := purego.SyscallN(l.fn.writeValue, uintptr(s), uintptr(addr), uintptr(v), 0)
+	return check(r)
+}
+
+func (l *libcuda) MemAllocAsync(size uint64, s cuStream) (devptr, error) {
+	var p devptr
+	r, _, _ := purego.SyscallN(l.fn.memAllocAsync, ptr(&p), uintptr(size), uintptr(s))
+	return p, check(r)
+}
+
+func (l *libcuda) MemFreeAsync(p devptr, s cuStream) error {
+	r, _, _ := purego.SyscallN(l.fn.memFreeAsync, uintptr(p), uintptr(s))
+	return check(r)
+}
+
+func (l *libcuda) MemsetD8Async(p devptr, v byte, n uint64, s cuStream) error {
+	r, _, _ := purego.SyscallN(l.fn.memsetD8Async, uintptr(p), uintptr(v), uintptr(n), uintptr(s))
+	return check(r)
+}
+
+func (l *libcuda) MemcpyHtoDAsync(dst devptr, src unsafe.Pointer, n uint64, s cuStream) error {
+	r, _, _ := purego.SyscallN(l.fn.memcpyHtoDAsync, uintptr(dst), uintptr(src), uintptr(n), uintptr(s))
+	return check(r)
+}
+
+func (l *libcuda) MemcpyDtoHAsync(dst unsafe.Pointer, src devptr, n uint64, s cuStream) error {
+	r, _, _ := purego.SyscallN(l.fn.memcpyDtoHAsync, uintptr(dst), uintptr(src), uintptr(n), uintptr(s))
+	return check(r)
+}
+
+func (l *libcuda) MemcpyDtoDAsync(dst, src devptr, n uint64, s cuStream) error {
+	r, _, _ := purego.SyscallN(l.fn.memcpyDtoDAsync, uintptr(dst), uintptr(src), uintptr(n), uintptr(s))
+	return check(r)
+}
+
+func (l *libcuda) MemHostAlloc(size uint64) (unsafe.Pointer, error) {
+	var p unsafe.Pointer // C memory, never moved
+	r, _, _ := purego.SyscallN(l.fn.memHostAlloc, ptr(&p), uintptr(size), cuMemHostAllocPortable|cuMemHostAllocDeviceMap)
+	if err := check(r); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (l *libcuda) MemFreeHost(p unsafe.Pointer) error {
+	r, _, _ := purego.SyscallN(l.fn.memFreeHost, uintptr(p))
+	return check(r)
+}
+
+func (l *libcuda) MemHostGetDevicePointer(p unsafe.Pointer) (devptr, error) {
+	var d devptr
+	r, _, _ := purego.SyscallN(l.fn.memHostGetDevicePointer, ptr(&d), uintptr(p), 0)
+	return d, check(r)
+}
+
+func (l *libcuda) MemHostRegister(p unsafe.Pointer, size uint64) error {
+	r, _, _ := purego.SyscallN(l.fn.memHostRegister, uintptr(p), uintptr(size), cuMemHostRegisterPort|cuMemHostRegisterDevMap)
+	return check(r)
+}
+
+func (l *libcuda) MemHostUnregister(p unsafe.Pointer) error {
+	r, _, _ := purego.SyscallN(l.fn.memHostUnregister, uintptr(p))
+	return check(r)
+}
+
+func (l *libcuda) ModuleLoadData(image []byte) (cuModule, error) {
+	var m cuModule
+	r, _, _ := purego.SyscallN(l.fn.moduleLoadData, ptr(&m), uintptr(unsafe.Pointer(&image[0])))
+	runtime.KeepAlive(image)
+	return m, check(r)
+}
+
+func (l *libcuda) ModuleUnload(m cuModule) error {
+	r, _, _ := purego.SyscallN(l.fn.moduleUnload, uintptr(m))
+	return check(r)
+}
+
+func (l *libcuda) ModuleGetFunction(m cuModule, name string) (cuFunction, error) {
+	cname := append([]byte(name), 0)
+	var f cuFunction
+	r, _, _ := purego.SyscallN(l.fn.moduleGetFunction, ptr(&f), uintptr(m), uintptr(unsafe.Pointer(&cname[0])))
+	runtime.KeepAlive(cname)
+	return f, check(r)
+}
+
+// launchExtra is cuLaunchKernel's "extra" list for a packed parameter
+// buffer. It lives on the heap (it holds pointers the driver follows) and is
+// kept alive across the call.
+type launchExtra struct {
+	list [5]uintptr
+	size uintptr
+	args []byte
+}
+
+// The "extra" keys (CU_LAUNCH_PARAM_*).
+const (
+	launchParamEnd           = 0x0
+	launchParamBufferPointer = 0x1
+	launchParamBufferSize    = 0x2
+)
+
+func (l *libcuda) LaunchKernel(f cuFunction, grid, block [3]uint32, sharedMem uint32, s cuStream, args []byte) error {
+	e := &launchExtra{size: uintptr(len(args)), args: args}
+	var extra uintptr
+	if len(args) > 0 {
+		e.list = [5]uintptr{
+			launchParamBufferPointer, uintptr(unsafe.Pointer(&e.args[0])),
+			launchParamBufferSize, uintptr(unsafe.Pointer(&e.size)),
+			launchParamEnd,
+		}
+		extra = uintptr(unsafe.Pointer(&e.list[0]))
+	}
+	r, _, _ := purego.SyscallN(l.fn.launchKernel, uintptr(f),
+		uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
+		uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
+		uintptr(sharedMem), uintptr(s), 0, extra)
+	runtime.KeepAlive(e)
+	return check(r)
+}
