@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/sluice-gpu/sluice/mediator/backend"
-	"github.com/sluice-gpu/sluice/mediator/backend/sim"
 	"github.com/sluice-gpu/sluice/mediator/bench/neon"
 	"github.com/sluice-gpu/sluice/mediator/bench/spec"
 	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
@@ -41,7 +40,7 @@ type ctlStats struct {
 }
 
 // newControl builds the control for s.Accounting over the hosts.
-func newControl(s spec.Spec, sm *sim.Sim, hosts []*host) (control, error) {
+func newControl(s spec.Spec, sm gpu, hosts []*host) (control, error) {
 	switch s.Accounting {
 	case spec.AccountingOff:
 		if s.Policy != spec.PolicyNone {
@@ -107,7 +106,7 @@ func pollConfig(s spec.Spec) accounting.Config {
 	return cfg
 }
 
-func newLogaControl(s spec.Spec, sm *sim.Sim, hosts []*host) (*logaControl, error) {
+func newLogaControl(s spec.Spec, sm gpu, hosts []*host) (*logaControl, error) {
 	eng, err := engine.New(sched.Config{Policy: sched.Policy(s.Policy)})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
@@ -257,7 +256,7 @@ type neonControl struct {
 	atSnap ctlStats
 }
 
-func newNeonControl(s spec.Spec, sm *sim.Sim, hosts []*host) (*neonControl, error) {
+func newNeonControl(s spec.Spec, sm gpu, hosts []*host) (*neonControl, error) {
 	cfg := neon.Config{
 		WindowNs:     int64(s.Tuning.NeonWindow),
 		FreerunRatio: s.Tuning.NeonFreerunRatio,

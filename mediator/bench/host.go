@@ -9,7 +9,6 @@ import (
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/internal/shm"
 	"github.com/sluice-gpu/sluice/mediator/backend"
-	"github.com/sluice-gpu/sluice/mediator/backend/sim"
 	"github.com/sluice-gpu/sluice/mediator/bench/spec"
 	"github.com/sluice-gpu/sluice/mediator/internal/channel"
 )
@@ -44,7 +43,7 @@ func ringEntries(depth int) int {
 }
 
 // newHost lays out vm's region, attaches it to s and creates its channels.
-func newHost(s *sim.Sim, id uint32, vm spec.VM, window uint32) (*host, error) {
+func newHost(s gpu, id uint32, vm spec.VM, window uint32) (*host, error) {
 	layout, err := abi.NewLayout(abi.LayoutConfig{
 		RegionSize:  regionSize(vm.Channels, ringEntries(vm.Workload.InFlight())),
 		Channels:    vm.Channels,
@@ -58,7 +57,7 @@ func newHost(s *sim.Sim, id uint32, vm spec.VM, window uint32) (*host, error) {
 	mem := make([]byte, layout.RegionSize)
 	h := &host{id: id, vm: vm, layout: layout, region: shm.New(mem)}
 	heap := h.region.Bytes(layout.HeapOff, layout.HeapSize)
-	h.gpu, err = s.Attach(backend.VMSpec{ID: id, Name: vm.Name, Channels: vm.Channels, Heap: heap, Complete: h.complete})
+	h.gpu, err = s.Attach(backend.VMSpec{ID: id, Name: vm.Name, Channels: vm.Channels, Heap: heap, Complete: s.serial(h.complete)})
 	if err != nil {
 		return nil, fmt.Errorf("attaching vm %q: %w", vm.Name, err)
 	}

@@ -14,6 +14,7 @@ import (
 // the only fields that differ between two runs of one virtual spec.
 type Result struct {
 	Spec       string `json:"spec,omitempty"`
+	Backend    string `json:"backend"`
 	Clock      string `json:"clock"`
 	Accounting string `json:"accounting"`
 	Policy     string `json:"policy"`

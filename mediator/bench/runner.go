@@ -62,7 +62,8 @@ const chunkNs = 10_000_000
 // runner is one run.
 type runner struct {
 	s        spec.Spec
-	sim      *sim.Sim
+	gpu      gpu
+	sim      *sim.Sim // the virtual clock's manual drive; nil on a real GPU
 	hosts    []*host
 	guests   []*guest
 	ctl      control
@@ -95,9 +96,6 @@ func Run(ctx context.Context, s spec.Spec, o Options) (*Result, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	if s.Backend != spec.BackendSim {
-		return nil, fmt.Errorf("%w: backend %s (the in-process runner drives the sim only)", ErrUnsupported, s.Backend)
-	}
 	r, err := setup(s)
 	if err != nil {
 		return nil, err
@@ -120,16 +118,11 @@ func Run(ctx context.Context, s spec.Spec, o Options) (*Result, error) {
 }
 
 func setup(s spec.Spec) (*runner, error) {
-	params := map[string]string{}
-	clock := "wall"
-	if s.Clock == spec.ClockVirtual {
-		clock, params["drive"] = "virtual", "manual"
-	}
-	sm, err := sim.New(backend.Options{Clock: clock, Params: params})
+	g, sm, err := openGPU(s)
 	if err != nil {
-		return nil, fmt.Errorf("opening the sim: %w", err)
+		return nil, err
 	}
-	r := &runner{s: s, sim: sm, duration: int64(s.Duration), ended: make(chan struct{})}
+	r := &runner{s: s, gpu: g, sim: sm, duration: int64(s.Duration), ended: make(chan struct{})}
 	window := uint32(channel.DefaultWindow)
 	switch w := s.Tuning.Window; {
 	case w < 0:
@@ -138,24 +131,24 @@ func setup(s spec.Spec) (*runner, error) {
 		window = uint32(w)
 	}
 	for i, vm := range s.Expand() {
-		h, err := newHost(sm, uint32(i+1), vm, window)
+		h, err := newHost(g, uint32(i+1), vm, window)
 		if err != nil {
-			sm.Close()
+			g.Close()
 			return nil, err
 		}
 		r.hosts = append(r.hosts, h)
-		g := newGuest(h, r.after, sm.Clock().Now, r.duration, r.appFinished)
-		g.closing, g.overrun = &r.closing, &r.overrun
-		r.guests = append(r.guests, g)
+		gu := newGuest(h, r.after, g.Clock().Now, r.duration, r.appFinished)
+		gu.closing, gu.overrun = &r.closing, &r.overrun
+		r.guests = append(r.guests, gu)
 		if vm.Workload.Kind == spec.KindApp {
 			r.appsLeft++
 		}
 	}
-	if r.ctl, err = newControl(s, sm, r.hosts); err != nil {
-		sm.Close()
+	if r.ctl, err = newControl(s, g, r.hosts); err != nil {
+		g.Close()
 		return nil, err
 	}
-	sm.After(r.duration, func() {
+	g.After(r.duration, func() {
 		r.mu.Lock()
 		r.reached = true
 		r.mu.Unlock()
@@ -169,7 +162,7 @@ func setup(s spec.Spec) (*runner, error) {
 
 // after is the sim's After for guests: nothing runs once the run is over.
 func (r *runner) after(delay int64, fn func()) {
-	r.sim.After(delay, func() {
+	r.gpu.After(delay, func() {
 		if !r.closing.Load() {
 			fn()
 		}
@@ -206,21 +199,21 @@ func (r *runner) maybeEnd() {
 func (r *runner) takeSnapshot() *snapshot {
 	n := len(r.hosts)
 	sn := &snapshot{
-		at: r.sim.Clock().Now(), busy: make([]int64, n), billed: make([]int64, n),
+		at: r.gpu.Clock().Now(), busy: make([]int64, n), billed: make([]int64, n),
 		kernels: make([]int64, n), turnaround: make([]int64, n), errs: make([]error, n),
 	}
-	sn.gpuBusy = r.sim.EngineBusy(sim.Compute) + r.sim.EngineBusy(sim.Copy)
+	sn.gpuBusy = r.gpu.Busy()
 	// Commands running at W count from their start, as the exact meter
 	// reads them from the backend's status.
 	var st backend.Status
-	r.sim.ReadStatus(&st)
+	r.gpu.ReadStatus(&st)
 	running := map[uint32]int64{}
 	for _, c := range st.Running {
 		running[c.VM] += max(st.Time-c.Since, 0)
 	}
 	for i, h := range r.hosts {
 		g := r.guests[i]
-		sn.busy[i] = r.sim.VMBusy(h.id)
+		sn.busy[i] = r.gpu.VMBusy(h.id)
 		sn.billed[i] = h.billedNs() + running[h.id]
 		sn.kernels[i] = g.done
 		sn.turnaround[i] = g.turnaround()
@@ -321,7 +314,7 @@ func (r *runner) close() {
 	if r.ctl != nil {
 		r.ctl.stop()
 	}
-	r.sim.Close()
+	r.gpu.Close()
 }
 
 // result assembles the Result from the snapshot and the control's figures.
@@ -335,7 +328,7 @@ func (r *runner) result(o Options) (*Result, error) {
 	w := sn.at
 	ctl, st := r.ctl.result(w), r.ctl.stats()
 	res := &Result{
-		Spec: o.Name, Clock: string(r.s.Clock), Accounting: string(r.s.Accounting), Policy: string(r.s.Policy),
+		Spec: o.Name, Backend: string(r.s.Backend), Clock: string(r.s.Clock), Accounting: string(r.s.Accounting), Policy: string(r.s.Policy),
 		DurationNs: w, GPUBusyNs: sn.gpuBusy, PollerCPUNs: st.cpuNs, EstimatorNs: st.estimatorNs,
 		Periods: st.periods, MeanPeriodNs: st.meanPeriodNs, SamplingNs: st.samplingNs,
 		VMs: make([]VMResult, len(r.hosts)),

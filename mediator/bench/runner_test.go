@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/sluice-gpu/sluice/mediator/backend"
 	"math"
 	"reflect"
 	"testing"
@@ -144,10 +145,16 @@ func TestErrors(t *testing.T) {
 	}{
 		{"off with dfq", "duration: 1s\naccounting: off\npolicy: dfq\nvms: [{name: a, workload: {kind: throttle, kernel_us: 1}}]", ErrUnsupported},
 		{"off with cap", "duration: 1s\naccounting: off\npolicy: cap\nvms: [{name: a, workload: {kind: throttle, kernel_us: 1}}]", ErrUnsupported},
-		{"cuda", "duration: 1s\nbackend: cuda\nclock: wall\nvms: [{name: a, workload: {kind: throttle, kernel_us: 1}}]", ErrUnsupported},
+		{"cuda without a GPU", "duration: 1s\nbackend: cuda\nclock: wall\nvms: [{name: a, workload: {kind: throttle, kernel_us: 1}}]", ErrUnsupported},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.name == "cuda without a GPU" {
+				if b, err := backend.Open("cuda", backend.Options{}); err == nil {
+					_ = b.Close()
+					t.Skip("this machine has a GPU")
+				}
+			}
 			_, err := Run(context.Background(), parse(t, tt.yaml), Options{})
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("error %v, want %v", err, tt.want)

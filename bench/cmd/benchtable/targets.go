@@ -73,14 +73,33 @@ func overheadTargets(rs []*bench.Result, by map[string]*bench.Result) []target {
 		d := float64(loga)/float64(off) - 1
 		ts = append(ts, judged("overhead "+m[1]+": app turnaround, loga vs off", "≤ 0.5%",
 			fmt.Sprintf("%+.3f%%", 100*d), math.Abs(d) <= 0.005))
+		for i := 2; ; i++ {
+			o, l := by[fmt.Sprintf("overhead-%s-off-r%d", m[1], i)], by[fmt.Sprintf("overhead-%s-loga-r%d", m[1], i)]
+			if o == nil || l == nil || appTurnaround(o) <= 0 {
+				break
+			}
+			d := float64(appTurnaround(l))/float64(appTurnaround(o)) - 1
+			ts = append(ts, judged(fmt.Sprintf("overhead %s, repeat %d", m[1], i), "≤ 0.5%",
+				fmt.Sprintf("%+.3f%%", 100*d), math.Abs(d) <= 0.005))
+		}
 		ts = append(ts, judged("poller CPU, "+m[1]+" (11 VMs)", "≤ 2% of a core",
 			fmt.Sprintf("%.3f%%", 100*r.PollerCPUFraction), r.PollerCPUFraction <= 0.02))
 	}
 	return ts
 }
 
+// onGPU reports whether r ran on a real GPU, where the targets of issue 5
+// apply (within 2% of the kernels' %globaltimer ground truth).
+func onGPU(r *bench.Result) bool { return r.Backend == "cuda" }
+
 func accuracyTargets(rs []*bench.Result) []target {
 	var ts []target
+	tol, gpu := 0.01, false
+	for _, r := range rs {
+		if onGPU(r) {
+			tol, gpu = 0.02, true
+		}
+	}
 	worst, worstSpec, n := 0.0, "", 0
 	for _, r := range rs {
 		if !accuracyName.MatchString(r.Spec) || r.EstimateErrorMax == nil {
@@ -92,8 +111,12 @@ func accuracyTargets(rs []*bench.Result) []target {
 		}
 	}
 	if n > 0 {
-		ts = append(ts, judged(fmt.Sprintf("kernel length and load measured by polling, %d specs (polling all the time)", n),
-			"within 1%", fmt.Sprintf("worst %.4f%% (%s)", 100*worst, worstSpec), worst <= 0.01))
+		what := fmt.Sprintf("kernel length and load measured by polling, %d specs (polling all the time)", n)
+		if gpu {
+			what += ", against the kernels' %globaltimer time"
+		}
+		ts = append(ts, judged(what, fmt.Sprintf("within %.0f%%", 100*tol),
+			fmt.Sprintf("worst %.4f%% (%s)", 100*worst, worstSpec), worst <= tol))
 	}
 	for _, r := range rs {
 		if sampledName.MatchString(r.Spec) && r.EstimateErrorMax != nil {
@@ -108,6 +131,15 @@ func accuracyTargets(rs []*bench.Result) []target {
 			}
 			return r.AccountingErrorMax
 		}, true)...)
+	if gpu {
+		ts = append(ts, worstTarget(rs, "completion-timestamp meter vs the kernels' own time per VM (GPU)", "reported",
+			func(r *bench.Result) *float64 {
+				if !onGPU(r) || r.Accounting == "off" {
+					return nil
+				}
+				return r.AccountingErrorMax
+			}, false)...)
+	}
 	ts = append(ts, worstTarget(rs, "sampling estimate vs true per VM (loga, scheduling input)", "reported",
 		func(r *bench.Result) *float64 {
 			if r.Accounting != "loga" || r.Clock == "wall" {
@@ -138,7 +170,9 @@ func worstTarget(rs []*bench.Result, what, goal string, f func(*bench.Result) *f
 	t := judged(fmt.Sprintf("%s, %d specs", what, n), goal, fmt.Sprintf("worst %.2f%% (%s)", 100*worst, worstSpec), worst <= 0.01)
 	if !check {
 		t.info = true
-		t.measured += " (polling 1.9% of the time: the error shrinks as 1/√periods)"
+		if !strings.Contains(what, "GPU") {
+			t.measured += " (polling 1.9% of the time: the error shrinks as 1/√periods)"
+		}
 	}
 	return []target{t}
 }

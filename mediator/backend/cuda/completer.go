@@ -15,6 +15,10 @@ type delivery struct {
 	c  backend.Completion
 }
 
+// idleSpin is how long the completer keeps spinning once nothing is
+// outstanding, before it parks.
+const idleSpin = 2_000_000
+
 // completer delivers completions: it sweeps the channels' end markers while
 // anything is outstanding and sleeps otherwise.
 func (b *Backend) completer() {
@@ -22,8 +26,16 @@ func (b *Backend) completer() {
 	runtime.LockOSThread() // its CPU time is its thread's
 	defer runtime.UnlockOSThread()
 	var out []delivery
+	busyAt := b.now()
 	for {
 		if b.outstanding.Load() == 0 {
+			if b.now()-busyAt < idleSpin {
+				// A guest that waits for a completion to submit its next
+				// command comes back within microseconds: waking a parked
+				// goroutine would take longer than its work's start.
+				runtime.Gosched()
+				continue
+			}
 			b.completerNs.Store(threadCPUNs())
 			select {
 			case <-b.wake:
@@ -37,6 +49,7 @@ func (b *Backend) completer() {
 			return
 		default:
 		}
+		busyAt = b.now()
 		out = b.sweep(out[:0])
 		for _, d := range out {
 			d.vm.complete(d.c)
@@ -81,8 +94,14 @@ func (ch *channel) sweep(out []delivery) []delivery {
 		switch {
 		case it.seq == 0: // never went to the GPU
 		case it.seq <= end:
-			c.Start, c.End = ch.startOf(it), now
-			ch.lastEnd = now
+			if it.endAt == 0 {
+				it.endAt = now
+			}
+			if it.op == abi.OpThrottle && it.code == abi.OK && !ch.takeRecord(it.seq, now-it.endAt) {
+				goto stop // its record is on its way: the next sweep
+			}
+			c.Start, c.End = ch.startOf(it), it.endAt
+			ch.lastEnd = it.endAt
 		case fault != nil:
 			c.Code = abi.ErrDevice
 		case closing:
@@ -112,6 +131,27 @@ stop:
 		b.checkFault(v, ch)
 	}
 	return out
+}
+
+// recordWait is how long after a THROTTLE's end marker its record may take
+// to show before it counts as lost.
+const recordWait = 10_000_000
+
+// takeRecord adds the THROTTLE seq's ground-truth record to the channel's
+// totals. It reports false while the record has not arrived (its writes and
+// the end marker take different paths to host memory) and waited < recordWait.
+func (ch *channel) takeRecord(seq uint64, waited int64) bool {
+	off := slotOff(seq)
+	if atomic.LoadUint64(ch.word(off+24)) != seq {
+		if waited < recordWait {
+			return false
+		}
+		ch.truthLost.Add(1)
+		return true
+	}
+	ch.truthNs.Add(int64(atomic.LoadUint64(ch.word(off))))
+	ch.truthKernels.Add(1)
+	return true
 }
 
 // startOf is when it started: when its start marker was seen, or else (it

@@ -191,9 +191,9 @@ func (b *Backend) wakeup() {
 	}
 }
 
-// GroundTruth is the GPU time a VM's THROTTLE kernels measured themselves
-// on %globaltimer (time their context was switched out excluded) and how
-// many of them ran; ok is false for a VM not attached.
+// GroundTruth is the GPU time a VM's completed THROTTLE kernels measured
+// themselves on %globaltimer (time their context was switched out excluded)
+// and how many of them there were; ok is false for a VM not attached.
 func (b *Backend) GroundTruth(id uint32) (ns, kernels int64, ok bool) {
 	b.mu.Lock()
 	v := b.vms[id]
@@ -202,8 +202,8 @@ func (b *Backend) GroundTruth(id uint32) (ns, kernels int64, ok bool) {
 		return 0, 0, false
 	}
 	for _, ch := range v.chans {
-		ns += int64(atomic.LoadUint64(ch.truth(0)))
-		kernels += int64(atomic.LoadUint64(ch.truth(1)))
+		ns += ch.truthNs.Load()
+		kernels += ch.truthKernels.Load()
 	}
 	return ns, kernels, true
 }

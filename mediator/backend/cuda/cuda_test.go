@@ -130,8 +130,12 @@ func TestThrottleGroundTruthAndOrder(t *testing.T) {
 	for _, l := range r.f.launches {
 		if l.name == throttleName {
 			seen = true
-			if rec := devptr(le.Uint64(l.args)); rec != vm.chans[0].dev+offTruth {
-				t.Errorf("throttle record %#x, want channel 0's %#x", rec, vm.chans[0].dev+offTruth)
+			seq := le.Uint64(l.args[24:])
+			if rec := devptr(le.Uint64(l.args)); rec != vm.chans[0].dev+devptr(slotOff(seq)) {
+				t.Errorf("throttle record %#x, want channel 0's slot for %d", rec, seq)
+			}
+			if start := devptr(le.Uint64(l.args[32:])); start != vm.chans[0].dev+offStart {
+				t.Errorf("throttle start marker %#x, want channel 0's", start)
 			}
 			if gap := le.Uint64(l.args[16:]); gap != DefaultGapNs {
 				t.Errorf("gap %d", gap)

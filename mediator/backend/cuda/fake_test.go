@@ -362,9 +362,12 @@ func (f *fakeDriver) LaunchKernel(fn cuFunction, grid, block [3]uint32, shared u
 		f.launches = append(f.launches, fakeLaunch{name: name, grid: grid, block: block, shared: shared, args: args})
 		switch name {
 		case throttleName:
+			// The start marker first, then the record, seq last.
+			seq := le.Uint64(args[24:])
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&f.mem(devptr(le.Uint64(args[32:])), 8)[0])), seq)
 			rec := f.mem(devptr(le.Uint64(args)), 32)
-			atomic.AddUint64((*uint64)(unsafe.Pointer(&rec[0])), le.Uint64(args[8:]))
-			atomic.AddUint64((*uint64)(unsafe.Pointer(&rec[8])), 1)
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[0])), le.Uint64(args[8:]))
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[24])), seq)
 		case "fault":
 			f.ctxs[ctx].fault = cudaErrorIllegalAddress
 		}

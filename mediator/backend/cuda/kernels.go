@@ -2,13 +2,18 @@ package cuda
 
 // throttlePTX is the THROTTLE command: one thread spinning on %globaltimer
 // (the GPU's nanosecond clock) until it has run for ns. It counts only the
-// time it ran: a step between two reads longer than gap means the context
+// time it ran: a step between two reads longer than gap means its context
 // was switched out (time slicing between VMs' contexts), and that time was
-// somebody else's. At its end it adds what it ran to its channel's ground
-// truth record (host-mapped memory, one writer per channel since a channel's
-// commands run in order) and leaves its first and last timer reads:
+// somebody else's.
 //
-//	rec[0] += ran ns    rec[1] += 1    rec[2] = start    rec[3] = end
+// It writes its own start marker (seq) as its first act, so the running
+// state the poller reads begins when the kernel does, not when the launch
+// was queued; the end marker is the stream memory operation after it. At its
+// end it leaves its record in its slot, seq last, with posted stores only
+// (no reads of host memory, which would cost microseconds of GPU time that
+// the record does not count):
+//
+//	slot[0] = ran ns    slot[1] = first timer read    slot[2] = last    slot[3] = seq
 //
 // PTX (not a cubin) so that the driver compiles it for whichever GPU it
 // finds; ISA 7.0 / sm_70 is the oldest that every supported driver takes.
@@ -18,17 +23,22 @@ const throttlePTX = `
 .address_size 64
 
 .visible .entry sluice_throttle(
-	.param .u64 p_rec,
+	.param .u64 p_slot,
 	.param .u64 p_ns,
-	.param .u64 p_gap
+	.param .u64 p_gap,
+	.param .u64 p_seq,
+	.param .u64 p_start
 )
 {
 	.reg .pred %p<3>;
 	.reg .b64 %rd<12>;
 
-	ld.param.u64 %rd1, [p_rec];
+	ld.param.u64 %rd1, [p_slot];
 	ld.param.u64 %rd2, [p_ns];
 	ld.param.u64 %rd3, [p_gap];
+	ld.param.u64 %rd9, [p_seq];
+	ld.param.u64 %rd10, [p_start];
+	st.volatile.global.u64 [%rd10], %rd9;
 	mov.u64 %rd4, %globaltimer;
 	mov.u64 %rd5, %rd4;
 	mov.u64 %rd6, 0;
@@ -44,15 +54,10 @@ LOOP:
 	setp.lt.u64 %p1, %rd6, %rd2;
 	@%p1 bra LOOP;
 DONE:
-	ld.volatile.global.u64 %rd9, [%rd1];
-	add.u64 %rd9, %rd9, %rd6;
-	st.volatile.global.u64 [%rd1], %rd9;
-	ld.volatile.global.u64 %rd10, [%rd1+8];
-	add.u64 %rd10, %rd10, 1;
-	st.volatile.global.u64 [%rd1+8], %rd10;
-	st.volatile.global.u64 [%rd1+16], %rd4;
-	st.volatile.global.u64 [%rd1+24], %rd5;
-	membar.sys;
+	st.volatile.global.u64 [%rd1], %rd6;
+	st.volatile.global.u64 [%rd1+8], %rd4;
+	st.volatile.global.u64 [%rd1+16], %rd5;
+	st.volatile.global.u64 [%rd1+24], %rd9;
 	ret;
 }
 `
@@ -61,10 +66,12 @@ DONE:
 const throttleName = "sluice_throttle"
 
 // throttleArgs packs the kernel's parameters.
-func throttleArgs(rec devptr, ns, gap uint64) []byte {
-	b := make([]byte, 24)
-	le.PutUint64(b[0:], uint64(rec))
+func throttleArgs(slot devptr, ns, gap, seq uint64, start devptr) []byte {
+	b := make([]byte, 40)
+	le.PutUint64(b[0:], uint64(slot))
 	le.PutUint64(b[8:], ns)
 	le.PutUint64(b[16:], gap)
+	le.PutUint64(b[24:], seq)
+	le.PutUint64(b[32:], uint64(start))
 	return b
 }

@@ -20,8 +20,11 @@ func (v *cudaVM) issue(ch *channel, c *abi.Command) (seq uint64, code abi.ErrorC
 	}
 	d := v.b.d
 	seq = ch.seq + 1
-	if err := d.WriteValue64(ch.stream, ch.dev+offStart, seq); err != nil {
-		return 0, abi.ErrDevice, fmt.Errorf("writing a start marker: %w", err)
+	// THROTTLE writes its own start marker when it starts running.
+	if c.Op != abi.OpThrottle {
+		if err := d.WriteValue64(ch.stream, ch.dev+offStart, seq); err != nil {
+			return 0, abi.ErrDevice, fmt.Errorf("writing a start marker: %w", err)
+		}
 	}
 	ch.seq = seq
 	if w != nil {
@@ -53,8 +56,9 @@ func (v *cudaVM) prepare(ch *channel, c *abi.Command) (work, abi.ErrorCode) {
 		return nil, abi.OK
 	case abi.OpThrottle:
 		return func(s cuStream) error {
+			seq := ch.seq // issue has moved it to this command's value
 			return d.LaunchKernel(v.throttle, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, s,
-				throttleArgs(ch.dev+offTruth, c.DurationNs, v.b.gap))
+				throttleArgs(ch.dev+devptr(slotOff(seq)), c.DurationNs, v.b.gap, seq, ch.dev+offStart))
 		}, abi.OK
 	case abi.OpAlloc:
 		return v.prepareAlloc(c)

@@ -11,14 +11,16 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/backend"
 )
 
-// markerStride is each channel's share of its VM's host-mapped marker
-// block: the start and end markers on one cache line, the throttle kernel's
-// ground-truth record on the next.
+// Each channel's share of its VM's host-mapped marker block: the start and
+// end markers on one cache line, then a ring of slots where THROTTLE kernels
+// leave their ground-truth records (slot seq % truthSlots).
 const (
-	markerStride = 128
 	offStart     = 0
 	offEnd       = 8
-	offTruth     = 64
+	offSlots     = 64
+	slotSize     = 32
+	truthSlots   = 1024
+	markerStride = offSlots + truthSlots*slotSize
 )
 
 // cudaVM is one VM's context on the GPU.
@@ -76,6 +78,8 @@ type channel struct {
 	startAt   int64
 	lastEnd   int64 // when the last command's end was seen
 	quietFrom int64 // since when the head made no progress
+
+	truthNs, truthKernels, truthLost atomic.Int64 // the THROTTLE kernels' own records
 }
 
 // item is one submitted command.
@@ -85,12 +89,13 @@ type item struct {
 	op       abi.Opcode
 	code     abi.ErrorCode
 	submitAt int64
+	endAt    int64 // when its end marker was first seen, if its record was not there yet
 }
 
 func (ch *channel) word(off uintptr) *uint64 { return (*uint64)(unsafe.Add(ch.host, off)) }
 
-// truth is word i of the channel's ground-truth record.
-func (ch *channel) truth(i int) *uint64 { return ch.word(offTruth + uintptr(8*i)) }
+// slotOff is where the THROTTLE with marker value seq leaves its record.
+func slotOff(seq uint64) uintptr { return offSlots + uintptr(seq%truthSlots)*slotSize }
 
 func engineOf(op abi.Opcode) int {
 	if op == abi.OpCopy {
