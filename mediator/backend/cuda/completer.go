@@ -204,7 +204,7 @@ func (b *Backend) ReadStatus(st *backend.Status) {
 		if head.seq != 0 && atomic.LoadUint64(ch.word(offEnd)) < head.seq {
 			ch.noteStart(now)
 			if ch.startSeq == head.seq {
-				st.Running = append(st.Running, backend.Running{ChannelRef: ref, Engine: engineOf(head.op), Since: ch.startAt})
+				st.Running = append(st.Running, backend.Running{ChannelRef: ref, Engine: ch.engine, Since: ch.startAt})
 			}
 		}
 		ch.mu.Unlock()

@@ -36,9 +36,10 @@ type Backend struct {
 	gap   uint64
 	stall int64
 
-	mu     sync.Mutex // vms, closed
-	vms    map[uint32]*cudaVM
-	closed bool
+	mu         sync.Mutex // vms, closed, nextEngine
+	vms        map[uint32]*cudaVM
+	closed     bool
+	nextEngine int
 
 	// chans is every attached channel, for the completer and ReadStatus;
 	// replaced (never modified) under mu. sweeping is held (read) by

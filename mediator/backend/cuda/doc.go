@@ -22,9 +22,10 @@
 //	write end marker = seq
 //
 // NOP and FENCE are the markers alone. THROTTLE launches a one-thread spin
-// kernel (kernels.go) that also records the time it ran on %globaltimer,
-// excluding the stretches its context was switched out: the ground truth
-// the benchmarks compare accounting with (GroundTruth). LOAD_MODULE loads a
+// kernel (kernels.go) that writes its own markers around its spin and
+// records the time it ran on %globaltimer, excluding the stretches its
+// context was switched out: the ground truth the benchmarks compare
+// accounting with (GroundTruth). LOAD_MODULE loads a
 // copy of the image out of the heap when it is submitted (cuModuleLoadData
 // is synchronous); LAUNCH copies the kernel's name and argument blob out of
 // the heap, relocates buffer handles to device addresses and heap offsets to
@@ -45,9 +46,13 @@
 // ours), so Start and End are host observation times within a sweep (about
 // a microsecond) of the marker writes. ReadStatus is the LoGA status read: a
 // channel runs when its start marker is ahead of its end marker, since the
-// moment that was first seen; Engine is 1 for COPY (the copy engines) and 0
-// for the rest. Several channels can show as running at once: the GPU time-
-// slices between contexts, and the accounting splits such time.
+// moment that was first seen. Several channels can show as running at once:
+// the GPU time-slices between contexts, and no CUDA interface says which
+// context holds the GPU at an instant. Each channel is therefore its own
+// Engine in the status, and the estimator splits stretches where several
+// run evenly between them (what time slicing does on average). For the same
+// reason completion timestamps bound a command's span, not its GPU time,
+// when VMs overlap: each VM's spans then include time the others ran.
 //
 // # Faults
 //

@@ -368,6 +368,7 @@ func (f *fakeDriver) LaunchKernel(fn cuFunction, grid, block [3]uint32, shared u
 			rec := f.mem(devptr(le.Uint64(args)), 32)
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[0])), le.Uint64(args[8:]))
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[24])), seq)
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&f.mem(devptr(le.Uint64(args[40:])), 8)[0])), seq)
 		case "fault":
 			f.ctxs[ctx].fault = cudaErrorIllegalAddress
 		}

@@ -6,12 +6,13 @@ package cuda
 // was switched out (time slicing between VMs' contexts), and that time was
 // somebody else's.
 //
-// It writes its own start marker (seq) as its first act, so the running
-// state the poller reads begins when the kernel does, not when the launch
-// was queued; the end marker is the stream memory operation after it. At its
-// end it leaves its record in its slot, seq last, with posted stores only
-// (no reads of host memory, which would cost microseconds of GPU time that
-// the record does not count):
+// It writes its own start and end markers (seq) as its first and last acts,
+// so the running state the poller reads is the kernel's own span, not the
+// launch's queueing and teardown around it. Before the end marker it leaves
+// its record in its slot, seq last, with posted stores only (no reads of
+// host memory, which would cost microseconds of GPU time that the record
+// does not count; the completer waits for the record if it lands after the
+// marker):
 //
 //	slot[0] = ran ns    slot[1] = first timer read    slot[2] = last    slot[3] = seq
 //
@@ -27,7 +28,8 @@ const throttlePTX = `
 	.param .u64 p_ns,
 	.param .u64 p_gap,
 	.param .u64 p_seq,
-	.param .u64 p_start
+	.param .u64 p_start,
+	.param .u64 p_end
 )
 {
 	.reg .pred %p<3>;
@@ -38,6 +40,7 @@ const throttlePTX = `
 	ld.param.u64 %rd3, [p_gap];
 	ld.param.u64 %rd9, [p_seq];
 	ld.param.u64 %rd10, [p_start];
+	ld.param.u64 %rd11, [p_end];
 	st.volatile.global.u64 [%rd10], %rd9;
 	mov.u64 %rd4, %globaltimer;
 	mov.u64 %rd5, %rd4;
@@ -58,6 +61,7 @@ DONE:
 	st.volatile.global.u64 [%rd1+8], %rd4;
 	st.volatile.global.u64 [%rd1+16], %rd5;
 	st.volatile.global.u64 [%rd1+24], %rd9;
+	st.volatile.global.u64 [%rd11], %rd9;
 	ret;
 }
 `
@@ -66,12 +70,13 @@ DONE:
 const throttleName = "sluice_throttle"
 
 // throttleArgs packs the kernel's parameters.
-func throttleArgs(slot devptr, ns, gap, seq uint64, start devptr) []byte {
-	b := make([]byte, 40)
+func throttleArgs(slot devptr, ns, gap, seq uint64, start, end devptr) []byte {
+	b := make([]byte, 48)
 	le.PutUint64(b[0:], uint64(slot))
 	le.PutUint64(b[8:], ns)
 	le.PutUint64(b[16:], gap)
 	le.PutUint64(b[24:], seq)
 	le.PutUint64(b[32:], uint64(start))
+	le.PutUint64(b[40:], uint64(end))
 	return b
 }

@@ -36,7 +36,11 @@ func (v *cudaVM) issue(ch *channel, c *abi.Command) (seq uint64, code abi.ErrorC
 		}
 	}
 	// The end marker goes on even when the work was refused, so that the
-	// command completes in its place.
+	// command completes in its place (a THROTTLE that launched writes its
+	// own).
+	if c.Op == abi.OpThrottle && code == abi.OK {
+		return seq, code, nil
+	}
 	if err := d.WriteValue64(ch.stream, ch.dev+offEnd, seq); err != nil {
 		return 0, abi.ErrDevice, fmt.Errorf("writing an end marker: %w", err)
 	}
@@ -58,7 +62,7 @@ func (v *cudaVM) prepare(ch *channel, c *abi.Command) (work, abi.ErrorCode) {
 		return func(s cuStream) error {
 			seq := ch.seq // issue has moved it to this command's value
 			return d.LaunchKernel(v.throttle, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, s,
-				throttleArgs(ch.dev+devptr(slotOff(seq)), c.DurationNs, v.b.gap, seq, ch.dev+offStart))
+				throttleArgs(ch.dev+devptr(slotOff(seq)), c.DurationNs, v.b.gap, seq, ch.dev+offStart, ch.dev+offEnd))
 		}, abi.OK
 	case abi.OpAlloc:
 		return v.prepareAlloc(c)

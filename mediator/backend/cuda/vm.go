@@ -67,6 +67,7 @@ type module struct {
 type channel struct {
 	vm     *cudaVM
 	idx    int
+	engine int // unique among the backend's channels (see engineOf)
 	stream cuStream
 	host   unsafe.Pointer // this channel's markerStride bytes of the marker block
 	dev    devptr         // their device address
@@ -97,12 +98,11 @@ func (ch *channel) word(off uintptr) *uint64 { return (*uint64)(unsafe.Add(ch.ho
 // slotOff is where the THROTTLE with marker value seq leaves its record.
 func slotOff(seq uint64) uintptr { return offSlots + uintptr(seq%truthSlots)*slotSize }
 
-func engineOf(op abi.Opcode) int {
-	if op == abi.OpCopy {
-		return 1
-	}
-	return 0
-}
+// Each channel is its own "engine" in the status: the GPU time-slices
+// between contexts, so the commands of several channels are in progress at
+// once and none of them can be told to be the one on the GPU at a given
+// instant. As distinct engines, the estimator splits such stretches evenly
+// between them, which is what time slicing does on average.
 
 // Attach creates the VM's context, its streams and marker block, loads the
 // throttle kernel and registers the heap for DMA.
@@ -178,8 +178,9 @@ func (v *cudaVM) create(channels int) (err error) {
 				return fmt.Errorf("creating the stream of channel %d: %w", i, err)
 			}
 			off := uintptr(i * markerStride)
+			v.b.nextEngine++
 			v.chans = append(v.chans, &channel{
-				vm: v, idx: i, stream: s, host: unsafe.Add(v.marks, off), dev: v.marksDev + devptr(off),
+				vm: v, idx: i, engine: v.b.nextEngine, stream: s, host: unsafe.Add(v.marks, off), dev: v.marksDev + devptr(off),
 			})
 		}
 		return nil
