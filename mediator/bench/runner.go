@@ -63,6 +63,7 @@ const chunkNs = 10_000_000
 type runner struct {
 	s        spec.Spec
 	gpu      gpu
+	t0       int64 // the run's start on the backend's clock (after setup)
 	sim      *sim.Sim // the virtual clock's manual drive; nil on a real GPU
 	hosts    []*host
 	guests   []*guest
@@ -137,7 +138,7 @@ func setup(s spec.Spec) (*runner, error) {
 			return nil, err
 		}
 		r.hosts = append(r.hosts, h)
-		gu := newGuest(h, r.after, g.Clock().Now, r.duration, r.appFinished)
+		gu := newGuest(h, r.after, r.now, r.duration, r.appFinished)
 		gu.closing, gu.overrun = &r.closing, &r.overrun
 		r.guests = append(r.guests, gu)
 		if vm.Workload.Kind == spec.KindApp {
@@ -148,6 +149,9 @@ func setup(s spec.Spec) (*runner, error) {
 		g.Close()
 		return nil, err
 	}
+	// The run's time starts now: on a real GPU, creating the contexts took
+	// a while of the backend's clock.
+	r.t0 = g.Clock().Now()
 	g.After(r.duration, func() {
 		r.mu.Lock()
 		r.reached = true
@@ -159,6 +163,9 @@ func setup(s spec.Spec) (*runner, error) {
 	}
 	return r, nil
 }
+
+// now is the run's time: the backend's clock since t0.
+func (r *runner) now() int64 { return r.gpu.Clock().Now() - r.t0 }
 
 // after is the sim's After for guests: nothing runs once the run is over.
 func (r *runner) after(delay int64, fn func()) {
@@ -329,13 +336,13 @@ func (r *runner) result(o Options) (*Result, error) {
 	ctl, st := r.ctl.result(w), r.ctl.stats()
 	res := &Result{
 		Spec: o.Name, Backend: string(r.s.Backend), Clock: string(r.s.Clock), Accounting: string(r.s.Accounting), Policy: string(r.s.Policy),
-		DurationNs: w, GPUBusyNs: sn.gpuBusy, PollerCPUNs: st.cpuNs, EstimatorNs: st.estimatorNs,
+		DurationNs: w - r.t0, GPUBusyNs: sn.gpuBusy, PollerCPUNs: st.cpuNs, EstimatorNs: st.estimatorNs,
 		Periods: st.periods, MeanPeriodNs: st.meanPeriodNs, SamplingNs: st.samplingNs,
 		VMs: make([]VMResult, len(r.hosts)),
 	}
-	if w > 0 {
-		res.Utilization = float64(sn.gpuBusy) / float64(w)
-		res.PollerCPUFraction = float64(st.cpuNs) / float64(w)
+	if d := w - r.t0; d > 0 {
+		res.Utilization = float64(sn.gpuBusy) / float64(d)
+		res.PollerCPUFraction = float64(st.cpuNs) / float64(d)
 		if res.MeanPeriodNs == 0 && st.periods > 0 {
 			res.MeanPeriodNs = w / st.periods
 		}
@@ -371,7 +378,7 @@ func (r *runner) result(o Options) (*Result, error) {
 			v.AccountingError, v.EstimateError = &a, &e
 		}
 		if c.firstHeld >= 0 {
-			first := c.firstHeld
+			first := c.firstHeld - r.t0
 			v.FirstHeldNs = &first
 		}
 		res.Kernels += v.Kernels

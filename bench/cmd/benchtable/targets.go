@@ -71,16 +71,34 @@ func overheadTargets(rs []*bench.Result, by map[string]*bench.Result) []target {
 			continue
 		}
 		d := float64(loga)/float64(off) - 1
-		ts = append(ts, judged("overhead "+m[1]+": app turnaround, loga vs off", "≤ 0.5%",
-			fmt.Sprintf("%+.3f%%", 100*d), math.Abs(d) <= 0.005))
+		pairs := []float64{d}
 		for i := 2; ; i++ {
 			o, l := by[fmt.Sprintf("overhead-%s-off-r%d", m[1], i)], by[fmt.Sprintf("overhead-%s-loga-r%d", m[1], i)]
 			if o == nil || l == nil || appTurnaround(o) <= 0 {
 				break
 			}
-			d := float64(appTurnaround(l))/float64(appTurnaround(o)) - 1
-			ts = append(ts, judged(fmt.Sprintf("overhead %s, repeat %d", m[1], i), "≤ 0.5%",
+			pairs = append(pairs, float64(appTurnaround(l))/float64(appTurnaround(o))-1)
+		}
+		if len(pairs) == 1 {
+			ts = append(ts, judged("overhead "+m[1]+": app turnaround, loga vs off", "≤ 0.5%",
 				fmt.Sprintf("%+.3f%%", 100*d), math.Abs(d) <= 0.005))
+		} else {
+			// On a real GPU one pair is within run-to-run noise: judge the
+			// mean of the interleaved pairs, and show each.
+			var sum, sq float64
+			parts := make([]string, len(pairs))
+			for i, p := range pairs {
+				sum += p
+				parts[i] = fmt.Sprintf("%+.2f%%", 100*p)
+			}
+			mean := sum / float64(len(pairs))
+			for _, p := range pairs {
+				sq += (p - mean) * (p - mean)
+			}
+			se := math.Sqrt(sq/float64(len(pairs)-1)) / math.Sqrt(float64(len(pairs)))
+			ts = append(ts, judged(fmt.Sprintf("overhead %s: app turnaround, loga vs off, mean of %d interleaved pairs", m[1], len(pairs)),
+				"≤ 0.5%", fmt.Sprintf("%+.3f%% ± %.3f%% (standard error; pairs %s)", 100*mean, 100*se, strings.Join(parts, ", ")),
+				math.Abs(mean) <= 0.005))
 		}
 		ts = append(ts, judged("poller CPU, "+m[1]+" (11 VMs)", "≤ 2% of a core",
 			fmt.Sprintf("%.3f%%", 100*r.PollerCPUFraction), r.PollerCPUFraction <= 0.02))
