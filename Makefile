@@ -13,7 +13,7 @@ FUZZTIME     ?= 3s
 DEMO_SECONDS ?= 20
 BENCHTIME    ?= 2s
 
-.PHONY: help build sluiced sluicectl sluice-agent sluice-init sluice-libvirt-hook guest-image test unit fuzz vet lint demo bench clean
+.PHONY: help build sluiced sluicectl sluice-agent sluice-init sluice-libvirt-hook guest-image test unit fuzz vet lint demo bench bench-gpu clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -72,6 +72,14 @@ bench: sluicectl ## run the Go benchmarks and every bench/specs/*.yaml; JSON and
 	done; \
 	$(GO) run ./bench/cmd/benchtable $$out > bench/results/specs.md
 	@echo "wrote bench/results/specs.md"
+
+GPU_RESULTS ?= bench/results/h100
+
+bench-gpu: sluicectl ## on an NVIDIA GPU machine: the cuda backend's GPU tests, then bench/specs-gpu into GPU_RESULTS
+	SLUICE_REQUIRE_GPU=1 CGO_ENABLED=0 $(GO) test -count=1 -run GPU -v ./mediator/backend/cuda
+	bench/gpu/run.sh $(BIN)/sluicectl $(GPU_RESULTS)
+	$(GO) run ./bench/cmd/benchtable $(GPU_RESULTS)/*.json > $(GPU_RESULTS)/specs.md
+	@echo "wrote $(GPU_RESULTS)/specs.md"
 
 clean: ## remove build outputs
 	rm -rf $(BIN)
