@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-gpu/sluice/mediator/backend"
+	_ "github.com/sluice-gpu/sluice/mediator/backend/cuda"
 	_ "github.com/sluice-gpu/sluice/mediator/backend/null"
 	_ "github.com/sluice-gpu/sluice/mediator/backend/sim"
 	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
