@@ -63,7 +63,7 @@ const chunkNs = 10_000_000
 type runner struct {
 	s        spec.Spec
 	gpu      gpu
-	t0       int64 // the run's start on the backend's clock (after setup)
+	t0       int64    // the run's start on the backend's clock (after setup)
 	sim      *sim.Sim // the virtual clock's manual drive; nil on a real GPU
 	hosts    []*host
 	guests   []*guest
