@@ -41,14 +41,21 @@ func dial(ctx context.Context, path string, retry bool) (*Monitor, error) {
 
 func connect(ctx context.Context, path string, retry bool) (net.Conn, error) {
 	var d net.Dialer
+	var last error // the last retryable failure
 	for {
 		c, err := d.DialContext(ctx, "unix", path)
 		if err == nil {
 			return c, nil
 		}
+		if retry && last != nil && ctx.Err() != nil {
+			// The deadline cut this attempt short ("i/o timeout"): what
+			// kept failing is the attempt before.
+			return nil, fmt.Errorf("%w (last attempt: %w)", ctx.Err(), last)
+		}
 		if !retry || !retryable(err) {
 			return nil, err
 		}
+		last = err
 		t := time.NewTimer(retryInterval)
 		select {
 		case <-ctx.Done():
