@@ -52,7 +52,6 @@ type Backend struct {
 	wake        chan struct{} // the completer has work (capacity 1)
 	stop        chan struct{}
 	stopped     chan struct{}
-	completerNs atomic.Int64 // the completer's thread CPU time
 }
 
 var (
@@ -137,9 +136,6 @@ type wallClock struct{ epoch time.Time }
 func (c wallClock) Now() int64 { return int64(time.Since(c.epoch)) }
 
 func (b *Backend) now() int64 { return int64(time.Since(b.epoch)) }
-
-// CompleterCPUNs is the CPU time the completer's thread has used.
-func (b *Backend) CompleterCPUNs() int64 { return b.completerNs.Load() }
 
 // Close closes every VM and stops the completer.
 func (b *Backend) Close() error {

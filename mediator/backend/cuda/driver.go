@@ -24,7 +24,6 @@ type driver interface {
 	Init() error
 	DeviceGet(ordinal int) (int32, error)
 	DeviceName(dev int32) (string, error)
-	DriverVersion() (int, error)
 
 	CtxCreate(dev int32) (cuContext, error)
 	CtxDestroy(ctx cuContext) error
@@ -56,8 +55,9 @@ type driver interface {
 	MemHostRegister(p unsafe.Pointer, size uint64) error
 	MemHostUnregister(p unsafe.Pointer) error
 
-	ModuleLoadData(image []byte) (cuModule, error) // image: PTX NUL terminated, or a cubin
-	ModuleUnload(m cuModule) error
+	// ModuleLoadData loads image (PTX NUL terminated, or a cubin) into the
+	// current context; it lives as long as the context.
+	ModuleLoadData(image []byte) (cuModule, error)
 	ModuleGetFunction(m cuModule, name string) (cuFunction, error)
 	// LaunchKernel launches f with its parameters packed in args (the
 	// layout the kernel's parameter list gives them).

@@ -19,18 +19,18 @@ import (
 // an illegal address would; the throttle kernel adds its duration to its
 // record as the real one does.
 type fakeDriver struct {
-	mu       sync.Mutex
-	next     uintptr
-	cur      map[int]cuContext // per OS thread
-	ctxs     map[cuContext]*fakeCtx
-	streams  map[cuStream]*fakeStream
-	mods     map[cuModule][]string
-	funcs    map[cuFunction]string
-	regions  []fakeRegion
-	hold     bool
-	launches []fakeLaunch
-	calls    map[string]int
-	wrongCtx int // calls made with another context current than their object's
+	mu        sync.Mutex
+	next      uintptr
+	cur       map[int]cuContext // per OS thread
+	ctxs      map[cuContext]*fakeCtx
+	streams   map[cuStream]*fakeStream
+	mods      map[cuModule][]string
+	funcs     map[cuFunction]string
+	regions   []fakeRegion
+	hold      bool
+	launches  []fakeLaunch
+	calls     map[string]int
+	wrongCtx  int // calls made with another context current than their object's
 	allocErr error
 }
 
@@ -140,7 +140,6 @@ func (f *fakeDriver) mem(addr devptr, n uint64) []byte {
 func (f *fakeDriver) Init() error                      { return nil }
 func (f *fakeDriver) DeviceGet(int) (int32, error)     { return 0, nil }
 func (f *fakeDriver) DeviceName(int32) (string, error) { return "Fake GPU", nil }
-func (f *fakeDriver) DriverVersion() (int, error)      { return 13000, nil }
 
 func (f *fakeDriver) CtxCreate(int32) (cuContext, error) {
 	f.mu.Lock()
@@ -323,13 +322,6 @@ func (f *fakeDriver) ModuleLoadData(image []byte) (cuModule, error) {
 	m := cuModule(f.handle())
 	f.mods[m] = names
 	return m, nil
-}
-
-func (f *fakeDriver) ModuleUnload(m cuModule) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.mods, m)
-	return nil
 }
 
 func (f *fakeDriver) ModuleGetFunction(m cuModule, name string) (cuFunction, error) {

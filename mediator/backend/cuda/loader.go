@@ -14,14 +14,14 @@ import (
 // backends) on hosts without a GPU.
 type libcuda struct {
 	fn struct {
-		init, deviceGet, deviceGetName, driverGetVersion                        uintptr
+		init, deviceGet, deviceGetName                                          uintptr
 		ctxCreate, ctxDestroy, ctxSetCurrent                                    uintptr
 		streamCreate, streamDestroy, streamQuery, streamSynchronize, writeValue uintptr
 		memAllocAsync, memFreeAsync, memsetD8Async                              uintptr
 		memcpyHtoDAsync, memcpyDtoHAsync, memcpyDtoDAsync                       uintptr
 		memHostAlloc, memFreeHost, memHostGetDevicePointer                      uintptr
 		memHostRegister, memHostUnregister                                      uintptr
-		moduleLoadData, moduleUnload, moduleGetFunction, launchKernel           uintptr
+		moduleLoadData, moduleGetFunction, launchKernel                         uintptr
 	}
 }
 
@@ -57,7 +57,6 @@ func openLibcuda(path string) (*libcuda, error) {
 		name string
 	}{
 		{&f.init, "cuInit"}, {&f.deviceGet, "cuDeviceGet"}, {&f.deviceGetName, "cuDeviceGetName"},
-		{&f.driverGetVersion, "cuDriverGetVersion"},
 		{&f.ctxCreate, "cuCtxCreate_v2"}, {&f.ctxDestroy, "cuCtxDestroy_v2"}, {&f.ctxSetCurrent, "cuCtxSetCurrent"},
 		{&f.streamCreate, "cuStreamCreate"}, {&f.streamDestroy, "cuStreamDestroy_v2"},
 		{&f.streamQuery, "cuStreamQuery"}, {&f.streamSynchronize, "cuStreamSynchronize"},
@@ -69,7 +68,7 @@ func openLibcuda(path string) (*libcuda, error) {
 		{&f.memHostAlloc, "cuMemHostAlloc"}, {&f.memFreeHost, "cuMemFreeHost"},
 		{&f.memHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"},
 		{&f.memHostRegister, "cuMemHostRegister_v2"}, {&f.memHostUnregister, "cuMemHostUnregister"},
-		{&f.moduleLoadData, "cuModuleLoadData"}, {&f.moduleUnload, "cuModuleUnload"},
+		{&f.moduleLoadData, "cuModuleLoadData"},
 		{&f.moduleGetFunction, "cuModuleGetFunction"}, {&f.launchKernel, "cuLaunchKernel"},
 	}
 	for _, s := range syms {
@@ -115,12 +114,6 @@ func (l *libcuda) DeviceName(dev int32) (string, error) {
 		}
 	}
 	return string(buf), nil
-}
-
-func (l *libcuda) DriverVersion() (int, error) {
-	var v int32
-	r, _, _ := purego.SyscallN(l.fn.driverGetVersion, ptr(&v))
-	return int(v), check(r)
 }
 
 func (l *libcuda) CtxCreate(dev int32) (cuContext, error) {
@@ -233,11 +226,6 @@ func (l *libcuda) ModuleLoadData(image []byte) (cuModule, error) {
 	r, _, _ := purego.SyscallN(l.fn.moduleLoadData, ptr(&m), uintptr(unsafe.Pointer(&image[0])))
 	runtime.KeepAlive(image)
 	return m, check(r)
-}
-
-func (l *libcuda) ModuleUnload(m cuModule) error {
-	r, _, _ := purego.SyscallN(l.fn.moduleUnload, uintptr(m))
-	return check(r)
 }
 
 func (l *libcuda) ModuleGetFunction(m cuModule, name string) (cuFunction, error) {

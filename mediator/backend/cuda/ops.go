@@ -104,16 +104,13 @@ func (v *cudaVM) prepareAlloc(c *abi.Command) (work, abi.ErrorCode) {
 	}
 	// The allocation is stream ordered, but its address is known now: the
 	// handle is usable by the commands after it.
-	var p devptr
-	var aerr error
-	w := func(s cuStream) error {
-		p, aerr = v.b.d.MemAllocAsync(c.Size, s)
-		if aerr == nil {
+	return func(s cuStream) error {
+		p, err := v.b.d.MemAllocAsync(c.Size, s)
+		if err == nil {
 			v.bufs[c.Handle] = buffer{ptr: p, size: c.Size}
 		}
-		return aerr
-	}
-	return w, abi.OK
+		return err
+	}, abi.OK
 }
 
 func (v *cudaVM) prepareCopy(c *abi.Command) (work, abi.ErrorCode) {

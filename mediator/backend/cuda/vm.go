@@ -38,7 +38,6 @@ type cudaVM struct {
 	marks    unsafe.Pointer // host-mapped marker block (C memory)
 	marksDev devptr
 	throttle cuFunction
-	tmod     cuModule
 
 	mu     sync.Mutex // the handle tables and closed; serializes Submit
 	bufs   map[uint32]buffer
@@ -80,7 +79,7 @@ type channel struct {
 	lastEnd   int64 // when the last command's end was seen
 	quietFrom int64 // since when the head made no progress
 
-	truthNs, truthKernels, truthLost atomic.Int64 // the THROTTLE kernels' own records
+	truthNs, truthKernels atomic.Int64 // the THROTTLE kernels' own records
 }
 
 // item is one submitted command.
@@ -150,10 +149,11 @@ func (v *cudaVM) create(channels int) (err error) {
 		if err = d.CtxSetCurrent(v.ctx); err != nil {
 			return fmt.Errorf("making the context current: %w", err)
 		}
-		if v.tmod, err = d.ModuleLoadData(append([]byte(throttlePTX), 0)); err != nil {
+		var tmod cuModule // freed with the context
+		if tmod, err = d.ModuleLoadData(append([]byte(throttlePTX), 0)); err != nil {
 			return fmt.Errorf("loading the throttle kernel: %w", err)
 		}
-		if v.throttle, err = d.ModuleGetFunction(v.tmod, throttleName); err != nil {
+		if v.throttle, err = d.ModuleGetFunction(tmod, throttleName); err != nil {
 			return fmt.Errorf("finding the throttle kernel: %w", err)
 		}
 		size := uint64(channels * markerStride)
