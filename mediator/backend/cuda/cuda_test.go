@@ -405,3 +405,21 @@ func TestCodeOf(t *testing.T) {
 		t.Error("sticky misclassifies")
 	}
 }
+
+func TestAttachFailureDestroysContext(t *testing.T) {
+	r := newRig(t, nil)
+	r.f.streamErr = cudaErrorOutOfMemory
+	if _, err := r.b.Attach(backend.VMSpec{ID: 1, Channels: 2, Complete: func(backend.Completion) {}}); err == nil {
+		t.Fatal("attach succeeded without streams")
+	}
+	r.f.mu.Lock()
+	defer r.f.mu.Unlock()
+	for c, fc := range r.f.ctxs {
+		if !fc.destroyed {
+			t.Errorf("context %#x left behind by a failed attach", c)
+		}
+	}
+	if len(r.f.ctxs) != 1 {
+		t.Errorf("%d contexts made, want 1", len(r.f.ctxs))
+	}
+}

@@ -31,7 +31,8 @@ type fakeDriver struct {
 	launches  []fakeLaunch
 	calls     map[string]int
 	wrongCtx  int // calls made with another context current than their object's
-	allocErr error
+	allocErr  error
+	streamErr error // StreamCreate fails with it
 }
 
 type fakeCtx struct {
@@ -175,6 +176,9 @@ func (f *fakeDriver) CtxSetCurrent(c cuContext) error {
 func (f *fakeDriver) StreamCreate() (cuStream, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.streamErr != nil {
+		return 0, f.streamErr
+	}
 	s := cuStream(f.handle())
 	f.streams[s] = &fakeStream{ctx: f.current()}
 	return s, nil

@@ -134,10 +134,12 @@ func (b *Backend) Attach(spec backend.VMSpec) (backend.VM, error) {
 
 // create makes the context and everything in it; on failure it destroys
 // what it made.
-func (v *cudaVM) create(channels int) (err error) {
+func (v *cudaVM) create(channels int) error {
 	d := v.b.d
-	// CtxCreate makes the new context current on the locked thread.
-	return v.b.inCtx(0, func() error {
+	// CtxCreate makes the new context current on the locked thread. The
+	// deferred cleanup looks at what the function returns, so an err
+	// declared in an inner scope cannot hide a failure from it.
+	return v.b.inCtx(0, func() (err error) {
 		if v.ctx, err = d.CtxCreate(v.b.dev); err != nil {
 			return fmt.Errorf("creating a context: %w", err)
 		}
