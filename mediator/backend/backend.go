@@ -41,11 +41,29 @@ type VMSpec struct {
 	// backend copies from and to it (or registers it for DMA) and must never
 	// read a control value out of it.
 	Heap []byte
+	// HeapFile, when not nil, names the file the heap is mapped from (a
+	// memfd): a backend that serves the VM from another process (the cuda
+	// backend's per-VM GPU worker) maps the heap there from it. The backend
+	// neither keeps nor closes the descriptor.
+	HeapFile *FileRange
+	// MaxInFlight bounds the commands one channel has submitted and not yet
+	// completed (the channel ring's entries); 0 means DefaultMaxInFlight. A
+	// Submit beyond it is refused.
+	MaxInFlight int
 	// Complete is called exactly once for every command submitted, in
 	// submission order within a channel, from a backend goroutine. It must
 	// not block; it may call Submit.
 	Complete func(Completion)
 }
+
+// FileRange is a stretch of an open file: a descriptor and an offset in it.
+type FileRange struct {
+	FD     int
+	Offset int64
+}
+
+// DefaultMaxInFlight is VMSpec.MaxInFlight's default.
+const DefaultMaxInFlight = 1024
 
 // VM is one VM's context on a backend.
 type VM interface {
@@ -68,10 +86,21 @@ type Completion struct {
 	// Start and End bound the command's execution on the GPU on the
 	// backend's Clock; both are zero for a command that never ran.
 	Start, End int64
+	// GPUNs, when not zero, is the GPU time the backend attributes to the
+	// command where its span is not all its own: on a real GPU that
+	// time-slices between VMs' contexts, spans of several VMs overlap and
+	// each gets its share of the overlap. Zero: the span is the command's.
+	GPUNs int64
 }
 
-// Busy is how long the command occupied the GPU.
-func (c Completion) Busy() int64 { return c.End - c.Start }
+// Busy is the GPU time the command used: GPUNs if the backend measured it,
+// else its span. It is what usage is billed from.
+func (c Completion) Busy() int64 {
+	if c.GPUNs > 0 {
+		return c.GPUNs
+	}
+	return c.End - c.Start
+}
 
 // Clock is a backend's time base in nanoseconds: real monotonic time or a
 // simulated timeline.

@@ -11,13 +11,14 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/backend"
 	"github.com/sluice-gpu/sluice/mediator/bench/spec"
 	"github.com/sluice-gpu/sluice/mediator/internal/channel"
+	"golang.org/x/sys/unix"
 )
 
 // minRing is the ring size of a VM whose depth does not need more.
 const minRing = 64
 
-// host is one VM on the host side: its region (plain memory, laid out as a
-// real one), the host half of its channels, and its context on the sim.
+// host is one VM on the host side: its region (a memfd mapping laid out as
+// a real one), the host half of its channels, and its context on the sim.
 type host struct {
 	id     uint32
 	vm     spec.VM
@@ -52,12 +53,26 @@ func newHost(s gpu, id uint32, vm spec.VM, window uint32) (*host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("laying out vm %q: %w", vm.Name, err)
 	}
-	// At least 64 KiB: a large object, page aligned as a mapping is (shm.New
-	// checks the 8-byte alignment it needs).
-	mem := make([]byte, layout.RegionSize)
+	// A memfd mapping, as the daemon's regions are: the cuda backend maps
+	// the heap into the VM's GPU worker process from it. The mapping lives
+	// until the process ends (a guest goroutine may read it late).
+	memfd, err := shm.NewMemfd("sluice-bench-"+vm.Name, int64(layout.RegionSize))
+	if err != nil {
+		return nil, fmt.Errorf("creating the region of vm %q: %w", vm.Name, err)
+	}
+	defer unix.Close(memfd) // the mapping and the backend's own copy outlive it
+	mem, err := shm.Map(memfd, int(layout.RegionSize))
+	if err != nil {
+		return nil, fmt.Errorf("mapping the region of vm %q: %w", vm.Name, err)
+	}
 	h := &host{id: id, vm: vm, layout: layout, region: shm.New(mem)}
 	heap := h.region.Bytes(layout.HeapOff, layout.HeapSize)
-	h.gpu, err = s.Attach(backend.VMSpec{ID: id, Name: vm.Name, Channels: vm.Channels, Heap: heap, Complete: s.serial(h.complete)})
+	h.gpu, err = s.Attach(backend.VMSpec{
+		ID: id, Name: vm.Name, Channels: vm.Channels, Heap: heap,
+		HeapFile:    &backend.FileRange{FD: memfd, Offset: int64(layout.HeapOff)},
+		MaxInFlight: int(layout.RingEntries),
+		Complete:    s.serial(h.complete),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("attaching vm %q: %w", vm.Name, err)
 	}

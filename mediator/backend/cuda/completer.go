@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"runtime"
-	"sync/atomic"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/mediator/backend"
@@ -63,67 +62,129 @@ func (b *Backend) completer() {
 	}
 }
 
-// sweep collects the completions that are due, in each channel's order.
+// runRef is a channel seen running a command at a sweep.
+type runRef struct {
+	ch  *channel
+	seq uint64
+}
+
+// sweep credits the GPU time since the last sweep, collects the completions
+// that are due, in each channel's order, and notes what runs now.
 func (b *Backend) sweep(out []delivery) []delivery {
 	b.sweeping.RLock()
 	defer b.sweeping.RUnlock()
+	now := b.now()
+	b.credit(now - b.lastSweep)
+	b.running, b.lastSweep = b.running[:0], now
 	for _, ch := range *b.chans.Load() {
-		out = ch.sweep(out)
+		var seq uint64
+		out, seq = ch.sweep(out, now)
+		if seq != 0 {
+			b.running = append(b.running, runRef{ch, seq})
+		}
 	}
 	return out
 }
 
-func (ch *channel) sweep(out []delivery) []delivery {
-	v, b := ch.vm, ch.vm.b
+// credit splits dt, the time since the last sweep, between the commands
+// that ran then: evenly between the VMs (the GPU time-slices between their
+// contexts), and a VM's part evenly between its channels that ran. A
+// command's credit is its GPU time (Completion.GPUNs): what its VM is
+// billed, where completion spans of VMs that run at once overlap.
+func (b *Backend) credit(dt int64) {
+	if len(b.running) == 0 || dt <= 0 {
+		return
+	}
+	vms := 0
+	for i, r := range b.running {
+		if i == 0 || r.ch.vm != b.running[i-1].ch.vm { // a VM's channels are adjacent
+			vms++
+		}
+	}
+	for i := 0; i < len(b.running); {
+		j := i + 1
+		for j < len(b.running) && b.running[j].ch.vm == b.running[i].ch.vm {
+			j++
+		}
+		share := float64(dt) / float64(vms*(j-i))
+		for _, r := range b.running[i:j] {
+			r.ch.mu.Lock()
+			if len(r.ch.q) > 0 && r.ch.q[0].seq == r.seq {
+				r.ch.q[0].gpu += share
+			}
+			r.ch.mu.Unlock()
+		}
+		i = j
+	}
+}
+
+// sweep delivers ch's due completions and reports the command it runs now
+// (0 if none).
+func (ch *channel) sweep(out []delivery, now int64) ([]delivery, uint64) {
+	v := ch.vm
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if len(ch.q) == 0 {
-		return out
+		return out, 0
 	}
-	now := b.now()
-	end := atomic.LoadUint64(ch.word(offEnd))
-	fault, closing := v.Fault(), v.closing.Load()
+	closing := v.closing.Load()
 	n := 0
 	for ; n < len(ch.q); n++ {
 		it := &ch.q[n]
 		c := backend.Completion{Channel: ch.idx, Tag: it.tag, Op: it.op, Code: it.code}
-		switch {
-		case it.seq == 0: // never went to the GPU
-		case it.seq <= end:
-			if it.endAt == 0 {
-				it.endAt = now
+		if it.seq != 0 {
+			// Whether the worker ended first: then its markers are final.
+			dead := it.w.dead.Load()
+			switch {
+			case it.seq <= v.blk.load(ch.base+offEnd):
+				if it.endAt == 0 {
+					it.endAt = now
+				}
+				c.Code = ch.codeOf(it.seq)
+				if it.op == abi.OpThrottle && c.Code == abi.OK && !ch.takeRecord(it.seq, now-it.endAt) {
+					goto stop // its record is on its way: the next sweep
+				}
+				if c.Code == abi.OK {
+					c.Start, c.End, c.GPUNs = ch.startOf(it), it.endAt, int64(it.gpu)
+				}
+				ch.lastEnd = it.endAt
+			case dead:
+				c.Code = abi.ErrDevice
+			case closing:
+				c.Code = abi.ErrShutdown
+			default:
+				goto stop
 			}
-			if it.op == abi.OpThrottle && it.code == abi.OK && !ch.takeRecord(it.seq, now-it.endAt) {
-				goto stop // its record is on its way: the next sweep
-			}
-			c.Start, c.End = ch.startOf(it), it.endAt
-			ch.lastEnd = it.endAt
-		case fault != nil:
-			c.Code = abi.ErrDevice
-		case closing:
-			c.Code = abi.ErrShutdown
-		default:
-			goto stop
 		}
 		out = append(out, delivery{vm: v, c: c})
 	}
 stop:
 	if n > 0 {
 		ch.q = ch.q[n:]
-		ch.quietFrom = now
 		if len(ch.q) == 0 {
 			ch.q = nil
 		}
 	}
 	if len(ch.q) == 0 {
-		return out
+		return out, 0
 	}
 	ch.noteStart(now)
-	if now-ch.quietFrom >= b.stall && fault == nil {
-		ch.quietFrom = now
-		b.checkFault(v, ch)
+	head := ch.q[0].seq
+	if head != 0 && ch.startSeq == head && v.blk.load(ch.base+offEnd) < head {
+		return out, head
 	}
-	return out
+	return out, 0
+}
+
+// codeOf is the code the worker left in command seq's slot. It is there
+// before the command's end marker; a slot that says otherwise cannot have
+// come from the worker.
+func (ch *channel) codeOf(seq uint64) abi.ErrorCode {
+	off := ch.base + ch.vm.blk.l.slotOff(seq)
+	if ch.vm.blk.load(off+slotStamp) != seq {
+		return abi.ErrDevice
+	}
+	return abi.ErrorCode(ch.vm.blk.load(off + slotCode))
 }
 
 // recordWait is how long after a THROTTLE's end marker its record may take
@@ -134,14 +195,12 @@ const recordWait = 10_000_000
 // totals. It reports false while the record has not arrived (its writes and
 // the end marker take different paths to host memory) and waited < recordWait.
 func (ch *channel) takeRecord(seq uint64, waited int64) bool {
-	off := slotOff(seq)
-	if atomic.LoadUint64(ch.word(off+24)) != seq {
-		if waited < recordWait {
-			return false
-		}
-		return true // lost: the ground truth goes without it
+	blk := ch.vm.blk
+	off := ch.base + blk.l.slotOff(seq)
+	if blk.load(off+24) != seq {
+		return waited >= recordWait // lost: the ground truth goes without it
 	}
-	ch.truthNs.Add(int64(atomic.LoadUint64(ch.word(off))))
+	ch.truthNs.Add(int64(blk.load(off)))
 	ch.truthKernels.Add(1)
 	return true
 }
@@ -162,22 +221,17 @@ func (ch *channel) noteStart(now int64) {
 	if head == 0 || ch.startSeq == head {
 		return
 	}
-	if atomic.LoadUint64(ch.word(offStart)) >= head {
+	if ch.vm.blk.load(ch.base+offStart) >= head {
 		ch.startSeq, ch.startAt = head, now
-	}
-}
-
-// checkFault asks a quiet channel's stream whether its context faulted.
-func (b *Backend) checkFault(v *cudaVM, ch *channel) {
-	err := b.inCtx(v.ctx, func() error { return b.d.StreamQuery(ch.stream) })
-	if err != nil && err != errNotReady && sticky(err) {
-		v.setFault(err)
 	}
 }
 
 // ReadStatus is the LoGA status read: the channels whose command's start
 // marker is ahead of its end marker run, since that was first seen; the
-// channels with work outstanding are active.
+// channels with work outstanding are active. A VM is one engine: the GPU
+// time-slices between VMs' contexts, so the estimator splits a stretch
+// where several VMs run evenly between them; channels of one VM in one
+// stretch count once, under the first.
 func (b *Backend) ReadStatus(st *backend.Status) {
 	b.sweeping.RLock()
 	defer b.sweeping.RUnlock()
@@ -193,12 +247,13 @@ func (b *Backend) ReadStatus(st *backend.Status) {
 		ref := backend.ChannelRef{VM: ch.vm.id, Channel: ch.idx}
 		st.Active = append(st.Active, ref)
 		head := &ch.q[0]
-		if head.seq != 0 && atomic.LoadUint64(ch.word(offEnd)) < head.seq {
+		if head.seq != 0 && ch.vm.blk.load(ch.base+offEnd) < head.seq {
 			ch.noteStart(now)
 			if ch.startSeq == head.seq {
-				st.Running = append(st.Running, backend.Running{ChannelRef: ref, Engine: ch.engine, Since: ch.startAt})
+				st.Running = append(st.Running, backend.Running{ChannelRef: ref, Engine: ch.vm.engine, Since: ch.startAt})
 			}
 		}
 		ch.mu.Unlock()
 	}
 }
+

@@ -3,7 +3,6 @@ package cuda
 import (
 	"encoding/binary"
 	"fmt"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,28 +22,35 @@ const (
 	// was switched out.
 	DefaultGapNs = 20_000
 	// DefaultStallCheck is how long a channel may make no progress before
-	// the completer asks its stream whether the context faulted.
+	// its worker asks the stream whether the context faulted.
 	DefaultStallCheck = 5 * time.Millisecond
+	// DefaultRestartDelay is how long after a VM's GPU worker ended (its
+	// context faulted, say) a new one starts; it doubles while workers keep
+	// ending young.
+	DefaultRestartDelay = time.Second
 )
 
 // Backend is one GPU driven through the CUDA driver API.
 type Backend struct {
-	d     driver
-	dev   int32
-	name  string
-	epoch time.Time
-	gap   uint64
-	stall int64
+	spawn        spawner
+	needFiles    bool // workers are processes: a heap comes with its file
+	ordinal      int
+	library      string
+	name         string
+	epoch        time.Time
+	gap          uint64
+	stall        int64
+	restartDelay time.Duration
 
 	mu         sync.Mutex // vms, closed, nextEngine
 	vms        map[uint32]*cudaVM
 	closed     bool
 	nextEngine int
 
-	// chans is every attached channel, for the completer and ReadStatus;
-	// replaced (never modified) under mu. sweeping is held (read) by
-	// whoever reads markers through it, so that a VM can wait until nobody
-	// does before it frees them.
+	// chans is every channel of the running VMs, for the completer and
+	// ReadStatus; replaced (never modified) under mu. sweeping is held
+	// (read) by whoever reads markers through it, so that a VM can wait
+	// until nobody does before it frees them.
 	chans    atomic.Pointer[[]*channel]
 	sweeping sync.RWMutex
 
@@ -52,6 +58,10 @@ type Backend struct {
 	wake        chan struct{} // the completer has work (capacity 1)
 	stop        chan struct{}
 	stopped     chan struct{}
+
+	// The completer's: when it last swept and what ran then (see credit).
+	lastSweep int64
+	running   []runRef
 }
 
 var (
@@ -61,32 +71,40 @@ var (
 
 // Open opens the GPU named by opts.Params: "device" (ordinal, default 0),
 // "library" (the driver's path, default libcuda.so.1), "gap_ns" (see
-// DefaultGapNs), "stall_check" (a duration, see DefaultStallCheck). The
-// clock is always the wall clock.
+// DefaultGapNs), "stall_check" and "restart_delay" (durations, see
+// DefaultStallCheck and DefaultRestartDelay). The clock is always the wall
+// clock. Each VM's context lives in a GPU worker process of its own.
 func Open(opts backend.Options) (backend.Backend, error) {
 	lib, err := loadLibcuda(opts.Params["library"])
 	if err != nil {
 		return nil, err
 	}
-	return open(lib, opts)
+	b, err := open(lib, opts, spawnProcess)
+	if err != nil {
+		return nil, err
+	}
+	b.needFiles = true
+	return b, nil
 }
 
-func open(d driver, opts backend.Options) (*Backend, error) {
+// open opens the backend with d, which it uses only to check the device
+// and learn its name: workers, started by spawn, drive the GPU.
+func open(d driver, opts backend.Options, spawn spawner) (*Backend, error) {
 	if opts.Clock != "" && opts.Clock != "wall" {
 		return nil, fmt.Errorf("%w: clock %q: a real GPU runs on the wall clock only", backend.ErrInvalid, opts.Clock)
 	}
 	b := &Backend{
-		d: d, gap: DefaultGapNs, stall: int64(DefaultStallCheck), vms: map[uint32]*cudaVM{},
+		spawn: spawn, library: opts.Params["library"], gap: DefaultGapNs, stall: int64(DefaultStallCheck),
+		restartDelay: DefaultRestartDelay, vms: map[uint32]*cudaVM{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
-	ordinal := 0
 	for k, v := range opts.Params {
 		var err error
 		switch k {
 		case "library":
 		case "device":
-			ordinal, err = strconv.Atoi(v)
-			if err == nil && ordinal < 0 {
+			b.ordinal, err = strconv.Atoi(v)
+			if err == nil && b.ordinal < 0 {
 				err = fmt.Errorf("negative")
 			}
 		case "gap_ns":
@@ -101,8 +119,13 @@ func open(d driver, opts backend.Options) (*Backend, error) {
 				err = fmt.Errorf("must be positive")
 			}
 			b.stall = int64(dur)
+		case "restart_delay":
+			b.restartDelay, err = time.ParseDuration(v)
+			if err == nil && b.restartDelay <= 0 {
+				err = fmt.Errorf("must be positive")
+			}
 		default:
-			return nil, fmt.Errorf("%w: unknown option %q (have device, library, gap_ns, stall_check)", backend.ErrInvalid, k)
+			return nil, fmt.Errorf("%w: unknown option %q (have device, library, gap_ns, stall_check, restart_delay)", backend.ErrInvalid, k)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: option %s=%q: %v", backend.ErrInvalid, k, v, err)
@@ -111,13 +134,12 @@ func open(d driver, opts backend.Options) (*Backend, error) {
 	if err := d.Init(); err != nil {
 		return nil, fmt.Errorf("initializing the CUDA driver: %w", err)
 	}
-	dev, err := d.DeviceGet(ordinal)
+	dev, err := d.DeviceGet(b.ordinal)
 	if err != nil {
-		return nil, fmt.Errorf("getting CUDA device %d: %w", ordinal, err)
+		return nil, fmt.Errorf("getting CUDA device %d: %w", b.ordinal, err)
 	}
-	b.dev = dev
 	if b.name, err = d.DeviceName(dev); err != nil {
-		return nil, fmt.Errorf("naming CUDA device %d: %w", ordinal, err)
+		return nil, fmt.Errorf("naming CUDA device %d: %w", b.ordinal, err)
 	}
 	b.epoch = time.Now()
 	b.chans.Store(&[]*channel{})
@@ -147,7 +169,9 @@ func (b *Backend) Close() error {
 	b.closed = true
 	vms := make([]*cudaVM, 0, len(b.vms))
 	for _, v := range b.vms {
-		vms = append(vms, v)
+		if v.attached { // not one still starting: its Attach fails
+			vms = append(vms, v)
+		}
 	}
 	b.mu.Unlock()
 	var first error
@@ -161,22 +185,13 @@ func (b *Backend) Close() error {
 	return first
 }
 
-// inCtx runs fn on a locked OS thread with ctx current: the driver keeps the
-// current context per thread, and goroutines move between threads.
-func (b *Backend) inCtx(ctx cuContext, fn func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := b.d.CtxSetCurrent(ctx); err != nil {
-		return fmt.Errorf("making a CUDA context current: %w", err)
-	}
-	return fn()
-}
-
 // publishChans rebuilds the channel list from the attached VMs.
 func (b *Backend) publishChansLocked() {
 	var list []*channel
 	for _, v := range b.vms {
-		list = append(list, v.chans...)
+		if v.attached {
+			list = append(list, v.chans...)
+		}
 	}
 	b.chans.Store(&list)
 }

@@ -13,6 +13,7 @@ import (
 type rig struct {
 	t    *testing.T
 	f    *fakeDriver
+	p    *inProcess
 	b    *Backend
 	done chan backend.Completion
 }
@@ -20,15 +21,16 @@ type rig struct {
 func newRig(t *testing.T, params map[string]string) *rig {
 	t.Helper()
 	f := newFake()
-	b, err := open(f, backend.Options{Clock: "wall", Params: params})
+	p := &inProcess{d: f}
+	b, err := open(f, backend.Options{Clock: "wall", Params: params}, p.spawn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, f: f, b: b, done: make(chan backend.Completion, 1024)}
+	r := &rig{t: t, f: f, p: p, b: b, done: make(chan backend.Completion, 1024)}
 	t.Cleanup(func() {
 		_ = b.Close()
-		if f.wrongCtx != 0 {
-			t.Errorf("%d driver calls with the wrong context current", f.wrongCtx)
+		if n := f.wrongContexts(); n != 0 {
+			t.Errorf("%d driver calls with the wrong context current", n)
 		}
 	})
 	return r
@@ -47,6 +49,27 @@ func (r *rig) attachTo(id uint32, channels int, heap []byte, done chan backend.C
 		r.t.Fatal(err)
 	}
 	return vm.(*cudaVM)
+}
+
+// w is vm's current worker.
+func (r *rig) w(vm *cudaVM) *worker { return r.p.worker(vm.id) }
+
+// settle waits until vm's worker has issued everything sent to it.
+func (r *rig) settle(vm *cudaVM) {
+	r.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		vm.mu.Lock()
+		tail := vm.tail
+		vm.mu.Unlock()
+		if vm.blk.load(offHead) == tail {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("the worker took no commands for 10s (head %d, tail %d)", vm.blk.load(offHead), tail)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 func (r *rig) submit(vm *cudaVM, ch int, c abi.Command, tag uint64) {
@@ -101,9 +124,10 @@ func TestOpenOptions(t *testing.T) {
 		{"bad device", backend.Options{Params: map[string]string{"device": "-1"}}},
 		{"bad gap", backend.Options{Params: map[string]string{"gap_ns": "0"}}},
 		{"bad stall", backend.Options{Params: map[string]string{"stall_check": "soon"}}},
+		{"bad restart delay", backend.Options{Params: map[string]string{"restart_delay": "-1s"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := open(newFake(), tc.opts); !errors.Is(err, backend.ErrInvalid) {
+			if _, err := open(newFake(), tc.opts, nil); !errors.Is(err, backend.ErrInvalid) {
 				t.Fatalf("got %v, want ErrInvalid", err)
 			}
 		})
@@ -127,14 +151,15 @@ func TestThrottleGroundTruthAndOrder(t *testing.T) {
 	}
 	// The throttle got the channel's record, its duration and the gap.
 	var seen bool
-	for _, l := range r.f.launches {
+	w := r.w(vm)
+	for _, l := range r.f.launched() {
 		if l.name == throttleName {
 			seen = true
 			seq := le.Uint64(l.args[24:])
-			if rec := devptr(le.Uint64(l.args)); rec != vm.chans[0].dev+devptr(slotOff(seq)) {
+			if rec := devptr(le.Uint64(l.args)); rec != w.chans[0].dev+devptr(w.blk.l.slotOff(seq)) {
 				t.Errorf("throttle record %#x, want channel 0's slot for %d", rec, seq)
 			}
-			if start := devptr(le.Uint64(l.args[32:])); start != vm.chans[0].dev+offStart {
+			if start := devptr(le.Uint64(l.args[32:])); start != w.chans[0].dev+offStart {
 				t.Errorf("throttle start marker %#x, want channel 0's", start)
 			}
 			if gap := le.Uint64(l.args[16:]); gap != DefaultGapNs {
@@ -178,11 +203,17 @@ func TestBuffersAndCopies(t *testing.T) {
 		want = append(want, c.want)
 	}
 	codes(t, wait(t, r.done, len(cmds)), want...)
-	if got, exp := string(heap[200:232]), "xxxxhello, devicexxxxxxxxxxxxxxx"; got != exp {
+	// The fake copied under its lock; the markers that order the copy before
+	// the completion are in a mapping, where the race detector sees no
+	// synchronization.
+	r.f.mu.Lock()
+	got := string(heap[200:232])
+	r.f.mu.Unlock()
+	if exp := "xxxxhello, devicexxxxxxxxxxxxxxx"; got != exp {
 		t.Fatalf("heap after the round trip: %q, want %q", got, exp)
 	}
 	// Refused commands never reach the GPU: 6 issued with work + 2 NOP-like.
-	if n := r.f.calls["MemcpyDtoHAsync"]; n != 1 {
+	if n := r.f.counted("MemcpyDtoHAsync"); n != 1 {
 		t.Errorf("%d device-to-host copies issued, want 1", n)
 	}
 }
@@ -190,7 +221,7 @@ func TestBuffersAndCopies(t *testing.T) {
 func TestAllocOutOfMemory(t *testing.T) {
 	r := newRig(t, nil)
 	vm := r.attach(1, 1, nil)
-	r.f.allocErr = cudaErrorOutOfMemory
+	r.f.setErr(&r.f.allocErr, cudaErrorOutOfMemory)
 	r.submit(vm, 0, abi.Command{Op: abi.OpAlloc, Handle: 1, Size: 1 << 40}, 0)
 	r.submit(vm, 0, abi.Command{Op: abi.OpMemset, Handle: 1, Length: 1}, 1)
 	codes(t, wait(t, r.done, 2), abi.ErrNoMemory, abi.ErrBadHandle)
@@ -228,19 +259,21 @@ func TestLaunchRelocates(t *testing.T) {
 	r.submit(vm, 0, launch, 2)
 	codes(t, wait(t, r.done, 3), abi.OK, abi.OK, abi.OK)
 	var got *fakeLaunch
-	for i := range r.f.launches {
-		if r.f.launches[i].name == "scale" {
-			got = &r.f.launches[i]
+	launches := r.f.launched()
+	for i := range launches {
+		if launches[i].name == "scale" {
+			got = &launches[i]
 		}
 	}
 	if got == nil {
 		t.Fatal("kernel not launched")
 	}
-	if p := devptr(le.Uint64(got.args)); p != vm.bufs[3].ptr {
-		t.Errorf("buffer argument %#x, want %#x", p, vm.bufs[3].ptr)
+	w := r.w(vm)
+	if p := devptr(le.Uint64(got.args)); p != w.bufs[3].ptr {
+		t.Errorf("buffer argument %#x, want %#x", p, w.bufs[3].ptr)
 	}
-	if p := devptr(le.Uint64(got.args[8:])); p != vm.heapDev+512 {
-		t.Errorf("heap argument %#x, want %#x", p, vm.heapDev+512)
+	if p := devptr(le.Uint64(got.args[8:])); p != w.heapDev+512 {
+		t.Errorf("heap argument %#x, want %#x", p, w.heapDev+512)
 	}
 	if v := le.Uint32(got.args[16:]); v != 42 || len(got.args) != 20 {
 		t.Errorf("plain argument %d, %d bytes", v, len(got.args))
@@ -249,7 +282,10 @@ func TestLaunchRelocates(t *testing.T) {
 		t.Errorf("dimensions %v %v", got.grid, got.block)
 	}
 	// The guest's heap still holds the handle: relocation worked on a copy.
-	if le.Uint64(heap[4200:]) != 3 {
+	r.f.mu.Lock()
+	handle := le.Uint64(heap[4200:])
+	r.f.mu.Unlock()
+	if handle != 3 {
 		t.Error("relocation wrote into the guest's heap")
 	}
 }
@@ -291,7 +327,7 @@ func TestLaunchRefusals(t *testing.T) {
 }
 
 func TestFaultStaysInItsVM(t *testing.T) {
-	r := newRig(t, map[string]string{"stall_check": "1ms"})
+	r := newRig(t, map[string]string{"stall_check": "1ms", "restart_delay": "1h"})
 	doneA, doneB := make(chan backend.Completion, 64), make(chan backend.Completion, 64)
 	heap, load, launch := launchHeap(".entry fault(\n)", "fault", nil, nil)
 	a := r.attachTo(1, 1, heap, doneA)
@@ -301,6 +337,8 @@ func TestFaultStaysInItsVM(t *testing.T) {
 	r.submit(a, 0, launch, 1)
 	r.submit(a, 0, abi.Command{Op: abi.OpThrottle, DurationNs: 1000}, 2)
 	r.submit(b, 0, abi.Command{Op: abi.OpThrottle, DurationNs: 1000}, 0)
+	r.settle(a)
+	r.settle(b)
 	r.f.setHold(false)
 	r.f.release(100) // the fault kernel poisons A; its later work never runs
 	codes(t, wait(t, doneA, 3), abi.OK, abi.ErrDevice, abi.ErrDevice)
@@ -308,7 +346,10 @@ func TestFaultStaysInItsVM(t *testing.T) {
 	if a.Fault() == nil || b.Fault() != nil {
 		t.Fatalf("faults: A %v, B %v", a.Fault(), b.Fault())
 	}
-	// A's later work fails at once; B goes on.
+	if resultOf(a.Fault()) != cudaErrorIllegalAddress {
+		t.Errorf("A's fault %v does not carry CUDA_ERROR_ILLEGAL_ADDRESS", a.Fault())
+	}
+	// A's later work fails at once while it has no worker; B goes on.
 	r.submit(a, 0, abi.Command{Op: abi.OpNop}, 3)
 	r.submit(b, 0, abi.Command{Op: abi.OpThrottle, DurationNs: 1000}, 1)
 	if c := wait(t, doneA, 1)[0]; c.Code != abi.ErrDevice || c.Tag != 3 {
@@ -325,6 +366,85 @@ func TestFaultStaysInItsVM(t *testing.T) {
 	}
 }
 
+func TestFaultedVMGetsAFreshWorker(t *testing.T) {
+	r := newRig(t, map[string]string{"stall_check": "1ms", "restart_delay": "10ms"})
+	heap, load, launch := launchHeap(".entry fault(\n)", "fault", nil, nil)
+	vm := r.attach(1, 1, heap)
+	r.submit(vm, 0, load, 0)
+	r.submit(vm, 0, launch, 1)
+	codes(t, wait(t, r.done, 2), abi.OK, abi.ErrDevice)
+	first := r.w(vm)
+	deadline := time.Now().Add(10 * time.Second)
+	for vm.Restarts() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no new worker 10s after the fault")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if r.w(vm) == first || vm.Fault() != nil {
+		t.Fatalf("after the restart: same worker %v, fault %v", r.w(vm) == first, vm.Fault())
+	}
+	// A fresh context: the module of before is gone, new work runs.
+	r.submit(vm, 0, launch, 2)
+	r.submit(vm, 0, abi.Command{Op: abi.OpThrottle, DurationNs: 700}, 3)
+	got := wait(t, r.done, 2)
+	if got[0].Code != abi.ErrBadHandle || got[1].Code != abi.OK {
+		t.Fatalf("after the restart: %v, %v; want bad handle, ok", got[0].Code, got[1].Code)
+	}
+	if ns, n, _ := r.b.GroundTruth(1); ns != 700 || n != 1 {
+		t.Fatalf("ground truth %d ns over %d kernels, want 700 over 1", ns, n)
+	}
+}
+
+func TestSubmitBeyondInFlight(t *testing.T) {
+	r := newRig(t, nil)
+	vm, err := r.b.Attach(backend.VMSpec{ID: 1, Channels: 1, MaxInFlight: 100, Complete: func(backend.Completion) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.f.setHold(true)
+	slots := vm.(*cudaVM).blk.l.slots
+	if slots < 100 {
+		t.Fatalf("%d slots for 100 in flight", slots)
+	}
+	for i := range slots {
+		if err := vm.Submit(0, abi.Command{Op: abi.OpNop}, uint64(i)); err != nil {
+			t.Fatalf("command %d of %d: %v", i, slots, err)
+		}
+	}
+	if err := vm.Submit(0, abi.Command{Op: abi.OpNop}, 0); !errors.Is(err, backend.ErrInvalid) {
+		t.Fatalf("one more than %d in flight: %v", slots, err)
+	}
+	r.f.setHold(false)
+	r.f.release(1 << 20)
+}
+
+func TestBillingSplitsOverlap(t *testing.T) {
+	r := newRig(t, nil)
+	doneA, doneB := make(chan backend.Completion, 4), make(chan backend.Completion, 4)
+	a := r.attachTo(1, 1, nil, doneA)
+	b := r.attachTo(2, 1, nil, doneB)
+	r.f.setHold(true)
+	r.submit(a, 0, abi.Command{Op: abi.OpFence}, 0)
+	r.submit(b, 0, abi.Command{Op: abi.OpFence}, 0)
+	r.settle(a)
+	r.settle(b)
+	r.f.release(1) // both start markers: both run, as time-sliced contexts do
+	time.Sleep(50 * time.Millisecond)
+	r.f.setHold(false)
+	r.f.release(10)
+	for name, done := range map[string]chan backend.Completion{"A": doneA, "B": doneB} {
+		c := wait(t, done, 1)[0]
+		span := c.End - c.Start
+		if c.Code != abi.OK || span < 40e6 {
+			t.Fatalf("%s: %+v", name, c)
+		}
+		if d := float64(c.Busy())/float64(span) - 0.5; d < -0.1 || d > 0.1 {
+			t.Errorf("%s billed %d ns of a %d ns span it shared with another VM, want about half", name, c.Busy(), span)
+		}
+	}
+}
+
 func TestStatusShowsRunningChannel(t *testing.T) {
 	r := newRig(t, nil)
 	vm := r.attach(1, 2, make([]byte, 4096))
@@ -332,6 +452,7 @@ func TestStatusShowsRunningChannel(t *testing.T) {
 	// A FENCE: stream markers around no work (the fake's THROTTLE kernel
 	// writes its markers at once, as one instant kernel).
 	r.submit(vm, 1, abi.Command{Op: abi.OpFence, Value: 1}, 0)
+	r.settle(vm)
 	var st backend.Status
 	r.b.ReadStatus(&st)
 	if len(st.Running) != 0 || len(st.Active) != 1 || st.Active[0] != (backend.ChannelRef{VM: 1, Channel: 1}) {
@@ -340,7 +461,7 @@ func TestStatusShowsRunningChannel(t *testing.T) {
 	r.f.release(1) // the start marker
 	before := r.b.now()
 	r.b.ReadStatus(&st)
-	if len(st.Running) != 1 || st.Running[0].ChannelRef != (backend.ChannelRef{VM: 1, Channel: 1}) || st.Running[0].Engine != vm.chans[1].engine {
+	if len(st.Running) != 1 || st.Running[0].ChannelRef != (backend.ChannelRef{VM: 1, Channel: 1}) || st.Running[0].Engine != vm.engine {
 		t.Fatalf("started: %+v", st)
 	}
 	since := st.Running[0].Since
@@ -370,6 +491,7 @@ func TestCloseFlushesAndRefuses(t *testing.T) {
 	for i := range 3 {
 		r.submit(vm, 0, abi.Command{Op: abi.OpThrottle, DurationNs: 1000}, uint64(i))
 	}
+	r.settle(vm)
 	if err := vm.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +530,7 @@ func TestCodeOf(t *testing.T) {
 
 func TestAttachFailureDestroysContext(t *testing.T) {
 	r := newRig(t, nil)
-	r.f.streamErr = cudaErrorOutOfMemory
+	r.f.setErr(&r.f.streamErr, cudaErrorOutOfMemory)
 	if _, err := r.b.Attach(backend.VMSpec{ID: 1, Channels: 2, Complete: func(backend.Completion) {}}); err == nil {
 		t.Fatal("attach succeeded without streams")
 	}

@@ -17,6 +17,8 @@ type (
 )
 
 // driver is the part of the CUDA driver API this backend uses, in Go terms.
+// A GPU worker makes one context and keeps it current on its thread; the
+// context's end (CtxDestroy, or the worker process's) frees all in it.
 // The real one (libcuda) is loaded at run time by purego (loader.go); the
 // tests use a fake (fake_test.go). Calls that act on a context's objects
 // need that context current on the calling OS thread (inCtx).
@@ -30,11 +32,9 @@ type driver interface {
 	CtxSetCurrent(ctx cuContext) error
 
 	StreamCreate() (cuStream, error) // non-blocking: no implicit sync with the legacy stream
-	StreamDestroy(s cuStream) error
 	// StreamQuery is nil when everything queued on s has run, errNotReady
 	// while work is pending, and the context's error after a fault.
 	StreamQuery(s cuStream) error
-	StreamSynchronize(s cuStream) error
 	// WriteValue64 queues a 64-bit store of v to addr on s (a stream memory
 	// operation: it runs when s reaches it, without a kernel).
 	WriteValue64(s cuStream, addr devptr, v uint64) error
@@ -46,14 +46,12 @@ type driver interface {
 	MemcpyDtoHAsync(dst unsafe.Pointer, src devptr, n uint64, s cuStream) error
 	MemcpyDtoDAsync(dst, src devptr, n uint64, s cuStream) error
 
-	// MemHostAlloc allocates page-locked host memory mapped into the
-	// current context's address space.
-	MemHostAlloc(size uint64) (unsafe.Pointer, error)
-	MemFreeHost(p unsafe.Pointer) error
-	MemHostGetDevicePointer(p unsafe.Pointer) (devptr, error)
-	// MemHostRegister page-locks and maps existing host memory for DMA.
+	// MemHostRegister page-locks existing host memory and maps it into the
+	// current context's address space (for DMA and for kernels);
+	// MemHostGetDevicePointer is its address there. Destroying the context
+	// unregisters it.
 	MemHostRegister(p unsafe.Pointer, size uint64) error
-	MemHostUnregister(p unsafe.Pointer) error
+	MemHostGetDevicePointer(p unsafe.Pointer) (devptr, error)
 
 	// ModuleLoadData loads image (PTX NUL terminated, or a cubin) into the
 	// current context; it lives as long as the context.

@@ -3,6 +3,7 @@ package cuda
 import (
 	"bytes"
 	"regexp"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -121,6 +122,33 @@ func (f *fakeDriver) release(n int) {
 	}
 }
 
+// launched is a copy of the launches so far; counted, how often the named
+// call was made; setErr sets allocErr or streamErr. They lock f: driver
+// calls come from worker goroutines.
+func (f *fakeDriver) launched() []fakeLaunch {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.launches)
+}
+
+func (f *fakeDriver) counted(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[name]
+}
+
+func (f *fakeDriver) setErr(p *error, err error) {
+	f.mu.Lock()
+	*p = err
+	f.mu.Unlock()
+}
+
+func (f *fakeDriver) wrongContexts() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.wrongCtx
+}
+
 func (f *fakeDriver) setHold(h bool) {
 	f.mu.Lock()
 	f.hold = h
@@ -184,13 +212,6 @@ func (f *fakeDriver) StreamCreate() (cuStream, error) {
 	return s, nil
 }
 
-func (f *fakeDriver) StreamDestroy(s cuStream) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.streams, s)
-	return nil
-}
-
 func (f *fakeDriver) StreamQuery(s cuStream) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -208,17 +229,6 @@ func (f *fakeDriver) StreamQuery(s cuStream) error {
 		return cudaErrorNotReady
 	}
 	return nil
-}
-
-func (f *fakeDriver) StreamSynchronize(s cuStream) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, ok := f.streams[s]
-	if !ok {
-		return cudaErrorInvalidHandle
-	}
-	f.runLocked(st, len(st.ops))
-	return f.ctxs[st.ctx].fault
 }
 
 func (f *fakeDriver) WriteValue64(s cuStream, addr devptr, v uint64) error {
@@ -270,26 +280,6 @@ func (f *fakeDriver) MemcpyDtoDAsync(dst, src devptr, n uint64, s cuStream) erro
 	return f.onStream(s, "MemcpyDtoDAsync", func() { copy(f.mem(dst, n), f.mem(src, n)) })
 }
 
-func (f *fakeDriver) MemHostAlloc(size uint64) (unsafe.Pointer, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	buf := make([]byte, size)
-	p := unsafe.Pointer(&buf[0])
-	f.regions = append(f.regions, fakeRegion{base: uint64(uintptr(p)), buf: buf, ctx: f.current()})
-	return p, nil
-}
-
-func (f *fakeDriver) MemFreeHost(p unsafe.Pointer) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := len(f.regions)
-	f.regions = slices.DeleteFunc(f.regions, func(r fakeRegion) bool { return !r.dev && r.base == uint64(uintptr(p)) })
-	if len(f.regions) == n {
-		return cudaErrorInvalidValue
-	}
-	return nil
-}
-
 func (f *fakeDriver) MemHostGetDevicePointer(p unsafe.Pointer) (devptr, error) {
 	return devptr(uintptr(p)), nil
 }
@@ -298,13 +288,6 @@ func (f *fakeDriver) MemHostRegister(p unsafe.Pointer, size uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.regions = append(f.regions, fakeRegion{base: uint64(uintptr(p)), buf: unsafe.Slice((*byte)(p), size), ctx: f.current()})
-	return nil
-}
-
-func (f *fakeDriver) MemHostUnregister(p unsafe.Pointer) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.regions = slices.DeleteFunc(f.regions, func(r fakeRegion) bool { return !r.dev && r.base == uint64(uintptr(p)) })
 	return nil
 }
 
@@ -370,3 +353,44 @@ func (f *fakeDriver) LaunchKernel(fn cuFunction, grid, block [3]uint32, shared u
 		}
 	})
 }
+
+// inProcess starts workers as goroutines of the test process, on d, and
+// keeps the last one of each VM for the tests to look into.
+type inProcess struct {
+	d  driver
+	mu sync.Mutex
+	ws map[uint32]*worker
+}
+
+func (p *inProcess) spawn(cfg workerConfig, f workerFiles) (proc, error) {
+	w := newWorker(p.d, cfg, f.shared, f.heapMem, f.sock, f.efd)
+	p.mu.Lock()
+	if p.ws == nil {
+		p.ws = map[uint32]*worker{}
+	}
+	p.ws[cfg.VM] = w
+	p.mu.Unlock()
+	g := &goProc{done: make(chan struct{})}
+	go func() {
+		runtime.LockOSThread() // the thread ends with the goroutine
+		g.err = w.serve()
+		_ = unix.Close(f.sock)
+		close(g.done)
+	}()
+	return g, nil
+}
+
+func (p *inProcess) worker(vm uint32) *worker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ws[vm]
+}
+
+// goProc is a worker goroutine: it cannot be killed, only told to stop.
+type goProc struct {
+	done chan struct{}
+	err  error
+}
+
+func (g *goProc) kill()       {}
+func (g *goProc) wait() error { <-g.done; return g.err }

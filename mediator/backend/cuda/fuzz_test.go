@@ -44,27 +44,32 @@ func FuzzLaunch(f *testing.F) {
 		default:
 			t.Fatalf("LAUNCH answered %v", c)
 		}
-		if string(before) != string(heap) {
+		r.f.mu.Lock()
+		same := string(before) == string(heap)
+		r.f.mu.Unlock()
+		if !same {
 			t.Fatal("LAUNCH wrote the guest's heap")
 		}
 		if got[2].Code != abi.OK {
 			return
 		}
 		var l *fakeLaunch
-		for i := range r.f.launches {
-			if r.f.launches[i].name == "k" {
-				l = &r.f.launches[i]
+		launches := r.f.launched()
+		for i := range launches {
+			if launches[i].name == "k" {
+				l = &launches[i]
 			}
 		}
 		if l == nil || len(l.args) != len(args) {
 			t.Fatalf("launched %+v", l)
 		}
 		// Every relocated word now points into buffer 3 or the heap.
+		w := r.w(vm)
 		for i := 0; i+abi.RelocSize <= int(nrel)*abi.RelocSize && i+abi.RelocSize <= len(relocs); i += abi.RelocSize {
 			off := le.Uint32(relocs[i:])
 			p := devptr(le.Uint64(l.args[off:]))
-			inBuf := p == vm.bufs[3].ptr
-			inHeap := p >= vm.heapDev && p < vm.heapDev+devptr(len(heap))
+			inBuf := p == w.bufs[3].ptr
+			inHeap := p >= w.heapDev && p < w.heapDev+devptr(len(heap))
 			if !inBuf && !inHeap {
 				// A later relocation may have rewritten the same word:
 				// only the last one at an offset counts.

@@ -2,11 +2,11 @@ package cuda
 
 import (
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/shm"
 	"github.com/sluice-gpu/sluice/mediator/backend"
 	"golang.org/x/sys/unix"
 )
@@ -15,41 +15,57 @@ import (
 // they skip and say why; SLUICE_REQUIRE_GPU=1 (set by make bench-gpu's
 // checks) turns that into a failure.
 
-func gpuBackend(t *testing.T) *Backend {
+func gpuBackend(t *testing.T, params map[string]string) *Backend {
 	t.Helper()
 	skip := t.Skipf
 	if os.Getenv("SLUICE_REQUIRE_GPU") == "1" {
 		skip = t.Fatalf
 	}
-	lib, err := loadLibcuda(os.Getenv("SLUICE_LIBCUDA"))
-	if err != nil {
+	if params == nil {
+		params = map[string]string{}
+	}
+	if lib := os.Getenv("SLUICE_LIBCUDA"); lib != "" {
+		params["library"] = lib
+	}
+	if _, err := loadLibcuda(params["library"]); err != nil {
 		skip("no CUDA driver on this machine: %v", err)
 	}
-	b, err := open(lib, backend.Options{})
+	be, err := Open(backend.Options{Params: params})
 	if err != nil {
 		skip("no usable GPU: %v", err)
 	}
+	b := be.(*Backend)
 	t.Cleanup(func() { _ = b.Close() })
 	t.Logf("GPU: %s", b.DeviceName())
 	return b
 }
 
-// mapHeap is page-aligned memory as a VM's heap is (a mapping).
-func mapHeap(t *testing.T, size int) []byte {
+// gpuHeap is a VM's heap as the mediator makes it: a memfd mapping, which
+// the VM's GPU worker maps too.
+type gpuHeap struct {
+	mem []byte
+	fd  int
+}
+
+func mapHeap(t *testing.T, size int) gpuHeap {
 	t.Helper()
-	m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	fd, err := shm.NewMemfd("gpu-test-heap", int64(size))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = unix.Munmap(m) })
-	return m
+	m, err := shm.Map(fd, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = shm.Unmap(m); _ = unix.Close(fd) })
+	return gpuHeap{mem: m, fd: fd}
 }
 
-func attachGPU(t *testing.T, b *Backend, id uint32, heap []byte) (*cudaVM, chan backend.Completion) {
+func attachGPU(t *testing.T, b *Backend, id uint32, heap gpuHeap) (*cudaVM, chan backend.Completion) {
 	t.Helper()
 	done := make(chan backend.Completion, 4096)
-	vm, err := b.Attach(backend.VMSpec{ID: id, Name: "gpu-test", Channels: 2, Heap: heap,
-		Complete: func(c backend.Completion) { done <- c }})
+	vm, err := b.Attach(backend.VMSpec{ID: id, Name: "gpu-test", Channels: 2, Heap: heap.mem,
+		HeapFile: &backend.FileRange{FD: heap.fd}, Complete: func(c backend.Completion) { done <- c }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +73,7 @@ func attachGPU(t *testing.T, b *Backend, id uint32, heap []byte) (*cudaVM, chan 
 }
 
 func TestGPUThrottleAgainstGlobaltimer(t *testing.T) {
-	b := gpuBackend(t)
+	b := gpuBackend(t, nil)
 	vm, done := attachGPU(t, b, 1, mapHeap(t, 1<<20))
 	const n, ns = 50, 1_000_000
 	for i := range n {
@@ -158,9 +174,10 @@ func launchCmds(heap []byte, kernel string, relocs bool) (load, launch abi.Comma
 }
 
 func TestGPULaunchWithRelocations(t *testing.T) {
-	b := gpuBackend(t)
-	heap := mapHeap(t, 1<<20)
-	vm, done := attachGPU(t, b, 1, heap)
+	b := gpuBackend(t, nil)
+	h := mapHeap(t, 1<<20)
+	heap := h.mem
+	vm, done := attachGPU(t, b, 1, h)
 	for i := range nElems {
 		le.PutUint32(heap[hIn+4*i:], uint32(i*3))
 	}
@@ -199,40 +216,24 @@ func TestGPULaunchWithRelocations(t *testing.T) {
 	}
 }
 
-// TestGPUFaultIsReportedToItsVM runs the fault in a child process: on this
-// driver an illegal address poisons every context of the process (the CUDA
-// documentation: "the process must be terminated and relaunched"), so the
-// other GPU tests must not share a process with it. The child checks that
-// the faulting VM gets ErrDevice for its faulting and later commands; what
-// happens to the other VM of the same process is logged as measured.
-func TestGPUFaultIsReportedToItsVM(t *testing.T) {
-	if os.Getenv("SLUICE_FAULT_CHILD") == "1" {
-		faultChild(t)
-		return
-	}
-	gpuBackend(t).Close()
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestGPUFaultIsReportedToItsVM$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), "SLUICE_FAULT_CHILD=1")
-	out, err := cmd.CombinedOutput()
-	t.Logf("child process:\n%s", out)
-	if err != nil {
-		t.Fatalf("child: %v", err)
-	}
-}
-
-func faultChild(t *testing.T) {
-	b := gpuBackend(t)
+// TestGPUFaultStaysInItsVM faults a kernel of one VM while another VM's
+// kernels run. An illegal address poisons every context of its process
+// (the CUDA documentation: "the process must be terminated and
+// relaunched"); each VM's context lives in its own worker process, so the
+// other VM must not notice, and the faulting VM gets a fresh worker.
+func TestGPUFaultStaysInItsVM(t *testing.T) {
+	b := gpuBackend(t, map[string]string{"restart_delay": "100ms"})
 	heapA := mapHeap(t, 1<<20)
 	a, doneA := attachGPU(t, b, 1, heapA)
 	other, doneB := attachGPU(t, b, 2, mapHeap(t, 1<<20))
-	load, poke := launchCmds(heapA, "poke", false)
-	for i, c := range []abi.Command{load, poke, {Op: abi.OpThrottle, DurationNs: 1000}} {
-		if err := a.Submit(0, c, uint64(i)); err != nil {
+	load, poke := launchCmds(heapA.mem, "poke", false)
+	for i := range 20 {
+		if err := other.Submit(0, abi.Command{Op: abi.OpThrottle, DurationNs: 500_000}, uint64(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for i := range 20 {
-		if err := other.Submit(0, abi.Command{Op: abi.OpThrottle, DurationNs: 500_000}, uint64(i)); err != nil {
+	for i, c := range []abi.Command{load, poke, {Op: abi.OpThrottle, DurationNs: 1000}} {
+		if err := a.Submit(0, c, uint64(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -240,26 +241,74 @@ func faultChild(t *testing.T) {
 	if gotA[0].Code != abi.OK || gotA[1].Code != abi.ErrDevice || gotA[2].Code != abi.ErrDevice {
 		t.Fatalf("the faulting VM saw %v, %v, %v; want ok, device error, device error", gotA[0].Code, gotA[1].Code, gotA[2].Code)
 	}
-	t.Logf("the faulting VM's context: %v", a.Fault())
-	okB := 0
-	for _, c := range wait(t, doneB, 20) {
-		if c.Code == abi.OK {
-			okB++
+	t.Logf("the faulting VM's worker: %v", a.Fault())
+	for i, c := range wait(t, doneB, 20) {
+		if c.Code != abi.OK {
+			t.Errorf("the other VM's command %d, queued before the fault: %v", i, c.Code)
 		}
 	}
 	if err := other.Submit(1, abi.Command{Op: abi.OpThrottle, DurationNs: 100_000}, 99); err != nil {
 		t.Fatal(err)
 	}
-	after := wait(t, doneB, 1)[0].Code
-	t.Logf("MEASURED: the other VM (own context, same process): %d of 20 commands queued before the fault ok; a command after it: %v; its context: %v",
-		okB, after, other.Fault())
-	if err := a.Close(); err != nil {
-		t.Logf("closing the faulted VM: %v", err)
+	if c := wait(t, doneB, 1)[0]; c.Code != abi.OK || other.Fault() != nil {
+		t.Fatalf("the other VM after the fault: %v (worker: %v)", c.Code, other.Fault())
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for a.Restarts() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the faulting VM has no new worker 30s after its fault")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := a.Submit(1, abi.Command{Op: abi.OpThrottle, DurationNs: 100_000}, 3); err != nil {
+		t.Fatal(err)
+	}
+	if c := wait(t, doneA, 1)[0]; c.Code != abi.OK {
+		t.Fatalf("the faulting VM in its fresh worker: %v", c.Code)
+	}
+}
+
+// TestGPUBillingOfConcurrentVMs runs two VMs' kernels at once (the GPU
+// time-slices their contexts) and compares what each is billed (its
+// completions' Busy) with what its kernels measured on %globaltimer.
+func TestGPUBillingOfConcurrentVMs(t *testing.T) {
+	b := gpuBackend(t, nil)
+	vms := []uint32{1, 2}
+	lens := []uint64{100_000, 1_000_000} // 10× skew
+	dones := make([]chan backend.Completion, 2)
+	handles := make([]*cudaVM, 2)
+	for i, id := range vms {
+		handles[i], dones[i] = attachGPU(t, b, id, mapHeap(t, 1<<20))
+	}
+	const total = 400_000_000 // each VM's kernel time
+	for i, v := range handles {
+		for j := range total / lens[i] {
+			if err := v.Submit(0, abi.Command{Op: abi.OpThrottle, DurationNs: lens[i]}, j); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range handles {
+		var billed, span int64
+		for _, c := range wait(t, dones[i], int(total/lens[i])) {
+			if c.Code != abi.OK {
+				t.Fatalf("VM %d: %v", vms[i], c.Code)
+			}
+			billed += c.Busy()
+			span += c.End - c.Start
+		}
+		truth, _, _ := b.GroundTruth(vms[i])
+		d := float64(billed)/float64(truth) - 1
+		t.Logf("MEASURED: VM %d (%d µs kernels): billed %d ns, spans %d ns, %%globaltimer %d ns: billed %+.2f%%",
+			vms[i], lens[i]/1000, billed, span, truth, 100*d)
+		if d < -0.05 || d > 0.05 {
+			t.Errorf("VM %d billed %.2f%% off its kernels' own time", vms[i], 100*d)
+		}
 	}
 }
 
 func TestGPUStatusWhileRunning(t *testing.T) {
-	b := gpuBackend(t)
+	b := gpuBackend(t, nil)
 	vm, done := attachGPU(t, b, 1, mapHeap(t, 1<<20))
 	if err := vm.Submit(1, abi.Command{Op: abi.OpThrottle, DurationNs: 50_000_000}, 0); err != nil {
 		t.Fatal(err)

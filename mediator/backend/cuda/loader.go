@@ -14,14 +14,13 @@ import (
 // backends) on hosts without a GPU.
 type libcuda struct {
 	fn struct {
-		init, deviceGet, deviceGetName                                          uintptr
-		ctxCreate, ctxDestroy, ctxSetCurrent                                    uintptr
-		streamCreate, streamDestroy, streamQuery, streamSynchronize, writeValue uintptr
-		memAllocAsync, memFreeAsync, memsetD8Async                              uintptr
-		memcpyHtoDAsync, memcpyDtoHAsync, memcpyDtoDAsync                       uintptr
-		memHostAlloc, memFreeHost, memHostGetDevicePointer                      uintptr
-		memHostRegister, memHostUnregister                                      uintptr
-		moduleLoadData, moduleGetFunction, launchKernel                         uintptr
+		init, deviceGet, deviceGetName                    uintptr
+		ctxCreate, ctxDestroy, ctxSetCurrent              uintptr
+		streamCreate, streamQuery, writeValue             uintptr
+		memAllocAsync, memFreeAsync, memsetD8Async        uintptr
+		memcpyHtoDAsync, memcpyDtoHAsync, memcpyDtoDAsync uintptr
+		memHostRegister, memHostGetDevicePointer          uintptr
+		moduleLoadData, moduleGetFunction, launchKernel   uintptr
 	}
 }
 
@@ -58,16 +57,13 @@ func openLibcuda(path string) (*libcuda, error) {
 	}{
 		{&f.init, "cuInit"}, {&f.deviceGet, "cuDeviceGet"}, {&f.deviceGetName, "cuDeviceGetName"},
 		{&f.ctxCreate, "cuCtxCreate_v2"}, {&f.ctxDestroy, "cuCtxDestroy_v2"}, {&f.ctxSetCurrent, "cuCtxSetCurrent"},
-		{&f.streamCreate, "cuStreamCreate"}, {&f.streamDestroy, "cuStreamDestroy_v2"},
-		{&f.streamQuery, "cuStreamQuery"}, {&f.streamSynchronize, "cuStreamSynchronize"},
+		{&f.streamCreate, "cuStreamCreate"}, {&f.streamQuery, "cuStreamQuery"},
 		{&f.writeValue, "cuStreamWriteValue64_v2"},
 		{&f.memAllocAsync, "cuMemAllocAsync"}, {&f.memFreeAsync, "cuMemFreeAsync"},
 		{&f.memsetD8Async, "cuMemsetD8Async"},
 		{&f.memcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"}, {&f.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"},
 		{&f.memcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"},
-		{&f.memHostAlloc, "cuMemHostAlloc"}, {&f.memFreeHost, "cuMemFreeHost"},
-		{&f.memHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"},
-		{&f.memHostRegister, "cuMemHostRegister_v2"}, {&f.memHostUnregister, "cuMemHostUnregister"},
+		{&f.memHostRegister, "cuMemHostRegister_v2"}, {&f.memHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"},
 		{&f.moduleLoadData, "cuModuleLoadData"},
 		{&f.moduleGetFunction, "cuModuleGetFunction"}, {&f.launchKernel, "cuLaunchKernel"},
 	}
@@ -82,8 +78,6 @@ func openLibcuda(path string) (*libcuda, error) {
 // Flags of the driver API.
 const (
 	cuStreamNonBlocking     = 0x1
-	cuMemHostAllocPortable  = 0x1
-	cuMemHostAllocDeviceMap = 0x2
 	cuMemHostRegisterPort   = 0x1
 	cuMemHostRegisterDevMap = 0x2
 	cuDeviceNameMax         = 256
@@ -140,18 +134,8 @@ func (l *libcuda) StreamCreate() (cuStream, error) {
 	return s, check(r)
 }
 
-func (l *libcuda) StreamDestroy(s cuStream) error {
-	r, _, _ := purego.SyscallN(l.fn.streamDestroy, uintptr(s))
-	return check(r)
-}
-
 func (l *libcuda) StreamQuery(s cuStream) error {
 	r, _, _ := purego.SyscallN(l.fn.streamQuery, uintptr(s))
-	return check(r)
-}
-
-func (l *libcuda) StreamSynchronize(s cuStream) error {
-	r, _, _ := purego.SyscallN(l.fn.streamSynchronize, uintptr(s))
 	return check(r)
 }
 
@@ -191,20 +175,6 @@ func (l *libcuda) MemcpyDtoDAsync(dst, src devptr, n uint64, s cuStream) error {
 	return check(r)
 }
 
-func (l *libcuda) MemHostAlloc(size uint64) (unsafe.Pointer, error) {
-	var p unsafe.Pointer // C memory, never moved
-	r, _, _ := purego.SyscallN(l.fn.memHostAlloc, ptr(&p), uintptr(size), cuMemHostAllocPortable|cuMemHostAllocDeviceMap)
-	if err := check(r); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-func (l *libcuda) MemFreeHost(p unsafe.Pointer) error {
-	r, _, _ := purego.SyscallN(l.fn.memFreeHost, uintptr(p))
-	return check(r)
-}
-
 func (l *libcuda) MemHostGetDevicePointer(p unsafe.Pointer) (devptr, error) {
 	var d devptr
 	r, _, _ := purego.SyscallN(l.fn.memHostGetDevicePointer, ptr(&d), uintptr(p), 0)
@@ -213,11 +183,6 @@ func (l *libcuda) MemHostGetDevicePointer(p unsafe.Pointer) (devptr, error) {
 
 func (l *libcuda) MemHostRegister(p unsafe.Pointer, size uint64) error {
 	r, _, _ := purego.SyscallN(l.fn.memHostRegister, uintptr(p), uintptr(size), cuMemHostRegisterPort|cuMemHostRegisterDevMap)
-	return check(r)
-}
-
-func (l *libcuda) MemHostUnregister(p unsafe.Pointer) error {
-	r, _, _ := purego.SyscallN(l.fn.memHostUnregister, uintptr(p))
 	return check(r)
 }
 

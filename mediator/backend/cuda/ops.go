@@ -2,50 +2,10 @@ package cuda
 
 import (
 	"bytes"
-	"fmt"
 	"unsafe"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 )
-
-// issue puts cmd on ch's stream between its markers, with v's context
-// current and v.mu held. It returns the command's marker value (0 if it
-// never went to the GPU) and its code; err is for failures of the context
-// itself, which end the VM's GPU work.
-func (v *cudaVM) issue(ch *channel, c *abi.Command) (seq uint64, code abi.ErrorCode, err error) {
-	// Judge what can be judged now: such a command takes no GPU time.
-	w, code := v.prepare(ch, c)
-	if code != abi.OK {
-		return 0, code, nil
-	}
-	d := v.b.d
-	seq = ch.seq + 1
-	// THROTTLE writes its own start marker when it starts running.
-	if c.Op != abi.OpThrottle {
-		if err := d.WriteValue64(ch.stream, ch.dev+offStart, seq); err != nil {
-			return 0, abi.ErrDevice, fmt.Errorf("writing a start marker: %w", err)
-		}
-	}
-	ch.seq = seq
-	if w != nil {
-		if werr := w(ch.stream); werr != nil {
-			if sticky(werr) {
-				return 0, abi.ErrDevice, werr
-			}
-			code = codeOf(werr)
-		}
-	}
-	// The end marker goes on even when the work was refused, so that the
-	// command completes in its place (a THROTTLE that launched writes its
-	// own).
-	if c.Op == abi.OpThrottle && code == abi.OK {
-		return seq, code, nil
-	}
-	if err := d.WriteValue64(ch.stream, ch.dev+offEnd, seq); err != nil {
-		return 0, abi.ErrDevice, fmt.Errorf("writing an end marker: %w", err)
-	}
-	return seq, code, nil
-}
 
 // work is a command's GPU work, queued on a stream.
 type work func(s cuStream) error
@@ -53,28 +13,28 @@ type work func(s cuStream) error
 // prepare checks c against the VM's handles and heap and returns the work
 // that carries it out (nil for markers alone). Handle tables change here, in
 // submission order; the GPU applies the same changes in stream order.
-func (v *cudaVM) prepare(ch *channel, c *abi.Command) (work, abi.ErrorCode) {
-	d := v.b.d
+func (w *worker) prepare(ch *wchan, seq uint64, c *abi.Command) (work, abi.ErrorCode) {
+	d := w.d
 	switch c.Op {
 	case abi.OpNop, abi.OpFence:
 		return nil, abi.OK
 	case abi.OpThrottle:
+		slot := ch.dev + devptr(w.blk.l.slotOff(seq))
 		return func(s cuStream) error {
-			seq := ch.seq // issue has moved it to this command's value
-			return d.LaunchKernel(v.throttle, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, s,
-				throttleArgs(ch.dev+devptr(slotOff(seq)), c.DurationNs, v.b.gap, seq, ch.dev+offStart, ch.dev+offEnd))
+			return d.LaunchKernel(w.throttle, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, s,
+				throttleArgs(slot, c.DurationNs, w.cfg.GapNs, seq, ch.dev+offStart, ch.dev+offEnd))
 		}, abi.OK
 	case abi.OpAlloc:
-		return v.prepareAlloc(c)
+		return w.prepareAlloc(c)
 	case abi.OpFree:
-		b, ok := v.bufs[c.Handle]
+		b, ok := w.bufs[c.Handle]
 		if !ok {
 			return nil, abi.ErrBadHandle
 		}
-		delete(v.bufs, c.Handle)
+		delete(w.bufs, c.Handle)
 		return func(s cuStream) error { return d.MemFreeAsync(b.ptr, s) }, abi.OK
 	case abi.OpMemset:
-		b, ok := v.bufs[c.Handle]
+		b, ok := w.bufs[c.Handle]
 		if !ok {
 			return nil, abi.ErrBadHandle
 		}
@@ -86,17 +46,17 @@ func (v *cudaVM) prepare(ch *channel, c *abi.Command) (work, abi.ErrorCode) {
 		}
 		return func(s cuStream) error { return d.MemsetD8Async(b.ptr+devptr(c.Offset), byte(c.Value), c.Length, s) }, abi.OK
 	case abi.OpCopy:
-		return v.prepareCopy(c)
+		return w.prepareCopy(c)
 	case abi.OpLoadModule:
-		return nil, v.loadModule(c)
+		return nil, w.loadModule(c)
 	case abi.OpLaunch:
-		return v.prepareLaunch(c)
+		return w.prepareLaunch(c)
 	}
 	return nil, abi.ErrBadOpcode
 }
 
-func (v *cudaVM) prepareAlloc(c *abi.Command) (work, abi.ErrorCode) {
-	if _, used := v.bufs[c.Handle]; used {
+func (w *worker) prepareAlloc(c *abi.Command) (work, abi.ErrorCode) {
+	if _, used := w.bufs[c.Handle]; used {
 		return nil, abi.ErrBadHandle
 	}
 	if c.Size == 0 {
@@ -105,17 +65,17 @@ func (v *cudaVM) prepareAlloc(c *abi.Command) (work, abi.ErrorCode) {
 	// The allocation is stream ordered, but its address is known now: the
 	// handle is usable by the commands after it.
 	return func(s cuStream) error {
-		p, err := v.b.d.MemAllocAsync(c.Size, s)
+		p, err := w.d.MemAllocAsync(c.Size, s)
 		if err == nil {
-			v.bufs[c.Handle] = buffer{ptr: p, size: c.Size}
+			w.bufs[c.Handle] = buffer{ptr: p, size: c.Size}
 		}
 		return err
 	}, abi.OK
 }
 
-func (v *cudaVM) prepareCopy(c *abi.Command) (work, abi.ErrorCode) {
-	d := v.b.d
-	dst, ok := v.bufs[c.Handle]
+func (w *worker) prepareCopy(c *abi.Command) (work, abi.ErrorCode) {
+	d := w.d
+	dst, ok := w.bufs[c.Handle]
 	if !ok {
 		return nil, abi.ErrBadHandle
 	}
@@ -125,19 +85,19 @@ func (v *cudaVM) prepareCopy(c *abi.Command) (work, abi.ErrorCode) {
 	at := dst.ptr + devptr(c.Offset)
 	switch c.Dir {
 	case abi.CopyHostToDevice, abi.CopyDeviceToHost:
-		if !inside(uint64(len(v.heap)), c.HeapOff, c.Length) {
+		if !inside(uint64(len(w.heap)), c.HeapOff, c.Length) {
 			return nil, abi.ErrHeapRange
 		}
 		if c.Length == 0 {
 			return nil, abi.OK
 		}
-		host := unsafe.Pointer(&v.heap[c.HeapOff])
+		host := unsafe.Pointer(&w.heap[c.HeapOff])
 		if c.Dir == abi.CopyHostToDevice {
 			return func(s cuStream) error { return d.MemcpyHtoDAsync(at, host, c.Length, s) }, abi.OK
 		}
 		return func(s cuStream) error { return d.MemcpyDtoHAsync(host, at, c.Length, s) }, abi.OK
 	case abi.CopyDeviceToDevice:
-		src, ok := v.bufs[c.SrcHandle]
+		src, ok := w.bufs[c.SrcHandle]
 		if !ok {
 			return nil, abi.ErrBadHandle
 		}
@@ -154,15 +114,15 @@ func (v *cudaVM) prepareCopy(c *abi.Command) (work, abi.ErrorCode) {
 
 // loadModule loads a copy of the image (the heap is the guest's: it may
 // change under us) when the command is submitted.
-func (v *cudaVM) loadModule(c *abi.Command) abi.ErrorCode {
-	if _, used := v.mods[c.Handle]; used {
+func (w *worker) loadModule(c *abi.Command) abi.ErrorCode {
+	if _, used := w.mods[c.Handle]; used {
 		return abi.ErrBadHandle
 	}
-	if !inside(uint64(len(v.heap)), c.HeapOff, c.Length) || c.Length == 0 {
+	if !inside(uint64(len(w.heap)), c.HeapOff, c.Length) || c.Length == 0 {
 		return abi.ErrHeapRange
 	}
 	image := make([]byte, c.Length, c.Length+1)
-	copy(image, v.heap[c.HeapOff:])
+	copy(image, w.heap[c.HeapOff:])
 	if c.Format == abi.ModulePTX {
 		// PTX is text, NUL terminated for the driver; a NUL inside ends it.
 		if i := bytes.IndexByte(image, 0); i >= 0 {
@@ -171,49 +131,49 @@ func (v *cudaVM) loadModule(c *abi.Command) abi.ErrorCode {
 			image = append(image, 0)
 		}
 	}
-	m, err := v.b.d.ModuleLoadData(image)
+	m, err := w.d.ModuleLoadData(image)
 	if err != nil {
 		return codeOf(err)
 	}
-	v.mods[c.Handle] = &module{m: m, funcs: map[string]cuFunction{}}
+	w.mods[c.Handle] = &module{m: m, funcs: map[string]cuFunction{}}
 	return abi.OK
 }
 
-func (v *cudaVM) prepareLaunch(c *abi.Command) (work, abi.ErrorCode) {
-	mod, ok := v.mods[c.Handle]
+func (w *worker) prepareLaunch(c *abi.Command) (work, abi.ErrorCode) {
+	mod, ok := w.mods[c.Handle]
 	if !ok {
 		return nil, abi.ErrBadHandle
 	}
-	heap := uint64(len(v.heap))
+	heap := uint64(len(w.heap))
 	blob := abi.LaunchBlobSize(c.ArgsLen, c.Relocs)
 	if !inside(heap, c.NameOff, uint64(c.NameLen)) || !inside(heap, c.ArgsOff, blob) {
 		return nil, abi.ErrHeapRange
 	}
-	name := string(v.heap[c.NameOff : c.NameOff+uint64(c.NameLen)])
+	name := string(w.heap[c.NameOff : c.NameOff+uint64(c.NameLen)])
 	f, ok := mod.funcs[name]
 	if !ok {
 		var err error
-		if f, err = v.b.d.ModuleGetFunction(mod.m, name); err != nil {
+		if f, err = w.d.ModuleGetFunction(mod.m, name); err != nil {
 			return nil, codeOf(err)
 		}
 		mod.funcs[name] = f
 	}
 	// Copy the blob out, then relocate the copy.
 	raw := make([]byte, blob)
-	copy(raw, v.heap[c.ArgsOff:])
+	copy(raw, w.heap[c.ArgsOff:])
 	args := raw[:c.ArgsLen]
 	relocs := raw[(uint64(c.ArgsLen)+7)&^7:]
-	if code := v.relocate(args, relocs); code != abi.OK {
+	if code := w.relocate(args, relocs); code != abi.OK {
 		return nil, code
 	}
 	return func(s cuStream) error {
-		return v.b.d.LaunchKernel(f, c.Grid, c.Block, c.SharedMem, s, args)
+		return w.d.LaunchKernel(f, c.Grid, c.Block, c.SharedMem, s, args)
 	}, abi.OK
 }
 
 // relocate rewrites the u64 at each relocation's offset: a buffer handle
 // becomes its device address, a heap offset the registered heap's.
-func (v *cudaVM) relocate(args, relocs []byte) abi.ErrorCode {
+func (w *worker) relocate(args, relocs []byte) abi.ErrorCode {
 	for i := 0; i+abi.RelocSize <= len(relocs); i += abi.RelocSize {
 		off := uint64(le.Uint32(relocs[i:]))
 		kind := le.Uint32(relocs[i+4:])
@@ -226,16 +186,16 @@ func (v *cudaVM) relocate(args, relocs []byte) abi.ErrorCode {
 			if val == 0 || val > abi.MaxHandle {
 				return abi.ErrBadHandle
 			}
-			b, ok := v.bufs[uint32(val)]
+			b, ok := w.bufs[uint32(val)]
 			if !ok {
 				return abi.ErrBadHandle
 			}
 			le.PutUint64(args[off:], uint64(b.ptr))
 		case abi.RelocHeap:
-			if v.heapDev == 0 || val >= uint64(len(v.heap)) {
+			if w.heapDev == 0 || val >= uint64(len(w.heap)) {
 				return abi.ErrHeapRange
 			}
-			le.PutUint64(args[off:], uint64(v.heapDev)+val)
+			le.PutUint64(args[off:], uint64(w.heapDev)+val)
 		default:
 			return abi.ErrBadRecord
 		}

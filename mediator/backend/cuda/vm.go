@@ -3,194 +3,368 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
-	"unsafe"
+	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/shm"
 	"github.com/sluice-gpu/sluice/mediator/backend"
+	"golang.org/x/sys/unix"
 )
 
-// Each channel's share of its VM's host-mapped marker block: the start and
-// end markers on one cache line, then a ring of slots where THROTTLE kernels
-// leave their ground-truth records (slot seq % truthSlots).
-const (
-	offStart     = 0
-	offEnd       = 8
-	offSlots     = 64
-	slotSize     = 32
-	truthSlots   = 1024
-	markerStride = offSlots + truthSlots*slotSize
-)
-
-// cudaVM is one VM's context on the GPU.
+// cudaVM is one VM on the mediator's side: its shared block, its channels'
+// queues, and the GPU worker that owns its context.
 type cudaVM struct {
 	b        *Backend
 	id       uint32
 	name     string
-	ctx      cuContext
+	engine   int // its engine in the status (see ReadStatus)
 	complete func(backend.Completion)
 	chans    []*channel
+	attached bool // its first worker runs: its channels are published (b.mu)
 
-	heap    []byte
-	heapDev devptr // the registered heap's device address; 0 without a heap
+	heap   []byte
+	heapFD int // our copy of the heap's file; -1 without
+	heapAt int64
+	memfd  int // the shared block's file, its mapping and layout
+	mem    []byte
+	blk    block
+	efd    int // the worker's doorbell
 
-	marks    unsafe.Pointer // host-mapped marker block (C memory)
-	marksDev devptr
-	throttle cuFunction
+	mu      sync.Mutex // w, closed, tail, the restart state; serializes Submit
+	w       *workerConn
+	lastErr error // why the last worker ended
+	closed  bool
+	tail    uint64 // the ring's next entry
+	backoff time.Duration
+	timer   *time.Timer // a restart waiting
+	starts  sync.WaitGroup
 
-	mu     sync.Mutex // the handle tables and closed; serializes Submit
-	bufs   map[uint32]buffer
-	mods   map[uint32]*module
-	closed bool
-
-	fault   atomic.Pointer[error] // the context's sticky error, once it faulted
-	closing atomic.Bool           // Close began: the completer flushes
-
+	restarts    atomic.Int64 // workers started after a worker ended
+	closing     atomic.Bool  // Close began: the completer flushes
 	undelivered atomic.Int64
 	drained     chan struct{} // signalled when undelivered drops to zero
 }
 
-type buffer struct {
-	ptr  devptr
-	size uint64
+// workerConn is the mediator's end of one worker.
+type workerConn struct {
+	p      proc
+	sock   int
+	born   time.Time
+	mu     sync.Mutex // sock against its close
+	closed bool
+	err    error       // why it ended; set before dead
+	dead   atomic.Bool // it ended: its markers are final
+	exited chan struct{}
 }
 
-type module struct {
-	m     cuModule
-	funcs map[string]cuFunction
-}
-
-// channel is one channel: a stream and its markers. Fields below mu are
+// channel is one channel on the mediator's side. Fields below mu are
 // guarded by it.
 type channel struct {
-	vm     *cudaVM
-	idx    int
-	engine int // unique among the backend's channels (see engineOf)
-	stream cuStream
-	host   unsafe.Pointer // this channel's markerStride bytes of the marker block
-	dev    devptr         // their device address
+	vm   *cudaVM
+	idx  int
+	base uintptr // its block's offset in the shared block
+	seq  uint64  // the last command sent to a worker (v.mu)
 
-	mu        sync.Mutex
-	seq       uint64 // the last marker value issued
-	q         []item // submitted, not yet delivered, in order
-	startSeq  uint64 // the command whose start was seen, and when
-	startAt   int64
-	lastEnd   int64 // when the last command's end was seen
-	quietFrom int64 // since when the head made no progress
+	mu       sync.Mutex
+	q        []item // submitted, not yet delivered, in order
+	startSeq uint64 // the command whose start was seen, and when
+	startAt  int64
+	lastEnd  int64 // when the last command's end was seen
 
 	truthNs, truthKernels atomic.Int64 // the THROTTLE kernels' own records
 }
 
 // item is one submitted command.
 type item struct {
-	seq      uint64 // its markers; 0: it never went to the GPU
+	seq      uint64      // its markers and slot; 0: it never went to a worker
+	w        *workerConn // the worker it went to
 	tag      uint64
 	op       abi.Opcode
-	code     abi.ErrorCode
+	code     abi.ErrorCode // for seq 0
 	submitAt int64
-	endAt    int64 // when its end marker was first seen, if its record was not there yet
+	endAt    int64   // when its end marker was first seen, if its record was not there yet
+	gpu      float64 // its share of the GPU while it ran (the completer's sweeps)
 }
 
-func (ch *channel) word(off uintptr) *uint64 { return (*uint64)(unsafe.Add(ch.host, off)) }
-
-// slotOff is where the THROTTLE with marker value seq leaves its record.
-func slotOff(seq uint64) uintptr { return offSlots + uintptr(seq%truthSlots)*slotSize }
-
-// Each channel is its own "engine" in the status: the GPU time-slices
-// between contexts, so the commands of several channels are in progress at
-// once and none of them can be told to be the one on the GPU at a given
-// instant. As distinct engines, the estimator splits such stretches evenly
-// between them, which is what time slicing does on average.
-
-// Attach creates the VM's context, its streams and marker block, loads the
-// throttle kernel and registers the heap for DMA.
+// Attach starts the VM's GPU worker, which creates its context, streams
+// and throttle kernel and registers the heap and the shared block.
 func (b *Backend) Attach(spec backend.VMSpec) (backend.VM, error) {
-	if spec.Channels <= 0 {
+	switch {
+	case spec.Channels <= 0 || spec.Channels > abi.MaxChannels:
 		return nil, fmt.Errorf("attaching VM %d: %w: %d channels", spec.ID, backend.ErrInvalid, spec.Channels)
-	}
-	if spec.Complete == nil {
+	case spec.Complete == nil:
 		return nil, fmt.Errorf("attaching VM %d: %w: no Complete callback", spec.ID, backend.ErrInvalid)
+	case spec.MaxInFlight < 0 || spec.MaxInFlight > abi.MaxRingEntries:
+		return nil, fmt.Errorf("attaching VM %d: %w: %d commands in flight", spec.ID, backend.ErrInvalid, spec.MaxInFlight)
+	case len(spec.Heap) > 0 && spec.HeapFile == nil && b.needFiles:
+		return nil, fmt.Errorf("attaching VM %d: %w: the heap's file is needed to map it into the VM's GPU worker", spec.ID, backend.ErrInvalid)
+	}
+	inflight := spec.MaxInFlight
+	if inflight == 0 {
+		inflight = backend.DefaultMaxInFlight
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.closed {
+		b.mu.Unlock()
 		return nil, fmt.Errorf("attaching VM %d: %w", spec.ID, backend.ErrClosed)
 	}
 	if _, dup := b.vms[spec.ID]; dup {
+		b.mu.Unlock()
 		return nil, fmt.Errorf("attaching VM %d: %w: already attached", spec.ID, backend.ErrInvalid)
 	}
+	b.nextEngine++
 	v := &cudaVM{
-		b: b, id: spec.ID, name: spec.Name, complete: spec.Complete, heap: spec.Heap,
-		bufs: map[uint32]buffer{}, mods: map[uint32]*module{}, drained: make(chan struct{}, 1),
+		b: b, id: spec.ID, name: spec.Name, engine: b.nextEngine, complete: spec.Complete, heap: spec.Heap,
+		heapFD: -1, memfd: -1, efd: -1, backoff: b.restartDelay, drained: make(chan struct{}, 1),
 	}
-	if err := v.create(spec.Channels); err != nil {
+	b.vms[spec.ID] = v // reserved; its channels are published once it runs
+	b.mu.Unlock()
+	err := v.setup(spec, newBlockLayout(spec.Channels, inflight))
+	var w *workerConn
+	if err == nil {
+		w, err = v.start()
+	}
+	b.mu.Lock()
+	if err == nil && b.closed {
+		err = backend.ErrClosed
+	}
+	if err != nil {
+		delete(b.vms, spec.ID)
+		b.mu.Unlock()
+		if w != nil {
+			w.stop()
+		}
+		v.release()
 		return nil, fmt.Errorf("attaching VM %d (%s) to %s: %w", spec.ID, spec.Name, b.name, err)
 	}
-	b.vms[spec.ID] = v
+	v.mu.Lock()
+	v.w = w
+	v.mu.Unlock()
+	v.attached = true
+	go v.watch(w)
 	b.publishChansLocked()
+	b.mu.Unlock()
 	return v, nil
 }
 
-// create makes the context and everything in it; on failure it destroys
-// what it made.
-func (v *cudaVM) create(channels int) error {
-	d := v.b.d
-	// CtxCreate makes the new context current on the locked thread. The
-	// deferred cleanup looks at what the function returns, so an err
-	// declared in an inner scope cannot hide a failure from it.
-	return v.b.inCtx(0, func() (err error) {
-		if v.ctx, err = d.CtxCreate(v.b.dev); err != nil {
-			return fmt.Errorf("creating a context: %w", err)
+// setup makes the shared block, the doorbell and the channels.
+func (v *cudaVM) setup(spec backend.VMSpec, l blockLayout) (err error) {
+	if spec.HeapFile != nil && len(spec.Heap) > 0 {
+		if v.heapFD, err = unix.FcntlInt(uintptr(spec.HeapFile.FD), unix.F_DUPFD_CLOEXEC, 0); err != nil {
+			return fmt.Errorf("keeping the heap's file: %w", err)
 		}
-		defer func() {
-			if err != nil {
-				_ = d.CtxDestroy(v.ctx) // frees everything made in it
-			}
-		}()
-		if err = d.CtxSetCurrent(v.ctx); err != nil {
-			return fmt.Errorf("making the context current: %w", err)
-		}
-		var tmod cuModule // freed with the context
-		if tmod, err = d.ModuleLoadData(append([]byte(throttlePTX), 0)); err != nil {
-			return fmt.Errorf("loading the throttle kernel: %w", err)
-		}
-		if v.throttle, err = d.ModuleGetFunction(tmod, throttleName); err != nil {
-			return fmt.Errorf("finding the throttle kernel: %w", err)
-		}
-		size := uint64(channels * markerStride)
-		if v.marks, err = d.MemHostAlloc(size); err != nil {
-			return fmt.Errorf("allocating %d bytes of mapped host memory for markers: %w", size, err)
-		}
-		clear(unsafe.Slice((*byte)(v.marks), size))
-		if v.marksDev, err = d.MemHostGetDevicePointer(v.marks); err != nil {
-			return fmt.Errorf("mapping the markers: %w", err)
-		}
-		if len(v.heap) > 0 {
-			if err = d.MemHostRegister(unsafe.Pointer(&v.heap[0]), uint64(len(v.heap))); err != nil {
-				return fmt.Errorf("registering the %d-byte heap for DMA: %w", len(v.heap), err)
-			}
-			if v.heapDev, err = d.MemHostGetDevicePointer(unsafe.Pointer(&v.heap[0])); err != nil {
-				return fmt.Errorf("mapping the heap: %w", err)
-			}
-		}
-		for i := range channels {
-			s, err := d.StreamCreate()
-			if err != nil {
-				return fmt.Errorf("creating the stream of channel %d: %w", i, err)
-			}
-			off := uintptr(i * markerStride)
-			v.b.nextEngine++
-			v.chans = append(v.chans, &channel{
-				vm: v, idx: i, engine: v.b.nextEngine, stream: s, host: unsafe.Add(v.marks, off), dev: v.marksDev + devptr(off),
-			})
-		}
-		return nil
-	})
+		v.heapAt = spec.HeapFile.Offset
+	}
+	if v.memfd, err = shm.NewMemfd(fmt.Sprintf("sluice-cuda-%d", spec.ID), int64(l.size)); err != nil {
+		return fmt.Errorf("creating the shared block: %w", err)
+	}
+	if v.mem, err = shm.Map(v.memfd, l.size); err != nil {
+		return fmt.Errorf("mapping the shared block: %w", err)
+	}
+	v.blk = newBlock(l, v.mem)
+	if v.efd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		return fmt.Errorf("creating the worker's doorbell: %w", err)
+	}
+	for i := range spec.Channels {
+		v.chans = append(v.chans, &channel{vm: v, idx: i, base: v.blk.chanBase(i)})
+	}
+	return nil
 }
 
-// Submit queues cmd on its channel's stream, or completes it in its place
-// with the code it earned.
+// release frees what setup made.
+func (v *cudaVM) release() {
+	for _, fd := range []int{v.heapFD, v.memfd, v.efd} {
+		if fd >= 0 {
+			_ = unix.Close(fd)
+		}
+	}
+	v.heapFD, v.memfd, v.efd = -1, -1, -1
+	if v.mem != nil {
+		_ = shm.Unmap(v.mem)
+		v.mem = nil
+	}
+}
+
+// startTimeout bounds a worker's start (driver initialization and context
+// creation take a fraction of a second).
+const startTimeout = 60 * time.Second
+
+// start starts a worker on the shared block and waits until it runs.
+func (v *cudaVM) start() (*workerConn, error) {
+	v.mu.Lock()
+	// Whatever an earlier worker left in the ring is not its to issue.
+	v.blk.store(offHead, v.tail)
+	v.blk.store(offSleeping, 0)
+	v.mu.Unlock()
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("creating the worker's socket: %w", err)
+	}
+	b := v.b
+	cfg := workerConfig{
+		VM: v.id, Name: v.name, Device: b.ordinal, Library: b.library, GapNs: b.gap, StallNs: b.stall,
+		Channels: len(v.chans), Slots: v.blk.l.slots, HeapSize: uint64(len(v.heap)), HeapOff: v.heapAt,
+		SharedSize: v.blk.l.size,
+	}
+	p, err := b.spawn(cfg, workerFiles{sock: sp[1], efd: v.efd, sharedFD: v.memfd, heapFD: v.heapFD, shared: v.mem, heapMem: v.heap})
+	if err != nil {
+		_ = unix.Close(sp[0])
+		return nil, err
+	}
+	w := &workerConn{p: p, sock: sp[0], born: time.Now(), exited: make(chan struct{})}
+	m, err := w.handshake(cfg)
+	if err == nil && m.Kind != msgReady {
+		err = m.err()
+		if m.Kind != msgError {
+			err = fmt.Errorf("the GPU worker answered %q", m.Kind)
+		}
+	}
+	if err != nil {
+		p.kill()
+		_ = p.wait()
+		_ = unix.Close(w.sock)
+		return nil, err
+	}
+	return w, nil
+}
+
+// handshake sends the worker its configuration and reads its answer.
+func (w *workerConn) handshake(cfg workerConfig) (message, error) {
+	if err := sendMsg(w.sock, message{Kind: msgConfig, Config: &cfg}); err != nil {
+		return message{}, fmt.Errorf("configuring the GPU worker: %w", err)
+	}
+	fds := []unix.PollFd{{Fd: int32(w.sock), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, int(startTimeout.Milliseconds()))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return message{}, fmt.Errorf("waiting for the GPU worker: %w", err)
+		}
+		if n == 0 {
+			return message{}, fmt.Errorf("the GPU worker did not start within %v", startTimeout)
+		}
+		m, err := readMsg(w.sock)
+		if err != nil {
+			return message{}, fmt.Errorf("the GPU worker ended while starting: %w", err)
+		}
+		return m, nil
+	}
+}
+
+// watch reads the worker's messages until it ends, then lets its VM know.
+func (v *cudaVM) watch(w *workerConn) {
+	var why error
+	for {
+		m, err := readMsg(w.sock)
+		if err != nil {
+			break
+		}
+		if m.Kind == msgFault {
+			why = fmt.Errorf("its context faulted: %w", m.err())
+		}
+	}
+	st := w.p.wait()
+	if why == nil {
+		why = fmt.Errorf("the GPU worker ended: %v", st)
+		if st == nil {
+			why = errors.New("the GPU worker ended")
+		}
+	}
+	w.mu.Lock()
+	w.closed = true
+	_ = unix.Close(w.sock)
+	w.mu.Unlock()
+	w.err = why
+	w.dead.Store(true)
+	close(w.exited)
+	v.b.wakeup()
+	v.ended(w)
+}
+
+// stopTimeout is how long a worker told to stop has before it is killed.
+const stopTimeout = 5 * time.Second
+
+// stop ends the worker and waits until it has.
+func (w *workerConn) stop() {
+	w.mu.Lock()
+	if !w.closed {
+		_ = sendMsg(w.sock, message{Kind: msgStop})
+	}
+	w.mu.Unlock()
+	select {
+	case <-w.exited:
+		return
+	case <-time.After(stopTimeout):
+	}
+	w.p.kill()
+	<-w.exited
+}
+
+// Restarts after a worker ended: restartDelay, doubled while workers keep
+// ending young, up to maxRestartDelay.
+const maxRestartDelay = time.Minute
+
+// ended handles a worker's end: unless the VM is closing, a new worker
+// starts after the backoff. The VM's commands fail with abi.ErrDevice until
+// it runs; then they run in a fresh context, where the handles of before
+// are gone.
+func (v *cudaVM) ended(w *workerConn) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.w == w {
+		v.w = nil
+	}
+	v.lastErr = w.err
+	if v.closed {
+		return
+	}
+	if time.Since(w.born) < 10*v.backoff {
+		v.backoff = min(2*v.backoff, maxRestartDelay)
+	} else {
+		v.backoff = v.b.restartDelay
+	}
+	slog.Warn("cuda: a VM's GPU worker ended; restarting it", "vm", v.id, "name", v.name, "err", w.err, "in", v.backoff)
+	v.scheduleLocked(v.backoff)
+}
+
+func (v *cudaVM) scheduleLocked(d time.Duration) {
+	v.starts.Add(1)
+	v.timer = time.AfterFunc(d, v.restart)
+}
+
+func (v *cudaVM) restart() {
+	defer v.starts.Done()
+	w, err := v.start()
+	v.mu.Lock()
+	v.timer = nil
+	closed := v.closed
+	switch {
+	case closed:
+	case err != nil:
+		slog.Error("cuda: restarting a VM's GPU worker", "vm", v.id, "name", v.name, "err", err)
+		v.lastErr = fmt.Errorf("restarting its GPU worker: %w", err)
+		v.backoff = min(2*v.backoff, maxRestartDelay)
+		v.scheduleLocked(v.backoff)
+	default:
+		v.w = w
+		v.restarts.Add(1)
+	}
+	v.mu.Unlock()
+	if w != nil {
+		go v.watch(w)
+		if closed {
+			w.stop() // before Close frees what the worker uses
+		}
+	}
+}
+
+// Submit sends cmd to the VM's worker on its channel, or completes it in
+// its place with abi.ErrDevice while the VM has no worker.
 func (v *cudaVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 	if channel < 0 || channel >= len(v.chans) {
 		return fmt.Errorf("submitting to channel %d of VM %d: %w: it has %d", channel, v.id, backend.ErrInvalid, len(v.chans))
@@ -201,25 +375,33 @@ func (v *cudaVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 		return fmt.Errorf("submitting to VM %d: %w", v.id, backend.ErrClosed)
 	}
 	ch := v.chans[channel]
+	ch.mu.Lock()
+	n := len(ch.q)
+	ch.mu.Unlock()
+	if n >= v.blk.l.slots {
+		return fmt.Errorf("submitting to channel %d of VM %d: %w: %d commands in flight, the most it was attached with", channel, v.id, backend.ErrInvalid, n)
+	}
 	it := item{tag: tag, op: cmd.Op, submitAt: v.b.now()}
-	if v.fault.Load() != nil {
+	if w := v.w; w == nil || w.dead.Load() {
 		it.code = abi.ErrDevice
 	} else {
-		err := v.b.inCtx(v.ctx, func() error {
-			var err error
-			it.seq, it.code, err = v.issue(ch, &cmd)
-			return err
-		})
-		if err != nil {
-			// The context itself failed: this VM's GPU work is over.
-			v.setFault(err)
-			it.code = abi.ErrDevice
+		ch.seq++
+		it.seq, it.w = ch.seq, w
+		e := v.blk.entry(v.tail)
+		le.PutUint32(e, uint32(channel))
+		le.PutUint32(e[4:], 0)
+		le.PutUint64(e[8:], it.seq)
+		rec := abi.EncodeCommand(cmd)
+		copy(e[16:], rec[:])
+		v.tail++
+		v.blk.store(offTail, v.tail)
+		if v.blk.load(offSleeping) != 0 {
+			var one [8]byte
+			le.PutUint64(one[:], 1)
+			_, _ = unix.Write(v.efd, one[:])
 		}
 	}
 	ch.mu.Lock()
-	if len(ch.q) == 0 {
-		ch.quietFrom = it.submitAt
-	}
 	ch.q = append(ch.q, it)
 	ch.mu.Unlock()
 	v.undelivered.Add(1)
@@ -228,22 +410,27 @@ func (v *cudaVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 	return nil
 }
 
-// setFault records the context's sticky error (the first one).
-func (v *cudaVM) setFault(err error) {
-	v.fault.CompareAndSwap(nil, &err)
+// Fault is why the VM's last worker ended, while it has none running, or
+// nil.
+func (v *cudaVM) Fault() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.w != nil && !v.w.dead.Load() {
+		return nil
+	}
+	if v.w != nil {
+		return v.w.err
+	}
+	return v.lastErr
 }
 
-// Fault is the error that ended the VM's context, or nil.
-func (v *cudaVM) Fault() error {
-	if p := v.fault.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
+// Restarts is how many workers the VM has started after one ended.
+func (v *cudaVM) Restarts() int64 { return v.restarts.Load() }
 
 // Close completes the VM's outstanding commands (those whose end marker was
-// written normally, the rest with abi.ErrShutdown), waits for its streams and
-// destroys its context. It must not be called from a Complete callback.
+// written normally, the rest with abi.ErrShutdown), ends its worker (which
+// ends its context and frees its device memory) and frees the shared block.
+// It must not be called from a Complete callback.
 func (v *cudaVM) Close() error {
 	v.mu.Lock()
 	if v.closed {
@@ -252,7 +439,14 @@ func (v *cudaVM) Close() error {
 	}
 	v.closed = true
 	v.closing.Store(true)
+	w := v.w
+	v.w = nil
+	if v.timer != nil && v.timer.Stop() {
+		v.timer = nil
+		v.starts.Done()
+	}
 	v.mu.Unlock()
+	v.starts.Wait() // a restart under way ends its worker itself
 	b := v.b
 	b.wakeup()
 	for v.undelivered.Load() != 0 {
@@ -262,38 +456,14 @@ func (v *cudaVM) Close() error {
 	delete(b.vms, v.id)
 	b.publishChansLocked()
 	b.mu.Unlock()
-	// Nobody reads the markers once a sweep that began before the removal
-	// has ended.
+	// Nobody reads the shared block once a sweep that began before the
+	// removal has ended.
 	b.sweeping.Lock()
 	//lint:ignore SA2001 a barrier: it waits out sweeps that began before the removal
 	b.sweeping.Unlock()
-	var errs []error
-	err := b.inCtx(v.ctx, func() error {
-		for _, ch := range v.chans {
-			// Queued work of a closing VM still runs to its end (kernels
-			// are not cancelled): wait for it before freeing what it
-			// writes. A faulted context answers at once.
-			_ = b.d.StreamSynchronize(ch.stream)
-			_ = b.d.StreamDestroy(ch.stream)
-		}
-		if v.heapDev != 0 {
-			if err := b.d.MemHostUnregister(unsafe.Pointer(&v.heap[0])); err != nil && v.Fault() == nil {
-				errs = append(errs, fmt.Errorf("unregistering the heap: %w", err))
-			}
-		}
-		if err := b.d.MemFreeHost(v.marks); err != nil && v.Fault() == nil {
-			errs = append(errs, fmt.Errorf("freeing the markers: %w", err))
-		}
-		return nil
-	})
-	if err != nil {
-		errs = append(errs, err)
+	if w != nil {
+		w.stop()
 	}
-	if err := b.inCtx(0, func() error { return b.d.CtxDestroy(v.ctx) }); err != nil {
-		errs = append(errs, fmt.Errorf("destroying the context: %w", err))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("closing VM %d: %w", v.id, err)
-	}
+	v.release()
 	return nil
 }

@@ -58,6 +58,7 @@ func run(args []string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel}))
+	slog.SetDefault(log) // backends log through the default logger
 	if err := serve(cfg, log); err != nil {
 		log.Error("stopped", "err", err)
 		return 1

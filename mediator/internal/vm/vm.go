@@ -73,7 +73,11 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		Name:     cfg.Name,
 		Channels: int(l.Channels),
 		Heap:     v.region.Bytes(l.HeapOff, l.HeapSize),
-		Complete: v.complete,
+		// The heap's memfd, for a backend that maps it into another
+		// process (the cuda backend's per-VM GPU worker).
+		HeapFile:    &backend.FileRange{FD: v.memfd, Offset: int64(l.HeapOff)},
+		MaxInFlight: int(l.RingEntries),
+		Complete:    v.complete,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("attaching vm %q to the backend: %w", cfg.Name, err)

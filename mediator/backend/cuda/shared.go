@@ -1,0 +1,98 @@
+package cuda
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// The shared block is one memfd per VM, mapped by the mediator and by the
+// VM's GPU worker, which registers it with the GPU. Everything the three of
+// them exchange per command goes through it, without a system call:
+//
+//	page 0    tail (mediator), head (worker), sleeping (worker): the ring's state
+//	ring      ringCap entries of entrySize bytes: commands, mediator → worker
+//	channels  one block of chanStride bytes per channel
+//
+// A channel's block starts with its markers, written by the GPU on the
+// channel's stream (start at offStart, end at offEnd), and goes on with one
+// slot per command in flight (slot seq % slots):
+//
+//	[0] ran ns  [8] first timer read  [16] last read  [24] seq   THROTTLE's record, by the GPU
+//	[32] code   [40] seq                                         the command's code, by the worker
+//
+// The worker writes a command's code before it queues anything that writes
+// the command's end marker, so the mediator finds the code in place once it
+// sees the marker. A channel never has more than slots commands in flight
+// (Submit refuses more), so a slot is not reused before its command is
+// delivered, and the ring (slots entries per channel) never overflows.
+const (
+	offTail     = 0
+	offHead     = 64
+	offSleeping = 128
+	ringOff     = 4096
+	entrySize   = 80 // channel u32, pad u32, seq u64, the command's record
+
+	offStart  = 0
+	offEnd    = 8
+	offSlots  = 64
+	slotSize  = 64
+	slotCode  = 32
+	slotStamp = 40
+
+	minSlots = 64
+)
+
+// blockLayout is the shared block of a VM with channels channels and slots
+// commands in flight per channel at most.
+type blockLayout struct {
+	channels, slots int
+	ringCap         uint64 // entries
+	chanOff         uintptr
+	chanStride      uintptr
+	size            int
+}
+
+func newBlockLayout(channels, maxInFlight int) blockLayout {
+	slots := minSlots
+	for slots < maxInFlight {
+		slots *= 2
+	}
+	l := blockLayout{channels: channels, slots: slots, ringCap: uint64(channels * slots)}
+	l.chanOff = pageUp(ringOff + uintptr(l.ringCap)*entrySize)
+	l.chanStride = offSlots + uintptr(slots)*slotSize
+	l.size = int(pageUp(l.chanOff + uintptr(channels)*l.chanStride))
+	return l
+}
+
+func pageUp(n uintptr) uintptr { return (n + 4095) &^ 4095 }
+
+// slotOff is where command seq's slot lies in its channel's block.
+func (l blockLayout) slotOff(seq uint64) uintptr {
+	return offSlots + uintptr(seq%uint64(l.slots))*slotSize
+}
+
+// block is a mapping of the shared block.
+type block struct {
+	l    blockLayout
+	base unsafe.Pointer
+}
+
+func newBlock(l blockLayout, mem []byte) block {
+	if len(mem) < l.size {
+		panic("cuda: shared block mapping too small")
+	}
+	return block{l: l, base: unsafe.Pointer(unsafe.SliceData(mem))}
+}
+
+func (b block) word(off uintptr) *uint64 { return (*uint64)(unsafe.Add(b.base, off)) }
+
+func (b block) load(off uintptr) uint64     { return atomic.LoadUint64(b.word(off)) }
+func (b block) store(off uintptr, v uint64) { atomic.StoreUint64(b.word(off), v) }
+
+// chanBase is channel ch's block's offset.
+func (b block) chanBase(ch int) uintptr { return b.l.chanOff + uintptr(ch)*b.l.chanStride }
+
+// entry is ring entry i (mod ringCap).
+func (b block) entry(i uint64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Add(b.base, ringOff+uintptr(i%b.l.ringCap)*entrySize)), entrySize)
+}

@@ -1,0 +1,225 @@
+package cuda
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+
+	"github.com/sluice-gpu/sluice/internal/shm"
+	"golang.org/x/sys/unix"
+)
+
+// A GPU worker is this very binary, started again with workerEnv set: the
+// package's init turns the process into the worker before main runs. Its
+// descriptors: the socket (3), the shared block (4), the doorbell eventfd
+// (5) and, for a VM with a heap, the heap's file (6).
+const (
+	workerEnv  = "SLUICE_CUDA_WORKER"
+	fdSock     = 3
+	fdShared   = 4
+	fdDoorbell = 5
+	fdHeap     = 6
+)
+
+func init() {
+	if os.Getenv(workerEnv) == "1" {
+		os.Exit(workerMain())
+	}
+}
+
+// Messages on a worker's socket (SOCK_SEQPACKET, one JSON object each).
+const (
+	msgConfig = "config" // mediator → worker, first: Config
+	msgReady  = "ready"  // worker → mediator: the context is made; Device
+	msgError  = "error"  // worker → mediator: it could not start; Error, Result
+	msgFault  = "fault"  // worker → mediator: its context faulted; Error, Result
+	msgStop   = "stop"   // mediator → worker: end now
+)
+
+type message struct {
+	Kind   string        `json:"kind"`
+	Config *workerConfig `json:"config,omitempty"`
+	Device string        `json:"device,omitempty"`
+	Error  string        `json:"error,omitempty"`
+	Result int32         `json:"result,omitempty"` // the CUresult behind Error
+}
+
+func errorMsg(kind string, err error) message {
+	return message{Kind: kind, Error: err.Error(), Result: int32(resultOf(err))}
+}
+
+// remoteError is an error a worker reported, with its CUresult.
+type remoteError struct {
+	msg string
+	r   cuResult
+}
+
+func (e remoteError) Error() string { return e.msg }
+
+func (e remoteError) Unwrap() error {
+	if e.r == 0 {
+		return nil
+	}
+	return e.r
+}
+
+func (m message) err() error { return remoteError{msg: m.Error, r: cuResult(m.Result)} }
+
+// maxMsg bounds a message: a config or an error text.
+const maxMsg = 64 << 10
+
+func sendMsg(fd int, m message) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	for {
+		if _, err = unix.Write(fd, b); err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// readMsg reads one message; io.EOF when the other end closed.
+func readMsg(fd int) (message, error) {
+	b := make([]byte, maxMsg)
+	for {
+		n, err := unix.Read(fd, b)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return message{}, err
+		case n == 0:
+			return message{}, io.EOF
+		}
+		var m message
+		if err := json.Unmarshal(b[:n], &m); err != nil {
+			return message{}, fmt.Errorf("a malformed message: %w", err)
+		}
+		return m, nil
+	}
+}
+
+// workerFiles are what a worker is started with. The spawner owns sock
+// (the worker's end) from then on; shared and heap are the mediator's
+// mappings (for a worker in this process) and files.
+type workerFiles struct {
+	sock, efd, sharedFD int
+	heapFD              int // -1 without a heap
+	shared, heapMem     []byte
+}
+
+// proc is a running worker.
+type proc interface {
+	kill()       // end it now
+	wait() error // its end
+}
+
+// spawner starts a worker.
+type spawner func(cfg workerConfig, f workerFiles) (proc, error)
+
+// spawnProcess starts a worker as a child process of this binary.
+func spawnProcess(cfg workerConfig, f workerFiles) (proc, error) {
+	defer unix.Close(f.sock)
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding this binary to start a GPU worker: %w", err)
+	}
+	// The child gets copies: the caller keeps its descriptors.
+	var extra []*os.File
+	defer func() {
+		for _, fl := range extra {
+			_ = fl.Close()
+		}
+	}()
+	for _, fd := range []int{f.sock, f.sharedFD, f.efd, f.heapFD} {
+		if fd < 0 {
+			continue
+		}
+		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("passing descriptors to a GPU worker: %w", err)
+		}
+		extra = append(extra, os.NewFile(uintptr(dup), "worker-fd"))
+	}
+	cmd := &exec.Cmd{
+		Path:       exe,
+		Args:       []string{fmt.Sprintf("sluice-gpu-worker [vm %d %s]", cfg.VM, cfg.Name)},
+		Env:        append(os.Environ(), workerEnv+"=1"),
+		ExtraFiles: extra,
+		Stdout:     os.Stderr,
+		Stderr:     os.Stderr,
+		// The worker must not outlive the mediator (it also ends when its
+		// socket closes).
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting a GPU worker: %w", err)
+	}
+	return &childProc{cmd: cmd}, nil
+}
+
+type childProc struct{ cmd *exec.Cmd }
+
+func (p *childProc) kill()       { _ = p.cmd.Process.Kill() }
+func (p *childProc) wait() error { return p.cmd.Wait() }
+
+// workerMain is the worker process's main: it maps what it was given, loads
+// the driver and serves until told to stop, its socket closes or its
+// context faults. Its exit status says which: 0 stopped, 1 could not start
+// or lost the mediator, 3 faulted.
+func workerMain() int {
+	_ = os.Unsetenv(workerEnv)
+	runtime.LockOSThread()
+	m, err := readMsg(fdSock)
+	if err != nil || m.Kind != msgConfig || m.Config == nil {
+		fmt.Fprintf(os.Stderr, "sluice-gpu-worker: no configuration from the mediator: %v\n", err)
+		return 1
+	}
+	cfg := *m.Config
+	fail := func(err error) int {
+		_ = sendMsg(fdSock, errorMsg(msgError, err))
+		return 1
+	}
+	shared, err := shm.Map(fdShared, cfg.SharedSize)
+	if err != nil {
+		return fail(fmt.Errorf("mapping the shared block: %w", err))
+	}
+	var heap []byte
+	if cfg.HeapSize > 0 {
+		if heap, err = mapRange(fdHeap, cfg.HeapOff, int(cfg.HeapSize)); err != nil {
+			return fail(fmt.Errorf("mapping the heap: %w", err))
+		}
+	}
+	lib, err := loadLibcuda(cfg.Library)
+	if err != nil {
+		return fail(err)
+	}
+	err = newWorker(lib, cfg, shared, heap, fdSock, fdDoorbell).serve()
+	var f faultError
+	switch {
+	case err == nil || errors.Is(err, errWorkerStop):
+		return 0
+	case errors.As(err, &f):
+		fmt.Fprintf(os.Stderr, "sluice-gpu-worker [vm %d %s]: the context faulted: %v\n", cfg.VM, cfg.Name, err)
+		return 3
+	}
+	fmt.Fprintf(os.Stderr, "sluice-gpu-worker [vm %d %s]: %v\n", cfg.VM, cfg.Name, err)
+	return 1
+}
+
+// mapRange maps n bytes of fd from off, which need not be page aligned.
+func mapRange(fd int, off int64, n int) ([]byte, error) {
+	skip := off % int64(os.Getpagesize())
+	b, err := unix.Mmap(fd, off-skip, n+int(skip), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, err
+	}
+	return b[skip : skip+int64(n)], nil
+}

@@ -1,0 +1,335 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+	"unsafe"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"golang.org/x/sys/unix"
+)
+
+// workerConfig is what a GPU worker is told when it starts (the first
+// message on its socket).
+type workerConfig struct {
+	VM         uint32 `json:"vm"`
+	Name       string `json:"name"`
+	Device     int    `json:"device"`
+	Library    string `json:"library,omitempty"`
+	GapNs      uint64 `json:"gap_ns"`
+	StallNs    int64  `json:"stall_ns"`
+	Channels   int    `json:"channels"`
+	Slots      int    `json:"slots"`
+	HeapSize   uint64 `json:"heap_size"`
+	HeapOff    int64  `json:"heap_off"` // in the heap file
+	SharedSize int    `json:"shared_size"`
+}
+
+func (c workerConfig) layout() blockLayout { return newBlockLayout(c.Channels, c.Slots) }
+
+// worker is one VM's GPU worker: the process (a goroutine in the tests) that
+// owns the VM's CUDA context. It takes commands from the shared block's ring,
+// puts them on the channels' streams between markers, and leaves each one's
+// code in its slot. A kernel that faults poisons every context of its
+// process, so the worker reports the fault and ends: the mediator and the
+// other VMs' workers go on.
+type worker struct {
+	d     driver
+	cfg   workerConfig
+	blk   block
+	heap  []byte
+	sock  int // messages to and from the mediator
+	efd   int // the mediator's doorbell: the ring has work
+	lim   abi.Layout
+	chans []*wchan
+
+	device    string
+	ctx       cuContext
+	throttle  cuFunction
+	sharedDev devptr // the shared block's device address
+	heapDev   devptr // the registered heap's; 0 without a heap
+
+	bufs map[uint32]buffer
+	mods map[uint32]*module
+}
+
+type buffer struct {
+	ptr  devptr
+	size uint64
+}
+
+type module struct {
+	m     cuModule
+	funcs map[string]cuFunction
+}
+
+// wchan is a channel on the worker's side.
+type wchan struct {
+	idx    int
+	stream cuStream
+	base   uintptr // its block's offset in the shared block
+	dev    devptr  // its block's device address
+	last   uint64  // the last command issued
+	// The fault check: the end marker last seen and since when.
+	seenEnd   uint64
+	quietFrom int64
+}
+
+// errWorkerStop is the mediator's "close": the worker ends without a fault.
+var errWorkerStop = errors.New("told to stop")
+
+// faultError is a fault of the worker's context: the VM's GPU work is over
+// and the worker ends.
+type faultError struct{ err error }
+
+func (e faultError) Error() string { return e.err.Error() }
+func (e faultError) Unwrap() error { return e.err }
+
+func newWorker(d driver, cfg workerConfig, shared, heap []byte, sock, efd int) *worker {
+	return &worker{
+		d: d, cfg: cfg, blk: newBlock(cfg.layout(), shared), heap: heap, sock: sock, efd: efd,
+		lim:  abi.Layout{HeapSize: uint64(len(heap))},
+		bufs: map[uint32]buffer{}, mods: map[uint32]*module{},
+	}
+}
+
+// serve runs the worker to its end. The calling goroutine must be locked to
+// its OS thread (the driver keeps the current context per thread). It
+// reports its start (ready or error) and a fault to the mediator.
+func (w *worker) serve() error {
+	d, sock := w.d, w.sock
+	if err := w.create(); err != nil {
+		_ = sendMsg(sock, errorMsg(msgError, err))
+		return err
+	}
+	if err := sendMsg(sock, message{Kind: msgReady, Device: w.device}); err != nil {
+		return fmt.Errorf("telling the mediator the worker is ready: %w", err)
+	}
+	err := w.run()
+	if errors.Is(err, errWorkerStop) {
+		// Everything made in the context goes with it (a process that ends
+		// would free it anyway).
+		_ = d.CtxDestroy(w.ctx)
+	}
+	var f faultError
+	if errors.As(err, &f) {
+		_ = sendMsg(sock, errorMsg(msgFault, f.err))
+	}
+	return err
+}
+
+// create makes the context and everything in it; on failure it destroys
+// what it made.
+func (w *worker) create() (err error) {
+	d := w.d
+	if err = d.Init(); err != nil {
+		return fmt.Errorf("initializing the CUDA driver: %w", err)
+	}
+	dev, err := d.DeviceGet(w.cfg.Device)
+	if err != nil {
+		return fmt.Errorf("getting CUDA device %d: %w", w.cfg.Device, err)
+	}
+	if w.device, err = d.DeviceName(dev); err != nil {
+		return fmt.Errorf("naming CUDA device %d: %w", w.cfg.Device, err)
+	}
+	// CtxCreate makes the new context current on this (locked) thread.
+	if w.ctx, err = d.CtxCreate(dev); err != nil {
+		return fmt.Errorf("creating a context: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = d.CtxDestroy(w.ctx) // frees everything made in it
+		}
+	}()
+	if err = d.CtxSetCurrent(w.ctx); err != nil {
+		return fmt.Errorf("making the context current: %w", err)
+	}
+	var tmod cuModule // freed with the context
+	if tmod, err = d.ModuleLoadData(append([]byte(throttlePTX), 0)); err != nil {
+		return fmt.Errorf("loading the throttle kernel: %w", err)
+	}
+	if w.throttle, err = d.ModuleGetFunction(tmod, throttleName); err != nil {
+		return fmt.Errorf("finding the throttle kernel: %w", err)
+	}
+	size := uint64(w.blk.l.size)
+	if err = d.MemHostRegister(w.blk.base, size); err != nil {
+		return fmt.Errorf("registering the %d-byte shared block for the GPU: %w", size, err)
+	}
+	if w.sharedDev, err = d.MemHostGetDevicePointer(w.blk.base); err != nil {
+		return fmt.Errorf("mapping the shared block: %w", err)
+	}
+	if len(w.heap) > 0 {
+		p := unsafe.Pointer(&w.heap[0])
+		if err = d.MemHostRegister(p, uint64(len(w.heap))); err != nil {
+			return fmt.Errorf("registering the %d-byte heap for DMA: %w", len(w.heap), err)
+		}
+		if w.heapDev, err = d.MemHostGetDevicePointer(p); err != nil {
+			return fmt.Errorf("mapping the heap: %w", err)
+		}
+	}
+	for i := range w.cfg.Channels {
+		s, err := d.StreamCreate()
+		if err != nil {
+			return fmt.Errorf("creating the stream of channel %d: %w", i, err)
+		}
+		base := w.blk.chanBase(i)
+		// Markers already there (a worker before this one) stay: seq goes on.
+		end := w.blk.load(base + offEnd)
+		w.chans = append(w.chans, &wchan{idx: i, stream: s, base: base, dev: w.sharedDev + devptr(base), last: end, seenEnd: end})
+	}
+	return nil
+}
+
+// run serves the ring until the mediator says stop, its socket closes or
+// the context faults. Between commands it sleeps on the mediator's
+// doorbell; while work is on the GPU it wakes every stall period to see
+// whether a quiet stream faulted.
+func (w *worker) run() error {
+	head := w.blk.load(offHead)
+	var rec abi.Record
+	for {
+		if tail := w.blk.load(offTail); head != tail {
+			for ; head != tail; head++ {
+				e := w.blk.entry(head)
+				ch, seq := int(le.Uint32(e)), le.Uint64(e[8:])
+				copy(rec[:], e[16:])
+				if ch < 0 || ch >= len(w.chans) {
+					return fmt.Errorf("ring entry %d names channel %d of %d", head, ch, len(w.chans))
+				}
+				if err := w.issue(w.chans[ch], seq, &rec); err != nil {
+					return faultError{err}
+				}
+				w.blk.store(offHead, head+1)
+			}
+			continue
+		}
+		timeout := -1
+		if w.busy() {
+			if err := w.checkStalls(); err != nil {
+				return faultError{err}
+			}
+			timeout = int(max(1, time.Duration(w.cfg.StallNs).Milliseconds()))
+		}
+		// Tell the mediator to ring, then look again: a command queued in
+		// between is seen now or rung for.
+		w.blk.store(offSleeping, 1)
+		if w.blk.load(offTail) != head {
+			w.blk.store(offSleeping, 0)
+			continue
+		}
+		if err := w.wait(timeout); err != nil {
+			return err
+		}
+		w.blk.store(offSleeping, 0)
+	}
+}
+
+// wait sleeps until the doorbell rings, a message comes or timeout (ms, -1
+// for none) passes.
+func (w *worker) wait(timeout int) error {
+	fds := []unix.PollFd{{Fd: int32(w.efd), Events: unix.POLLIN}, {Fd: int32(w.sock), Events: unix.POLLIN}}
+	if _, err := unix.Poll(fds, timeout); err != nil && err != unix.EINTR {
+		return fmt.Errorf("waiting for the mediator: %w", err)
+	}
+	if fds[0].Revents&unix.POLLIN != 0 {
+		var b [8]byte
+		_, _ = unix.Read(w.efd, b[:])
+	}
+	if fds[1].Revents != 0 {
+		m, err := readMsg(w.sock)
+		if err != nil {
+			return fmt.Errorf("the mediator's socket: %w", err)
+		}
+		if m.Kind == msgStop {
+			return errWorkerStop
+		}
+	}
+	return nil
+}
+
+// busy reports whether a channel has commands on the GPU.
+func (w *worker) busy() bool {
+	for _, ch := range w.chans {
+		if w.blk.load(ch.base+offEnd) < ch.last {
+			return true
+		}
+	}
+	return false
+}
+
+// checkStalls asks the stream of each channel that made no progress for
+// the stall period whether the context faulted.
+func (w *worker) checkStalls() error {
+	now := time.Now().UnixNano()
+	for _, ch := range w.chans {
+		end := w.blk.load(ch.base + offEnd)
+		if end >= ch.last || end != ch.seenEnd {
+			ch.seenEnd, ch.quietFrom = end, now
+			continue
+		}
+		if now-ch.quietFrom < w.cfg.StallNs {
+			continue
+		}
+		ch.quietFrom = now
+		if err := w.d.StreamQuery(ch.stream); err != nil && err != errNotReady && sticky(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeLimits are the worker's: the mediator applied the VM's limits.
+var decodeLimits = abi.Limits{MaxThrottleNs: math.MaxUint64, MaxAllocSize: math.MaxUint64}
+
+// issue puts command seq (rec) on ch's stream between its markers, with
+// its code in its slot before anything that writes its end marker. An error
+// is a failure of the context itself, which ends the VM's GPU work.
+func (w *worker) issue(ch *wchan, seq uint64, rec *abi.Record) error {
+	d := w.d
+	c, code := abi.DecodeCommand(rec, w.lim, decodeLimits)
+	var wk work
+	if code == abi.OK {
+		// Judge what can be judged now: such a command takes no GPU time.
+		wk, code = w.prepare(ch, seq, &c)
+	}
+	ch.last = seq
+	w.setCode(ch, seq, code)
+	if code == abi.OK && c.Op == abi.OpThrottle {
+		// It writes its own markers when it runs.
+		err := wk(ch.stream)
+		if err == nil {
+			return nil
+		}
+		if sticky(err) {
+			return err
+		}
+		code, wk = codeOf(err), nil
+		w.setCode(ch, seq, code)
+	}
+	if err := d.WriteValue64(ch.stream, ch.dev+offStart, seq); err != nil {
+		return fmt.Errorf("writing a start marker: %w", err)
+	}
+	if wk != nil && code == abi.OK {
+		if err := wk(ch.stream); err != nil {
+			if sticky(err) {
+				return err
+			}
+			w.setCode(ch, seq, codeOf(err))
+		}
+	}
+	// The end marker goes on even when the work was refused, so that the
+	// command completes in its place.
+	if err := d.WriteValue64(ch.stream, ch.dev+offEnd, seq); err != nil {
+		return fmt.Errorf("writing an end marker: %w", err)
+	}
+	return nil
+}
+
+// setCode leaves command seq's code in its slot, the stamp last.
+func (w *worker) setCode(ch *wchan, seq uint64, code abi.ErrorCode) {
+	off := ch.base + w.blk.l.slotOff(seq)
+	w.blk.store(off+slotCode, uint64(code))
+	w.blk.store(off+slotStamp, seq)
+}
