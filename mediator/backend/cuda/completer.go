@@ -256,4 +256,3 @@ func (b *Backend) ReadStatus(st *backend.Status) {
 		ch.mu.Unlock()
 	}
 }
-
