@@ -177,14 +177,19 @@ stop:
 }
 
 // codeOf is the code the worker left in command seq's slot. It is there
-// before the command's end marker; a slot that says otherwise cannot have
-// come from the worker.
+// before the command's end marker; a slot that says otherwise, or a code
+// the worker cannot have written, was not the worker's (the VM's own
+// kernels can reach the shared block) and fails the command.
 func (ch *channel) codeOf(seq uint64) abi.ErrorCode {
 	off := ch.base + ch.vm.blk.l.slotOff(seq)
 	if ch.vm.blk.load(off+slotStamp) != seq {
 		return abi.ErrDevice
 	}
-	return abi.ErrorCode(ch.vm.blk.load(off + slotCode))
+	code := ch.vm.blk.load(off + slotCode)
+	if code > uint64(abi.ErrShutdown) {
+		return abi.ErrDevice
+	}
+	return abi.ErrorCode(code)
 }
 
 // recordWait is how long after a THROTTLE's end marker its record may take

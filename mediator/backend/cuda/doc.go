@@ -10,62 +10,87 @@
 // interface (driver), which the tests satisfy with a fake driver, so the
 // translation from ABI commands to driver calls is tested without a GPU.
 //
-// # Contexts and streams
+// # Worker processes
 //
-// Each VM gets a CUDA context of its own (its own GPU address space, so a
-// VM's buffers and kernels cannot reach another's, and a faulting kernel
-// poisons only its own context) and one non-blocking stream per channel. A
-// command becomes, on its channel's stream:
+// A kernel that faults (an illegal address, say) poisons every CUDA
+// context of its process, not only its own: the driver's documentation
+// says the process must be relaunched, and the H100 does just that. So
+// each VM's context lives in a GPU worker process of its own: this binary,
+// started again with SLUICE_CUDA_WORKER=1 (the package's init turns it
+// into the worker before main runs). The mediator never makes a context.
+// A worker gets the VM's shared block (a memfd, shared.go), the heap's
+// file, a doorbell eventfd and a socket for its start, its end and its
+// faults; it registers the heap and the shared block with the GPU, makes
+// one non-blocking stream per channel and loads the throttle kernel.
 //
-//	write start marker = seq     (cuStreamWriteValue64 into host-mapped memory)
+// Submit writes the command into the shared block's ring and rings the
+// doorbell only if the worker sleeps; the worker puts it on its channel's
+// stream:
+//
+//	write start marker = seq     (cuStreamWriteValue64 into the shared block)
 //	the command's work           (kernel, copy, memset, stream-ordered alloc/free)
 //	write end marker = seq
 //
-// NOP and FENCE are the markers alone. THROTTLE launches a one-thread spin
-// kernel (kernels.go) that writes its own markers around its spin and
-// records the time it ran on %globaltimer, excluding the stretches its
-// context was switched out: the ground truth the benchmarks compare
-// accounting with (GroundTruth). LOAD_MODULE loads a
-// copy of the image out of the heap when it is submitted (cuModuleLoadData
-// is synchronous); LAUNCH copies the kernel's name and argument blob out of
-// the heap, relocates buffer handles to device addresses and heap offsets to
-// the registered heap's device address, and launches with the packed blob.
-// The heap is registered for DMA (cuMemHostRegister) when the VM attaches,
-// so COPY is an asynchronous copy between it and device memory.
+// and leaves its code in the command's slot before anything that writes
+// the end marker. NOP and FENCE are the markers alone. THROTTLE launches a
+// one-thread spin kernel (kernels.go) that writes its own markers around
+// its spin and records the time it ran on %globaltimer, excluding the
+// stretches its context was switched out: the ground truth the benchmarks
+// compare accounting with (GroundTruth). LOAD_MODULE loads a copy of the
+// image out of the heap (cuModuleLoadData is synchronous: it holds up only
+// its own VM's worker); LAUNCH copies the kernel's name and argument blob
+// out of the heap, relocates buffer handles to device addresses and heap
+// offsets to the registered heap's device address, and launches with the
+// packed blob. Commands the worker can judge (an unknown handle, a range
+// outside a buffer or the heap, an image the driver refuses) get their
+// code and only their markers, so they complete in their place in the
+// channel's order.
 //
-// Commands the backend can judge when they are submitted (an unknown handle,
-// a range outside a buffer or the heap, an image the driver refuses) get
-// their error code without touching the GPU, and complete in their place in
-// the channel's order.
+// # Faults and restarts
 //
-// # Completions and the running-channel state
+// A worker whose context faulted (a driver call fails with a sticky error,
+// or a stream quiet for stall_check answers one) reports it and exits; a
+// worker that crashes just ends. Either way the VM's commands that had not
+// finished complete with abi.ErrDevice, its later ones fail at once, and a
+// fresh worker starts after restart_delay (doubling, up to a minute, while
+// workers keep ending young). The fresh context has none of the old one's
+// buffers or modules: commands that name them get abi.ErrBadHandle. Other
+// VMs' workers do not notice.
 //
-// A completer goroutine watches the end markers of the channels with work
-// outstanding and delivers completions in order. While anything is
-// outstanding it spins (one host core; it sleeps when the GPU has nothing of
-// ours), so Start and End are host observation times within a sweep (about
-// a microsecond) of the marker writes. ReadStatus is the LoGA status read: a
-// channel runs when its start marker is ahead of its end marker, since the
-// moment that was first seen. Several channels can show as running at once:
-// the GPU time-slices between contexts, and no CUDA interface says which
-// context holds the GPU at an instant. Each channel is therefore its own
-// Engine in the status, and the estimator splits stretches where several
-// run evenly between them (what time slicing does on average). For the same
-// reason completion timestamps bound a command's span, not its GPU time,
-// when VMs overlap: each VM's spans then include time the others ran.
+// # Completions, the running-channel state and billing
 //
-// # Faults
+// A completer goroutine in the mediator watches the end markers of the
+// channels with work outstanding and delivers completions in order. While
+// anything is outstanding it spins (one host core; it sleeps when the GPU
+// has nothing of ours), so Start and End are host observation times within
+// a sweep (about a microsecond) of the marker writes. ReadStatus is the
+// LoGA status read: a channel runs when its start marker is ahead of its
+// end marker, since the moment that was first seen.
 //
-// A kernel that faults (an illegal address, say) leaves its context's
-// sticky error. The completer notices a channel that makes no progress and
-// asks its stream (cuStreamQuery): on a sticky error every outstanding and
-// later command of that VM completes with abi.ErrDevice. Other VMs' contexts
-// are not affected.
+// Several VMs can show as running at once: the GPU time-slices between
+// contexts, and no CUDA interface says which context holds the GPU at an
+// instant. Each VM is therefore its own Engine in the status, and the
+// estimator splits stretches where several run evenly between them (what
+// time slicing does on average). Completion spans then overlap, so they are
+// not what a VM is billed: at every sweep the completer splits the time
+// since the last one evenly between the VMs that ran, and a VM's part
+// between its running channels; a command's sum is its Completion.GPUNs.
+// The bills of all VMs add up to the time the GPU was busy with any of
+// them, context switches included.
 //
 // # Limits
 //
-// A VM's own kernels run in the context where its markers and ground-truth
-// records are mapped: a hostile kernel could overwrite them and misreport
-// its own timing (never another VM's). There is no per-VM device memory
-// quota beyond what the GPU has.
+// A VM's own kernels run in the context where its shared block is mapped:
+// a hostile kernel could overwrite its markers, codes and ring and so
+// misreport its own timing or feed its own worker commands (which the
+// worker decodes and checks like any other), never touch another VM's. The
+// mediator takes nothing from the block but marker values and codes, and
+// refuses codes the worker cannot have written. There is no per-VM device
+// memory quota beyond what the GPU has.
+//
+// The even split of billing is what time slicing does on average, not at
+// every instant: measured on an H100 with two or three saturating VMs, a
+// VM's bill is 4.5–11% above its kernels' own %globaltimer time (which
+// leaves out context switches), and within 1.1% when the GPU is not
+// saturated (bench/results/h100).
 package cuda

@@ -63,8 +63,8 @@ func mapHeap(t *testing.T, size int) gpuHeap {
 
 func attachGPU(t *testing.T, b *Backend, id uint32, heap gpuHeap) (*cudaVM, chan backend.Completion) {
 	t.Helper()
-	done := make(chan backend.Completion, 4096)
-	vm, err := b.Attach(backend.VMSpec{ID: id, Name: "gpu-test", Channels: 2, Heap: heap.mem,
+	done := make(chan backend.Completion, 8192)
+	vm, err := b.Attach(backend.VMSpec{ID: id, Name: "gpu-test", Channels: 2, Heap: heap.mem, MaxInFlight: 8192,
 		HeapFile: &backend.FileRange{FD: heap.fd}, Complete: func(c backend.Completion) { done <- c }})
 	if err != nil {
 		t.Fatal(err)
@@ -271,6 +271,10 @@ func TestGPUFaultStaysInItsVM(t *testing.T) {
 // TestGPUBillingOfConcurrentVMs runs two VMs' kernels at once (the GPU
 // time-slices their contexts) and compares what each is billed (its
 // completions' Busy) with what its kernels measured on %globaltimer.
+// Completion spans overlap (each VM's add up to nearly the whole run);
+// billing splits the overlap, so the bills add up to the wall time at most.
+// The kernels' own time leaves out the GPU's context switches, which the
+// bills include: they are GPU time the VMs occupied, not idle time.
 func TestGPUBillingOfConcurrentVMs(t *testing.T) {
 	b := gpuBackend(t, nil)
 	vms := []uint32{1, 2}
@@ -281,6 +285,7 @@ func TestGPUBillingOfConcurrentVMs(t *testing.T) {
 		handles[i], dones[i] = attachGPU(t, b, id, mapHeap(t, 1<<20))
 	}
 	const total = 400_000_000 // each VM's kernel time
+	start := time.Now()
 	for i, v := range handles {
 		for j := range total / lens[i] {
 			if err := v.Submit(0, abi.Command{Op: abi.OpThrottle, DurationNs: lens[i]}, j); err != nil {
@@ -288,6 +293,7 @@ func TestGPUBillingOfConcurrentVMs(t *testing.T) {
 			}
 		}
 	}
+	var bills int64
 	for i := range handles {
 		var billed, span int64
 		for _, c := range wait(t, dones[i], int(total/lens[i])) {
@@ -297,13 +303,19 @@ func TestGPUBillingOfConcurrentVMs(t *testing.T) {
 			billed += c.Busy()
 			span += c.End - c.Start
 		}
+		bills += billed
 		truth, _, _ := b.GroundTruth(vms[i])
 		d := float64(billed)/float64(truth) - 1
 		t.Logf("MEASURED: VM %d (%d µs kernels): billed %d ns, spans %d ns, %%globaltimer %d ns: billed %+.2f%%",
 			vms[i], lens[i]/1000, billed, span, truth, 100*d)
-		if d < -0.05 || d > 0.05 {
+		if d < -0.25 || d > 0.25 {
 			t.Errorf("VM %d billed %.2f%% off its kernels' own time", vms[i], 100*d)
 		}
+	}
+	wall := time.Since(start)
+	t.Logf("MEASURED: bills %d ns in all, wall %d ns", bills, wall.Nanoseconds())
+	if bills > wall.Nanoseconds() {
+		t.Errorf("billed %v in all in %v: overlapping spans billed twice", time.Duration(bills), wall)
 	}
 }
 
