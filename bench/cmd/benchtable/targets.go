@@ -150,7 +150,7 @@ func accuracyTargets(rs []*bench.Result) []target {
 			return r.AccountingErrorMax
 		}, true)...)
 	if gpu {
-		ts = append(ts, worstTarget(rs, "completion-timestamp meter vs the kernels' own time per VM (GPU)", "reported",
+		ts = append(ts, worstTarget(rs, "billed GPU time vs the kernels' own time per VM (GPU)", "reported",
 			func(r *bench.Result) *float64 {
 				if !onGPU(r) || r.Accounting == "off" {
 					return nil

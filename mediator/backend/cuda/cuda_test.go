@@ -545,3 +545,26 @@ func TestAttachFailureDestroysContext(t *testing.T) {
 		t.Errorf("%d contexts made, want 1", len(r.f.ctxs))
 	}
 }
+
+func TestCodeFromTheSlot(t *testing.T) {
+	r := newRig(t, nil)
+	vm := r.attach(1, 1, nil)
+	ch := vm.chans[0]
+	off := ch.base + vm.blk.l.slotOff(5)
+	for _, tc := range []struct {
+		stamp, code uint64
+		want        abi.ErrorCode
+	}{
+		{5, uint64(abi.ErrBadHandle), abi.ErrBadHandle},
+		{5, uint64(abi.OK), abi.OK},
+		{4, uint64(abi.OK), abi.ErrDevice}, // another command's
+		{5, 1 << 40, abi.ErrDevice},        // no worker wrote that
+		{5, uint64(abi.ErrShutdown) + 1, abi.ErrDevice},
+	} {
+		vm.blk.store(off+slotCode, tc.code)
+		vm.blk.store(off+slotStamp, tc.stamp)
+		if got := ch.codeOf(5); got != tc.want {
+			t.Errorf("slot (stamp %d, code %d): %v, want %v", tc.stamp, tc.code, got, tc.want)
+		}
+	}
+}
