@@ -2,11 +2,14 @@ package cuda
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/shm"
 	"github.com/sluice-gpu/sluice/mediator/backend"
+	"golang.org/x/sys/unix"
 )
 
 // rig is a backend on the fake driver with collected completions.
@@ -566,5 +569,41 @@ func TestCodeFromTheSlot(t *testing.T) {
 		if got := ch.codeOf(5); got != tc.want {
 			t.Errorf("slot (stamp %d, code %d): %v, want %v", tc.stamp, tc.code, got, tc.want)
 		}
+	}
+}
+
+// TestWorkerProcessReportsItsStart starts a real worker process (this test
+// binary, started again) with a driver that is not there: the handshake,
+// the descriptors and the heap's mapping work, and the worker's failure
+// comes back as Attach's error.
+func TestWorkerProcessReportsItsStart(t *testing.T) {
+	b, err := open(newFake(), backend.Options{Params: map[string]string{"library": "/nonexistent/libcuda.so.1"}}, spawnProcess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.needFiles = true
+	defer b.Close()
+	fd, err := shm.NewMemfd("heap", 3*4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	heap, err := shm.Map(fd, 3*4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shm.Unmap(heap)
+	spec := backend.VMSpec{ID: 1, Name: "w", Channels: 2, Heap: heap[4096:], Complete: func(backend.Completion) {}}
+	if _, err := b.Attach(spec); !errors.Is(err, backend.ErrInvalid) {
+		t.Fatalf("a heap without its file: %v", err)
+	}
+	spec.HeapFile = &backend.FileRange{FD: fd, Offset: 4096}
+	_, err = b.Attach(spec)
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/libcuda.so.1") {
+		t.Fatalf("attach with a worker that cannot load its driver: %v", err)
+	}
+	t.Logf("as expected: %v", err)
+	if _, _, ok := b.GroundTruth(1); ok {
+		t.Fatal("the VM stayed attached after its worker failed to start")
 	}
 }

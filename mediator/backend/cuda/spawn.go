@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"syscall"
 
 	"github.com/sluice-gpu/sluice/internal/shm"
 	"golang.org/x/sys/unix"
@@ -127,10 +126,6 @@ type spawner func(cfg workerConfig, f workerFiles) (proc, error)
 // spawnProcess starts a worker as a child process of this binary.
 func spawnProcess(cfg workerConfig, f workerFiles) (proc, error) {
 	defer unix.Close(f.sock)
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("finding this binary to start a GPU worker: %w", err)
-	}
 	// The child gets copies: the caller keeps its descriptors.
 	var extra []*os.File
 	defer func() {
@@ -149,15 +144,16 @@ func spawnProcess(cfg workerConfig, f workerFiles) (proc, error) {
 		extra = append(extra, os.NewFile(uintptr(dup), "worker-fd"))
 	}
 	cmd := &exec.Cmd{
-		Path:       exe,
+		// This very binary, even if its file was replaced or removed since
+		// it started: worker and mediator speak the same protocol.
+		Path:       "/proc/self/exe",
 		Args:       []string{fmt.Sprintf("sluice-gpu-worker [vm %d %s]", cfg.VM, cfg.Name)},
 		Env:        append(os.Environ(), workerEnv+"=1"),
 		ExtraFiles: extra,
 		Stdout:     os.Stderr,
 		Stderr:     os.Stderr,
-		// The worker must not outlive the mediator (it also ends when its
-		// socket closes).
-		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+		// No Pdeathsig: it follows the thread that forked, not the process.
+		// The worker ends when its socket closes, with the mediator.
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting a GPU worker: %w", err)
