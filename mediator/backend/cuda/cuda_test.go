@@ -178,8 +178,8 @@ func TestThrottleGroundTruthAndOrder(t *testing.T) {
 func TestBuffersAndCopies(t *testing.T) {
 	r := newRig(t, nil)
 	heap := make([]byte, 4096)
+	copy(heap[100:], "hello, device") // before the worker starts: the guest's part
 	vm := r.attach(1, 1, heap)
-	copy(heap[100:], "hello, device")
 	cmds := []struct {
 		c    abi.Command
 		want abi.ErrorCode
