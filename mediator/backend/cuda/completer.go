@@ -78,7 +78,7 @@ func (b *Backend) sweep(out []delivery) []delivery {
 	b.running, b.lastSweep = b.running[:0], now
 	for _, ch := range *b.chans.Load() {
 		var seq uint64
-		out, seq = ch.sweep(out, now)
+		out, seq = ch.sweep(out)
 		if seq != 0 {
 			b.running = append(b.running, runRef{ch, seq})
 		}
@@ -120,13 +120,16 @@ func (b *Backend) credit(dt int64) {
 
 // sweep delivers ch's due completions and reports the command it runs now
 // (0 if none).
-func (ch *channel) sweep(out []delivery, now int64) ([]delivery, uint64) {
+func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 	v := ch.vm
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if len(ch.q) == 0 {
 		return out, 0
 	}
+	// Read under the lock: ReadStatus notes starts under it too, so a
+	// command's end is never before its start.
+	now := v.b.now()
 	closing := v.closing.Load()
 	n := 0
 	for ; n < len(ch.q); n++ {
@@ -241,14 +244,13 @@ func (b *Backend) ReadStatus(st *backend.Status) {
 	b.sweeping.RLock()
 	defer b.sweeping.RUnlock()
 	st.Running, st.Active = st.Running[:0], st.Active[:0]
-	now := b.now()
-	st.Time = now
 	for _, ch := range *b.chans.Load() {
 		ch.mu.Lock()
 		if len(ch.q) == 0 {
 			ch.mu.Unlock()
 			continue
 		}
+		now := b.now() // under the lock, as the completer's: starts stay in order
 		ref := backend.ChannelRef{VM: ch.vm.id, Channel: ch.idx}
 		st.Active = append(st.Active, ref)
 		head := &ch.q[0]
@@ -260,4 +262,6 @@ func (b *Backend) ReadStatus(st *backend.Status) {
 		}
 		ch.mu.Unlock()
 	}
+	// After every start it saw, whoever noted it.
+	st.Time = b.now()
 }
