@@ -14,7 +14,7 @@ set -euo pipefail
 ctl=${1:?usage: run.sh SLUICECTL OUTDIR [SPEC...]}
 out=${2:?usage: run.sh SLUICECTL OUTDIR [SPEC...]}
 shift 2
-repeat=${REPEAT:-5}
+repeat=${REPEAT:-15}
 here=$(cd "$(dirname "$0")/../.." && pwd)
 specs=("$@")
 if [ ${#specs[@]} -eq 0 ]; then
