@@ -136,10 +136,15 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 		it := &ch.q[n]
 		c := backend.Completion{Channel: ch.idx, Tag: it.tag, Op: it.op, Code: it.code}
 		if it.seq != 0 {
-			// Whether the worker ended first: then its markers are final.
+			// Whether the worker ended first: then its markers are final,
+			// as it left them.
 			dead := it.w.dead.Load()
+			end := v.blk.load(ch.base + offEnd)
+			if dead {
+				end = min(end, it.w.finalEnd[ch.idx])
+			}
 			switch {
-			case it.seq <= v.blk.load(ch.base+offEnd):
+			case it.seq <= end:
 				if it.endAt == 0 {
 					it.endAt = now
 				}
@@ -181,14 +186,13 @@ stop:
 
 // codeOf is the code the worker left in command seq's slot. It is there
 // before the command's end marker; a slot that says otherwise, or a code
-// the worker cannot have written, was not the worker's (the VM's own
-// kernels can reach the shared block) and fails the command.
+// the worker cannot have written, fails the command.
 func (ch *channel) codeOf(seq uint64) abi.ErrorCode {
-	off := ch.base + ch.vm.blk.l.slotOff(seq)
-	if ch.vm.blk.load(off+slotStamp) != seq {
+	off := ch.vm.blk.l.codeOff(ch.idx, seq)
+	if ch.vm.blk.load(off+codeStamp) != seq {
 		return abi.ErrDevice
 	}
-	code := ch.vm.blk.load(off + slotCode)
+	code := ch.vm.blk.load(off + codeValue)
 	if code > uint64(abi.ErrShutdown) {
 		return abi.ErrDevice
 	}

@@ -553,7 +553,7 @@ func TestCodeFromTheSlot(t *testing.T) {
 	r := newRig(t, nil)
 	vm := r.attach(1, 1, nil)
 	ch := vm.chans[0]
-	off := ch.base + vm.blk.l.slotOff(5)
+	off := vm.blk.l.codeOff(ch.idx, 5)
 	for _, tc := range []struct {
 		stamp, code uint64
 		want        abi.ErrorCode
@@ -564,8 +564,8 @@ func TestCodeFromTheSlot(t *testing.T) {
 		{5, 1 << 40, abi.ErrDevice},        // no worker wrote that
 		{5, uint64(abi.ErrShutdown) + 1, abi.ErrDevice},
 	} {
-		vm.blk.store(off+slotCode, tc.code)
-		vm.blk.store(off+slotStamp, tc.stamp)
+		vm.blk.store(off+codeValue, tc.code)
+		vm.blk.store(off+codeStamp, tc.stamp)
 		if got := ch.codeOf(5); got != tc.want {
 			t.Errorf("slot (stamp %d, code %d): %v, want %v", tc.stamp, tc.code, got, tc.want)
 		}
@@ -605,5 +605,39 @@ func TestWorkerProcessReportsItsStart(t *testing.T) {
 	t.Logf("as expected: %v", err)
 	if _, _, ok := b.GroundTruth(1); ok {
 		t.Fatal("the VM stayed attached after its worker failed to start")
+	}
+}
+
+func TestAttachDuringClose(t *testing.T) {
+	f := newFake()
+	p := &inProcess{d: f}
+	gate := make(chan struct{})
+	b, err := open(f, backend.Options{}, func(cfg workerConfig, files workerFiles) (proc, error) {
+		<-gate // the worker starts once Close has run
+		return p.spawn(cfg, files)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	go func() {
+		_, err := b.Attach(backend.VMSpec{ID: 1, Channels: 1, Complete: func(backend.Completion) {}})
+		res <- err
+	}()
+	time.Sleep(10 * time.Millisecond) // Attach is waiting for its worker
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	select {
+	case err := <-res:
+		if !errors.Is(err, backend.ErrClosed) {
+			t.Fatalf("attach racing close: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("attach racing close hangs")
+	}
+	if w := p.worker(1); w == nil {
+		t.Fatal("no worker was started")
 	}
 }

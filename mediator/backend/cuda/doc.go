@@ -80,13 +80,19 @@
 //
 // # Limits
 //
-// A VM's own kernels run in the context where its shared block is mapped:
-// a hostile kernel could overwrite its markers, codes and ring and so
-// misreport its own timing or feed its own worker commands (which the
-// worker decodes and checks like any other), never touch another VM's. The
-// mediator takes nothing from the block but marker values and codes, and
-// refuses codes the worker cannot have written. There is no per-VM device
-// memory quota beyond what the GPU has.
+// A VM's own kernels run in the context where its markers and THROTTLE
+// records are mapped (the shared block's GPU area; the ring and the codes
+// are not registered with the GPU). A kernel that found them could write
+// its own VM's markers: end its commands early in the mediator's eyes, hide
+// its GPU time from the poller and leave overlaps to be billed to others.
+// The worker maps the block at a random address, far from the heap whose
+// address the VM learns from its relocations, so a kernel that goes looking
+// faults first, and every fault costs the VM its worker and a restart delay
+// that doubles. The mediator takes nothing from the block but marker values
+// and codes, and refuses codes the worker cannot have written. There is no
+// per-VM device memory quota beyond what the GPU has, and no deadline on a
+// kernel: one that never ends keeps its VM's channel busy (and time-sliced
+// with the others) until the VM is closed.
 //
 // The even split of billing is what time slicing does on average, not at
 // every instant: measured on an H100 with two or three saturating VMs, a

@@ -6,19 +6,20 @@ import (
 )
 
 // The shared block is one memfd per VM, mapped by the mediator and by the
-// VM's GPU worker, which registers it with the GPU. Everything the three of
-// them exchange per command goes through it, without a system call:
+// VM's GPU worker. Everything the three of them exchange per command goes
+// through it, without a system call:
 //
 //	page 0    tail (mediator), head (worker), sleeping (worker): the ring's state
 //	ring      ringCap entries of entrySize bytes: commands, mediator → worker
-//	channels  one block of chanStride bytes per channel
+//	codes     per channel, one 16-byte code slot per command in flight:
+//	          [0] code [8] seq, by the worker
+//	GPU area  per channel: the start and end markers, then one 32-byte
+//	          record slot per command in flight, by the GPU:
+//	          [0] ran ns [8] first timer read [16] last read [24] seq (THROTTLE's)
 //
-// A channel's block starts with its markers, written by the GPU on the
-// channel's stream (start at offStart, end at offEnd), and goes on with one
-// slot per command in flight (slot seq % slots):
-//
-//	[0] ran ns  [8] first timer read  [16] last read  [24] seq   THROTTLE's record, by the GPU
-//	[32] code   [40] seq                                         the command's code, by the worker
+// Only the GPU area is registered with the GPU (page aligned, at the end):
+// the VM's own kernels run in the context it is mapped into, and must not
+// reach the ring or the codes. A command's slots are seq % slots.
 //
 // The worker writes a command's code before it queues anything that writes
 // the command's end marker, so the mediator finds the code in place once it
@@ -32,12 +33,14 @@ const (
 	ringOff     = 4096
 	entrySize   = 80 // channel u32, pad u32, seq u64, the command's record
 
-	offStart  = 0
-	offEnd    = 8
-	offSlots  = 64
-	slotSize  = 64
-	slotCode  = 32
-	slotStamp = 40
+	codeSize  = 16
+	codeValue = 0
+	codeStamp = 8
+
+	offStart = 0
+	offEnd   = 8
+	offSlots = 64
+	slotSize = 32
 
 	minSlots = 64
 )
@@ -47,7 +50,8 @@ const (
 type blockLayout struct {
 	channels, slots int
 	ringCap         uint64 // entries
-	chanOff         uintptr
+	codesOff        uintptr
+	gpuOff          uintptr // the GPU area: the channels' blocks, page aligned
 	chanStride      uintptr
 	size            int
 }
@@ -58,17 +62,23 @@ func newBlockLayout(channels, maxInFlight int) blockLayout {
 		slots *= 2
 	}
 	l := blockLayout{channels: channels, slots: slots, ringCap: uint64(channels * slots)}
-	l.chanOff = pageUp(ringOff + uintptr(l.ringCap)*entrySize)
+	l.codesOff = pageUp(ringOff + uintptr(l.ringCap)*entrySize)
+	l.gpuOff = pageUp(l.codesOff + uintptr(l.ringCap)*codeSize)
 	l.chanStride = offSlots + uintptr(slots)*slotSize
-	l.size = int(pageUp(l.chanOff + uintptr(channels)*l.chanStride))
+	l.size = int(pageUp(l.gpuOff + uintptr(channels)*l.chanStride))
 	return l
 }
 
 func pageUp(n uintptr) uintptr { return (n + 4095) &^ 4095 }
 
-// slotOff is where command seq's slot lies in its channel's block.
+// slotOff is where command seq's record slot lies in its channel's block.
 func (l blockLayout) slotOff(seq uint64) uintptr {
 	return offSlots + uintptr(seq%uint64(l.slots))*slotSize
+}
+
+// codeOff is where command seq of channel ch leaves its code.
+func (l blockLayout) codeOff(ch int, seq uint64) uintptr {
+	return l.codesOff + (uintptr(ch)*uintptr(l.slots)+uintptr(seq%uint64(l.slots)))*codeSize
 }
 
 // block is a mapping of the shared block.
@@ -89,8 +99,8 @@ func (b block) word(off uintptr) *uint64 { return (*uint64)(unsafe.Add(b.base, o
 func (b block) load(off uintptr) uint64     { return atomic.LoadUint64(b.word(off)) }
 func (b block) store(off uintptr, v uint64) { atomic.StoreUint64(b.word(off), v) }
 
-// chanBase is channel ch's block's offset.
-func (b block) chanBase(ch int) uintptr { return b.l.chanOff + uintptr(ch)*b.l.chanStride }
+// chanBase is channel ch's block's offset (in the GPU area).
+func (b block) chanBase(ch int) uintptr { return b.l.gpuOff + uintptr(ch)*b.l.chanStride }
 
 // entry is ring entry i (mod ringCap).
 func (b block) entry(i uint64) []byte {

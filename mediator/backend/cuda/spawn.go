@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	crand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,8 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"unsafe"
 
-	"github.com/sluice-gpu/sluice/internal/shm"
 	"golang.org/x/sys/unix"
 )
 
@@ -183,7 +184,7 @@ func workerMain() int {
 		_ = sendMsg(fdSock, errorMsg(msgError, err))
 		return 1
 	}
-	shared, err := shm.Map(fdShared, cfg.SharedSize)
+	shared, err := mapAnywhere(fdShared, cfg.SharedSize)
 	if err != nil {
 		return fail(fmt.Errorf("mapping the shared block: %w", err))
 	}
@@ -208,6 +209,24 @@ func workerMain() int {
 	}
 	fmt.Fprintf(os.Stderr, "sluice-gpu-worker [vm %d %s]: %v\n", cfg.VM, cfg.Name, err)
 	return 1
+}
+
+// mapAnywhere maps size bytes of fd at a random address. The shared block's
+// GPU area's device address is its host address (unified addressing): far
+// from the heap, whose address the VM learns from its relocations, a kernel
+// of the VM that goes looking for its markers faults first, and each fault
+// costs it its worker and a restart delay.
+func mapAnywhere(fd, size int) ([]byte, error) {
+	var r [8]byte
+	_, _ = crand.Read(r[:])
+	hint := uintptr(1<<40+le.Uint64(r[:])%(1<<45)) &^ 0xffff
+	addr, _, errno := unix.Syscall6(unix.SYS_MMAP, hint, uintptr(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, uintptr(fd), 0)
+	if errno != 0 {
+		return nil, errno
+	}
+	// A mapping outside the Go heap, never unmapped while the worker runs.
+	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
+	return unsafe.Slice((*byte)(p), size), nil
 }
 
 // mapRange maps n bytes of fd from off, which need not be page aligned.

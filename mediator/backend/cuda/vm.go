@@ -50,14 +50,15 @@ type cudaVM struct {
 
 // workerConn is the mediator's end of one worker.
 type workerConn struct {
-	p      proc
-	sock   int
-	born   time.Time
-	mu     sync.Mutex // sock against its close
-	closed bool
-	err    error       // why it ended; set before dead
-	dead   atomic.Bool // it ended: its markers are final
-	exited chan struct{}
+	p        proc
+	sock     int
+	born     time.Time
+	mu       sync.Mutex // sock against its close
+	closed   bool
+	err      error       // why it ended; set before dead
+	finalEnd []uint64    // each channel's end marker when it ended; set before dead
+	dead     atomic.Bool // it ended: its markers are final
+	exited   chan struct{}
 }
 
 // channel is one channel on the mediator's side. Fields below mu are
@@ -135,7 +136,12 @@ func (b *Backend) Attach(spec backend.VMSpec) (backend.VM, error) {
 		delete(b.vms, spec.ID)
 		b.mu.Unlock()
 		if w != nil {
-			w.stop()
+			// Nothing watches it yet: end it here (stop would wait for a
+			// watch, and a watch would restart it).
+			_ = sendMsg(w.sock, message{Kind: msgStop})
+			w.p.kill()
+			_ = w.p.wait()
+			_ = unix.Close(w.sock)
 		}
 		v.release()
 		return nil, fmt.Errorf("attaching VM %d (%s) to %s: %w", spec.ID, spec.Name, b.name, err)
@@ -269,6 +275,12 @@ func (v *cudaVM) watch(w *workerConn) {
 		}
 	}
 	st := w.p.wait()
+	// Its markers as it left them: a later worker's markers go on from
+	// there and must not end this one's commands.
+	w.finalEnd = make([]uint64, len(v.chans))
+	for i, ch := range v.chans {
+		w.finalEnd[i] = v.blk.load(ch.base + offEnd)
+	}
 	if why == nil {
 		why = fmt.Errorf("the GPU worker ended: %v", st)
 		if st == nil {

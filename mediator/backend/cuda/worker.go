@@ -48,7 +48,7 @@ type worker struct {
 	device    string
 	ctx       cuContext
 	throttle  cuFunction
-	sharedDev devptr // the shared block's device address
+	sharedDev devptr // the shared block's GPU area's device address
 	heapDev   devptr // the registered heap's; 0 without a heap
 
 	bufs map[uint32]buffer
@@ -153,12 +153,13 @@ func (w *worker) create() (err error) {
 	if w.throttle, err = d.ModuleGetFunction(tmod, throttleName); err != nil {
 		return fmt.Errorf("finding the throttle kernel: %w", err)
 	}
-	size := uint64(w.blk.l.size)
-	if err = d.MemHostRegister(w.blk.base, size); err != nil {
-		return fmt.Errorf("registering the %d-byte shared block for the GPU: %w", size, err)
+	// Only the GPU area: the ring and the codes stay out of the VM's reach.
+	gpu, size := unsafe.Add(w.blk.base, w.blk.l.gpuOff), uint64(w.blk.l.size)-uint64(w.blk.l.gpuOff)
+	if err = d.MemHostRegister(gpu, size); err != nil {
+		return fmt.Errorf("registering the shared block's %d-byte GPU area: %w", size, err)
 	}
-	if w.sharedDev, err = d.MemHostGetDevicePointer(w.blk.base); err != nil {
-		return fmt.Errorf("mapping the shared block: %w", err)
+	if w.sharedDev, err = d.MemHostGetDevicePointer(gpu); err != nil {
+		return fmt.Errorf("mapping the shared block's GPU area: %w", err)
 	}
 	if len(w.heap) > 0 {
 		p := unsafe.Pointer(&w.heap[0])
@@ -177,7 +178,8 @@ func (w *worker) create() (err error) {
 		base := w.blk.chanBase(i)
 		// Markers already there (a worker before this one) stay: seq goes on.
 		end := w.blk.load(base + offEnd)
-		w.chans = append(w.chans, &wchan{idx: i, stream: s, base: base, dev: w.sharedDev + devptr(base), last: end, seenEnd: end})
+		dev := w.sharedDev + devptr(base-w.blk.l.gpuOff)
+		w.chans = append(w.chans, &wchan{idx: i, stream: s, base: base, dev: dev, last: end, seenEnd: end})
 	}
 	return nil
 }
@@ -191,6 +193,14 @@ func (w *worker) run() error {
 	var rec abi.Record
 	for {
 		if tail := w.blk.load(offTail); head != tail {
+			if tail-head > w.blk.l.ringCap {
+				return fmt.Errorf("the ring's tail %d is more than %d entries past its head %d", tail, w.blk.l.ringCap, head)
+			}
+			// Between batches: a mediator that went away ends the worker
+			// even while its ring keeps it busy.
+			if err := w.pollSocket(0); err != nil {
+				return err
+			}
 			for ; head != tail; head++ {
 				e := w.blk.entry(head)
 				ch, seq := int(le.Uint32(e)), le.Uint64(e[8:])
@@ -238,13 +248,29 @@ func (w *worker) wait(timeout int) error {
 		_, _ = unix.Read(w.efd, b[:])
 	}
 	if fds[1].Revents != 0 {
-		m, err := readMsg(w.sock)
-		if err != nil {
-			return fmt.Errorf("the mediator's socket: %w", err)
-		}
-		if m.Kind == msgStop {
-			return errWorkerStop
-		}
+		return w.readSocket()
+	}
+	return nil
+}
+
+// pollSocket handles a message (or the socket's end) if one is there
+// within timeout ms.
+func (w *worker) pollSocket(timeout int) error {
+	fds := []unix.PollFd{{Fd: int32(w.sock), Events: unix.POLLIN}}
+	if n, err := unix.Poll(fds, timeout); err != nil || n == 0 {
+		return nil
+	}
+	return w.readSocket()
+}
+
+// readSocket reads the mediator's message: stop, or the end of the socket.
+func (w *worker) readSocket() error {
+	m, err := readMsg(w.sock)
+	if err != nil {
+		return fmt.Errorf("the mediator's socket: %w", err)
+	}
+	if m.Kind == msgStop {
+		return errWorkerStop
 	}
 	return nil
 }
@@ -329,7 +355,7 @@ func (w *worker) issue(ch *wchan, seq uint64, rec *abi.Record) error {
 
 // setCode leaves command seq's code in its slot, the stamp last.
 func (w *worker) setCode(ch *wchan, seq uint64, code abi.ErrorCode) {
-	off := ch.base + w.blk.l.slotOff(seq)
-	w.blk.store(off+slotCode, uint64(code))
-	w.blk.store(off+slotStamp, seq)
+	off := w.blk.l.codeOff(ch.idx, seq)
+	w.blk.store(off+codeValue, uint64(code))
+	w.blk.store(off+codeStamp, seq)
 }
