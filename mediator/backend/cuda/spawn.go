@@ -201,7 +201,7 @@ func workerMain() int {
 	err = newWorker(lib, cfg, shared, heap, fdSock, fdDoorbell).serve()
 	var f faultError
 	switch {
-	case err == nil || errors.Is(err, errWorkerStop):
+	case errors.Is(err, errWorkerStop): // serve ends only with an error
 		return 0
 	case errors.As(err, &f):
 		fmt.Fprintf(os.Stderr, "sluice-gpu-worker [vm %d %s]: the context faulted: %v\n", cfg.VM, cfg.Name, err)
