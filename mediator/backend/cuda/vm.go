@@ -136,12 +136,8 @@ func (b *Backend) Attach(spec backend.VMSpec) (backend.VM, error) {
 		delete(b.vms, spec.ID)
 		b.mu.Unlock()
 		if w != nil {
-			// Nothing watches it yet: end it here (stop would wait for a
-			// watch, and a watch would restart it).
 			_ = sendMsg(w.sock, message{Kind: msgStop})
-			w.p.kill()
-			_ = w.p.wait()
-			_ = unix.Close(w.sock)
+			w.discard()
 		}
 		v.release()
 		return nil, fmt.Errorf("attaching VM %d (%s) to %s: %w", spec.ID, spec.Name, b.name, err)
@@ -229,12 +225,18 @@ func (v *cudaVM) start() (*workerConn, error) {
 		}
 	}
 	if err != nil {
-		p.kill()
-		_ = p.wait()
-		_ = unix.Close(w.sock)
+		w.discard()
 		return nil, err
 	}
 	return w, nil
+}
+
+// discard ends a worker that nothing watches yet (stop would wait for a
+// watch, and a watch would restart it).
+func (w *workerConn) discard() {
+	w.p.kill()
+	_ = w.p.wait()
+	_ = unix.Close(w.sock)
 }
 
 // handshake sends the worker its configuration and reads its answer.
