@@ -9,7 +9,7 @@ import (
 // features (announced in Header.Features); a major change is incompatible.
 const (
 	VersionMajor = 1
-	VersionMinor = 0
+	VersionMinor = 1
 )
 
 // Magic identifies a Sluice region: "SLCE" read as a little-endian uint32.

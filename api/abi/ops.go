@@ -147,7 +147,7 @@ func decodeLoadModule(p *payload, c *Command, lim *decodeLimits) ErrorCode {
 	if !validHandle(c.Handle) {
 		return ErrBadHandle
 	}
-	if c.Format != ModulePTX && c.Format != ModuleCubin {
+	if c.Format != ModulePTX && c.Format != ModuleCubin && c.Format != ModuleSim {
 		return ErrBadRecord
 	}
 	if c.Length == 0 || !(Layout{HeapSize: lim.heapSize}).HeapRange(c.HeapOff, c.Length) {

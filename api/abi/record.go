@@ -43,12 +43,20 @@ const (
 const (
 	ModulePTX   uint32 = 1
 	ModuleCubin uint32 = 2
+	// ModuleSim (ABI 1.1) names the sim backend's built-in programs: the
+	// image is the text "sluice-sim" and the functions are the programs of
+	// kernels.go. Other backends refuse it (unsupported).
+	ModuleSim uint32 = 3
 )
 
 // Relocation kinds in a LAUNCH argument blob.
 const (
 	RelocBuffer uint32 = 1 // the u64 at the offset is a buffer handle: becomes its device address
 	RelocHeap   uint32 = 2 // the u64 at the offset is a heap offset: becomes its device-visible address
+	// RelocSyscall (ABI 1.1): the u64 at the offset must be 0 and becomes the
+	// device-visible address of the VM's syscall area (Layout.SyscallOff), so
+	// that a kernel can make system calls through its slots.
+	RelocSyscall uint32 = 3
 )
 
 // Field offsets within a record. Every record starts with opcode, flags and

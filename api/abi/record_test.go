@@ -168,7 +168,7 @@ func TestDecodeCommandRejects(t *testing.T) {
 
 		{"module no handle", Command{Op: OpLoadModule, Format: ModulePTX, Length: 1}, nil, ErrBadHandle},
 		{"module no format", Command{Op: OpLoadModule, Handle: 1, Length: 1}, nil, ErrBadRecord},
-		{"module bad format", Command{Op: OpLoadModule, Handle: 1, Format: 3, Length: 1}, nil, ErrBadRecord},
+		{"module bad format", Command{Op: OpLoadModule, Handle: 1, Format: 4, Length: 1}, nil, ErrBadRecord},
 		{"module empty", Command{Op: OpLoadModule, Handle: 1, Format: ModulePTX}, nil, ErrHeapRange},
 		{"module past heap", Command{Op: OpLoadModule, Handle: 1, Format: ModuleCubin, HeapOff: heap, Length: 1}, nil, ErrHeapRange},
 		{"module wraps", Command{Op: OpLoadModule, Handle: 1, Format: ModuleCubin, HeapOff: 16, Length: math.MaxUint64 - 15}, nil, ErrHeapRange},

@@ -1,13 +1,54 @@
 package abi
 
-// The syscall area (reserved in v1: declared here so that the C header and
-// later versions agree on it, served only when FeatureSyscalls is set).
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// The syscall area (ABI 1.1, announced by FeatureSyscalls).
 //
-// It starts at Layout.SyscallOff with a page holding the ready bitmap: bit i
-// (bit i%64 of the little-endian uint64 word i/64) is set by the guest when
-// slot i becomes READY, so the host finds work without scanning every slot;
-// with Layout.SyscallSlots a multiple of 64, each word covers a port of 64
-// slots. The slots follow at SyscallSlotsOff, SyscallSlotSize bytes each.
+// It starts at Layout.SyscallOff with a page holding the ready bitmap, then
+// Layout.SyscallSlots slots of SyscallSlotSize bytes at SyscallSlotsOff.
+// The bitmap (bit i%64 of the little-endian uint64 word i/64 for slot i) is a
+// hint a guest may set when slot i becomes READY; the host never relies on
+// it (a GPU cannot always make an atomic OR to host memory over PCIe) and
+// finds READY slots by their state words.
+//
+// # One slot
+//
+//	0  u32 state    SlotState in the low 8 bits, sequence number in the high 24
+//	4  u16 number   call number (Sys*), or a fastcall number with SysFlagFastcall
+//	6  u8  flags    SysFlagBlocking, SysFlagFastcall
+//	7  u8  context  the guest context the call runs in (0: the VM's default)
+//	8  u64 args[6]  arguments; the host writes the result into args[0] (return
+//	                value, int64) and args[1] (errno, 0 on success)
+//	56 u64 cookie   the guest's own; the host never interprets it
+//
+// ABI 1.0 reserved offset 4 as a u32 call number; 1.1 splits it so that the
+// blocking flag and the context fit in the 64 bytes without a second cache
+// line (a GPU thread writes one line and rings).
+//
+// # The protocol
+//
+// A slot belongs to the guest while FREE. The caller moves it FREE|s →
+// POPULATING|s, writes number, flags, context and arguments, and publishes
+// READY|s with release ordering (on a GPU: a system-scope fence before the
+// store). The host copies the slot out, validates the copy and moves it
+// READY|s → PROCESSING|s by compare-and-swap (a guest that rewrote the slot
+// in between makes the swap fail and the call is not taken). Nothing the guest
+// writes afterwards reaches the call: the host acts on its copy.
+//
+//   - Blocking calls: when the call ends the host writes args[0] and args[1]
+//     and then FINISHED|s, by compare-and-swap from PROCESSING|s (a guest that
+//     scribbled on the state loses its result). The caller reads the result
+//     and frees the slot with FREE|s+1.
+//   - Non-blocking calls (no SysFlagBlocking): the host frees the slot right
+//     after the copy, READY|s → FREE|s+1; the result is discarded (counted
+//     in the host's statistics).
+//
+// The sequence number changes each time a slot is reused, so a stale
+// completion (or a guest racing the host on a recycled slot) is recognised
+// instead of being mistaken for the current call (the ABA problem).
 const (
 	SyscallBitmapOff = 0        // relative to Layout.SyscallOff
 	SyscallSlotsOff  = PageSize // relative to Layout.SyscallOff
@@ -15,18 +56,30 @@ const (
 
 // Field offsets within one GENESYS syscall slot.
 const (
-	SysState  = 0  // uint32 state word: SlotState in the low 8 bits, sequence number in the high 24
-	SysNumber = 4  // uint32 syscall number (or fastcall number)
-	SysArgs   = 8  // uint64[SysArgCount]; the host writes the return value into SysArgs[0]
-	SysCookie = 56 // uint64, the guest's own; the host never interprets it
+	SysState   = 0  // uint32 state word
+	SysNumber  = 4  // uint16 call number
+	SysFlags   = 6  // uint8 SysFlag*
+	SysContext = 7  // uint8 context id
+	SysArgs    = 8  // uint64[SysArgCount]
+	SysRet     = 8  // int64 return value (args[0]), written by the host
+	SysErrno   = 16 // uint64 errno (args[1]), written by the host
+	SysCookie  = 56 // uint64, the guest's own
 
 	SysArgCount = 6
 )
 
-// Split of the slot state word. The sequence number changes each time a
-// slot is reused, so that a stale completion (or a guest racing the host on
-// a recycled slot) is recognised instead of being mistaken for the current
-// call (the ABA problem).
+// Slot flags.
+const (
+	SysFlagBlocking uint8 = 1 << 0 // the caller waits for FINISHED and the result
+	SysFlagFastcall uint8 = 1 << 1 // number is a fastcall number (RegisterFastcall)
+	sysFlagsKnown         = SysFlagBlocking | SysFlagFastcall
+)
+
+// MaxContexts bounds the guest contexts of one VM (context ids 1..255;
+// 0 is the default context every VM has).
+const MaxContexts = 255
+
+// Split of the slot state word.
 const (
 	SlotStateBits = 8
 	SlotStateMask = 1<<SlotStateBits - 1
@@ -44,7 +97,7 @@ const (
 	SlotPopulating SlotState = 1 // the guest is writing the arguments
 	SlotReady      SlotState = 2 // arguments complete; the host may take it
 	SlotProcessing SlotState = 3 // the host has copied it out and is serving it
-	SlotFinished   SlotState = 4 // the return value is in SysArgs[0]
+	SlotFinished   SlotState = 4 // the result is in args[0] (value) and args[1] (errno)
 	slotStateCount           = 5
 )
 
@@ -66,4 +119,75 @@ func SlotWord(s SlotState, seq uint32) uint32 {
 // SplitSlotWord is SlotWord's inverse.
 func SplitSlotWord(w uint32) (SlotState, uint32) {
 	return SlotState(w & SlotStateMask), w >> SlotSeqShift
+}
+
+// NextSeq is the sequence number that follows seq (24 bits, wrapping).
+func NextSeq(seq uint32) uint32 { return (seq + 1) & SlotSeqMask }
+
+// SlotOff is the offset of slot i relative to Layout.SyscallOff.
+func SlotOff(i uint32) uint64 { return SyscallSlotsOff + uint64(i)*SyscallSlotSize }
+
+// Slot is a decoded copy of one syscall slot.
+type Slot struct {
+	State   SlotState
+	Seq     uint32
+	Number  uint16
+	Flags   uint8
+	Context uint8
+	Args    [SysArgCount]uint64
+	Cookie  uint64
+}
+
+// Blocking reports whether the caller waits for the result.
+func (s *Slot) Blocking() bool { return s.Flags&SysFlagBlocking != 0 }
+
+// Fastcall reports whether Number is a fastcall number.
+func (s *Slot) Fastcall() bool { return s.Flags&SysFlagFastcall != 0 }
+
+// DecodeSlot decodes a slot copied out of the region (b holds at least
+// SyscallSlotSize bytes). It checks what the slot alone can tell: the state,
+// the flags, and that a call number names a known call (ErrnoNOSYS
+// otherwise); the arguments are the call's business (the proxy checks them
+// against the heap). A slot that is not READY is ErrSlotState.
+func DecodeSlot(b []byte) (Slot, Errno) {
+	_ = b[SyscallSlotSize-1]
+	le := binary.LittleEndian
+	var s Slot
+	s.State, s.Seq = SplitSlotWord(le.Uint32(b[SysState:]))
+	s.Number = le.Uint16(b[SysNumber:])
+	s.Flags = b[SysFlags]
+	s.Context = b[SysContext]
+	for i := range s.Args {
+		s.Args[i] = le.Uint64(b[SysArgs+8*i:])
+	}
+	s.Cookie = le.Uint64(b[SysCookie:])
+	switch {
+	case s.State != SlotReady:
+		return s, ErrnoAGAIN
+	case s.Flags&^sysFlagsKnown != 0:
+		return s, ErrnoINVAL
+	case !s.Fastcall() && LookupCall(s.Number) == nil:
+		return s, ErrnoNOSYS
+	}
+	return s, 0
+}
+
+// EncodeSlot writes s into b (SyscallSlotSize bytes), state word included:
+// what a guest library does, for tests, fuzzers and the CPU-side SDK (which
+// stores the state word last itself).
+func EncodeSlot(b []byte, s Slot) {
+	_ = b[SyscallSlotSize-1]
+	le := binary.LittleEndian
+	le.PutUint32(b[SysState:], SlotWord(s.State, s.Seq))
+	le.PutUint16(b[SysNumber:], s.Number)
+	b[SysFlags] = s.Flags
+	b[SysContext] = s.Context
+	for i, a := range s.Args {
+		le.PutUint64(b[SysArgs+8*i:], a)
+	}
+	le.PutUint64(b[SysCookie:], s.Cookie)
+}
+
+func (s Slot) String() string {
+	return fmt.Sprintf("slot{%v seq=%d nr=%d flags=%#x ctx=%d}", s.State, s.Seq, s.Number, s.Flags, s.Context)
 }

@@ -46,6 +46,14 @@ type VMSpec struct {
 	// backend's per-VM GPU worker) maps the heap there from it. The backend
 	// neither keeps nor closes the descriptor.
 	HeapFile *FileRange
+	// Syscalls is the VM's syscall area (ABI 1.1; nil when the VM has no
+	// slots): the bitmap page and the slots, which GPU programs of the VM
+	// write (a LAUNCH relocation of kind abi.RelocSyscall points at it) and
+	// the mediator's syscall forwarder serves. Like the heap, it is hostile.
+	Syscalls []byte
+	// SyscallFile is the file Syscalls is mapped from, for a backend that
+	// serves the VM from another process (nil with Syscalls).
+	SyscallFile *FileRange
 	// MaxInFlight bounds the commands one channel has submitted and not yet
 	// completed (the channel ring's entries); 0 means DefaultMaxInFlight. A
 	// Submit beyond it is refused.

@@ -1,0 +1,195 @@
+// Package proxyproto is the wire protocol between sluiced and a VM's
+// sluice-proxy: datagrams on a SOCK_SEQPACKET socket pair, each one message
+// whose first byte is its type. Requests are the mediator's validated copies
+// of syscall slots (never the slots themselves); results name the slot and
+// sequence number they answer, so that a result for a slot the mediator has
+// since failed (the proxy was restarted) is recognised and dropped.
+//
+// The proxy starts by sending Ready (or Fatal, with why it could not start);
+// then the mediator sends Calls batches and the proxy answers with Results
+// batches, in any order and grouping.
+package proxyproto
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+)
+
+// Version of this protocol; Ready carries the proxy's, and the mediator
+// refuses a proxy that speaks another.
+const Version = 1
+
+// Message types.
+const (
+	MsgReady   byte = 1 // proxy → mediator: u16 version, u32 pid
+	MsgFatal   byte = 2 // proxy → mediator: UTF-8 text, why the proxy stops
+	MsgCalls   byte = 3 // mediator → proxy: u16 count, Request × count
+	MsgResults byte = 4 // proxy → mediator: u16 count, Result × count
+)
+
+// Sizes on the wire.
+const (
+	hdrSize     = 8 // type, pad, u16 count, u32 pad
+	RequestSize = 72
+	ResultSize  = 24
+	// MaxBatch bounds the requests of one Calls message (and the results of
+	// one Results message): 1024 × 72 bytes fits a socket's default buffer.
+	MaxBatch = 1024
+	// MaxMessage is the largest datagram either side sends.
+	MaxMessage = hdrSize + MaxBatch*RequestSize
+)
+
+// ErrMessage means a datagram that does not decode.
+var ErrMessage = errors.New("malformed proxy message")
+
+// Request is one call, as the mediator copied and checked it.
+type Request struct {
+	Slot    uint32 // the slot index in the VM's syscall area
+	Seq     uint32 // the slot's sequence number when it was taken
+	Number  uint16
+	Flags   uint8
+	Context uint8
+	Args    [abi.SysArgCount]uint64
+	// Aux carries what the proxy cannot know itself: for getrusage, the VM's
+	// GPU time in nanoseconds from accounting.
+	Aux uint64
+}
+
+// Result is one call's outcome.
+type Result struct {
+	Slot  uint32
+	Seq   uint32
+	Ret   int64
+	Errno abi.Errno
+}
+
+var le = binary.LittleEndian
+
+// AppendCalls appends a Calls message holding reqs (at most MaxBatch) to b.
+func AppendCalls(b []byte, reqs []Request) []byte {
+	b = appendHdr(b, MsgCalls, len(reqs))
+	for i := range reqs {
+		r := &reqs[i]
+		b = le.AppendUint32(b, r.Slot)
+		b = le.AppendUint32(b, r.Seq)
+		b = le.AppendUint16(b, r.Number)
+		b = append(b, r.Flags, r.Context)
+		b = le.AppendUint32(b, 0)
+		for _, a := range r.Args {
+			b = le.AppendUint64(b, a)
+		}
+		b = le.AppendUint64(b, r.Aux)
+	}
+	return b
+}
+
+// AppendResults appends a Results message holding res (at most MaxBatch).
+func AppendResults(b []byte, res []Result) []byte {
+	b = appendHdr(b, MsgResults, len(res))
+	for _, r := range res {
+		b = le.AppendUint32(b, r.Slot)
+		b = le.AppendUint32(b, r.Seq)
+		b = le.AppendUint64(b, uint64(r.Ret))
+		b = le.AppendUint32(b, uint32(r.Errno))
+		b = le.AppendUint32(b, 0)
+	}
+	return b
+}
+
+// AppendReady appends a Ready message.
+func AppendReady(b []byte, pid int) []byte {
+	b = append(b, MsgReady, 0)
+	b = le.AppendUint16(b, Version)
+	return le.AppendUint32(b, uint32(pid))
+}
+
+// AppendFatal appends a Fatal message.
+func AppendFatal(b []byte, why string) []byte {
+	return append(append(b, MsgFatal), why...)
+}
+
+func appendHdr(b []byte, typ byte, n int) []byte {
+	if n > MaxBatch {
+		panic(fmt.Sprintf("proxyproto: batch of %d > %d", n, MaxBatch))
+	}
+	b = append(b, typ, 0)
+	b = le.AppendUint16(b, uint16(n))
+	return le.AppendUint32(b, 0)
+}
+
+// Type returns a message's type, 0 for an empty one.
+func Type(msg []byte) byte {
+	if len(msg) == 0 {
+		return 0
+	}
+	return msg[0]
+}
+
+// DecodeReady returns the version and pid of a Ready message.
+func DecodeReady(msg []byte) (version uint16, pid int, err error) {
+	if len(msg) != 8 || msg[0] != MsgReady {
+		return 0, 0, fmt.Errorf("%w: ready of %d bytes", ErrMessage, len(msg))
+	}
+	return le.Uint16(msg[2:]), int(le.Uint32(msg[4:])), nil
+}
+
+// DecodeFatal returns a Fatal message's text.
+func DecodeFatal(msg []byte) string { return string(msg[1:]) }
+
+func count(msg []byte, typ byte, size int) (int, error) {
+	if len(msg) < hdrSize || msg[0] != typ {
+		return 0, fmt.Errorf("%w: %d bytes, type %d, want type %d", ErrMessage, len(msg), Type(msg), typ)
+	}
+	n := int(le.Uint16(msg[2:]))
+	if n > MaxBatch || len(msg) != hdrSize+n*size {
+		return 0, fmt.Errorf("%w: %d bytes for %d entries", ErrMessage, len(msg), n)
+	}
+	return n, nil
+}
+
+// DecodeCalls appends the requests of a Calls message to dst.
+func DecodeCalls(dst []Request, msg []byte) ([]Request, error) {
+	n, err := count(msg, MsgCalls, RequestSize)
+	if err != nil {
+		return dst, err
+	}
+	p := msg[hdrSize:]
+	for range n {
+		r := Request{
+			Slot:    le.Uint32(p[0:]),
+			Seq:     le.Uint32(p[4:]),
+			Number:  le.Uint16(p[8:]),
+			Flags:   p[10],
+			Context: p[11],
+		}
+		for i := range r.Args {
+			r.Args[i] = le.Uint64(p[16+8*i:])
+		}
+		r.Aux = le.Uint64(p[64:])
+		dst = append(dst, r)
+		p = p[RequestSize:]
+	}
+	return dst, nil
+}
+
+// DecodeResults appends the results of a Results message to dst.
+func DecodeResults(dst []Result, msg []byte) ([]Result, error) {
+	n, err := count(msg, MsgResults, ResultSize)
+	if err != nil {
+		return dst, err
+	}
+	p := msg[hdrSize:]
+	for range n {
+		dst = append(dst, Result{
+			Slot:  le.Uint32(p[0:]),
+			Seq:   le.Uint32(p[4:]),
+			Ret:   int64(le.Uint64(p[8:])),
+			Errno: abi.Errno(le.Uint32(p[16:])),
+		})
+		p = p[ResultSize:]
+	}
+	return dst, nil
+}
