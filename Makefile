@@ -13,15 +13,18 @@ FUZZTIME     ?= 3s
 DEMO_SECONDS ?= 20
 BENCHTIME    ?= 2s
 
-.PHONY: help build sluiced sluicectl sluice-agent sluice-init sluice-libvirt-hook guest-image test unit fuzz vet lint demo bench bench-gpu clean
+.PHONY: help build sluiced sluice-proxy ptx sluicectl sluice-agent sluice-init sluice-libvirt-hook guest-image test unit fuzz vet lint demo bench bench-gpu clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-build: sluiced sluicectl sluice-agent sluice-init sluice-libvirt-hook ## build every binary into bin/ (static, no cgo)
+build: sluiced sluice-proxy sluicectl sluice-agent sluice-init sluice-libvirt-hook ## build every binary into bin/ (static, no cgo)
 
 sluiced: ## build the mediator daemon
 	$(GOBUILD) -o $(BIN)/sluiced ./mediator/cmd/sluiced
+
+sluice-proxy: ## build the per-VM system-call proxy (sluiced starts one per VM, from beside its own binary)
+	$(GOBUILD) -o $(BIN)/sluice-proxy ./mediator/cmd/sluice-proxy
 
 sluicectl: ## build the operator CLI
 	$(GOBUILD) -o $(BIN)/sluicectl ./controller/cmd/sluicectl

@@ -36,6 +36,16 @@ type CreateVMRequest struct {
 	Channels    int     `json:"channels,omitempty"`     // default 4
 	RingEntries int     `json:"ring_entries,omitempty"` // default 256
 	RegionSize  uint64  `json:"region_size,omitempty"`  // bytes, power of two, default 4 MiB
+	// Volume is the host directory the VM's GPU system calls see as "/" (its
+	// sluice-proxy's root) and its QEMU guest mounts over virtio-9p; default
+	// STATE_DIR/volumes/NAME. Created if missing.
+	Volume string `json:"volume,omitempty"`
+	// NetNS names a network namespace (/run/netns/NAME) the VM's proxy joins
+	// for socket calls; default none: an isolated namespace of its own.
+	NetNS string `json:"netns,omitempty"`
+	// Cgroup is a cgroup v2 directory the VM's proxy runs in, so that the CPU
+	// its system calls use is charged to the VM; default none.
+	Cgroup string `json:"cgroup,omitempty"`
 }
 
 // UpdateVMRequest changes a running VM's share. Absent fields stay as they
@@ -70,6 +80,7 @@ type VM struct {
 	RegionSize  uint64    `json:"region_size"`
 	HeapSize    uint64    `json:"heap_size"`
 	Endpoint    string    `json:"endpoint"` // ivshmem server socket for QEMU or a process guest
+	Volume      string    `json:"volume,omitempty"` // the VM's system-call root, shared with its guest over 9p
 	Vectors     int       `json:"vectors"`  // MSI vectors the ivshmem device needs
 	State       string    `json:"state"`
 	Peers       int       `json:"peers"`

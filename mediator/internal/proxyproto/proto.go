@@ -28,7 +28,54 @@ const (
 	MsgFatal   byte = 2 // proxy → mediator: UTF-8 text, why the proxy stops
 	MsgCalls   byte = 3 // mediator → proxy: u16 count, Request × count
 	MsgResults byte = 4 // proxy → mediator: u16 count, Result × count
+	// MsgFastcall (proxy → mediator) answers a SysFastcallRegister request
+	// that the proxy validated: the request's slot and sequence number, the
+	// curried call, and the call's file as an SCM_RIGHTS descriptor (a dup
+	// of the context's fd, opened inside the sandbox). The mediator keeps the
+	// table and runs fastcalls itself (pread/pwrite on that descriptor into
+	// the pre-checked heap range): no proxy round trip, no per-call checks.
+	MsgFastcall byte = 5
 )
+
+// FastcallSize is a MsgFastcall datagram's size.
+const FastcallSize = 40
+
+// Fastcall is a validated curried call.
+type Fastcall struct {
+	Slot    uint32
+	Seq     uint32
+	Op      uint16 // abi.SysPread64, SysPwrite64, SysRead or SysWrite
+	HeapOff uint64
+	Length  uint64
+	FileOff uint64 // for pread64/pwrite64
+}
+
+// AppendFastcall appends a MsgFastcall (the descriptor travels beside it).
+func AppendFastcall(b []byte, f Fastcall) []byte {
+	b = append(b, MsgFastcall, 0)
+	b = le.AppendUint16(b, f.Op)
+	b = le.AppendUint32(b, f.Slot)
+	b = le.AppendUint32(b, f.Seq)
+	b = le.AppendUint32(b, 0)
+	b = le.AppendUint64(b, f.HeapOff)
+	b = le.AppendUint64(b, f.Length)
+	return le.AppendUint64(b, f.FileOff)
+}
+
+// DecodeFastcall decodes a MsgFastcall datagram.
+func DecodeFastcall(msg []byte) (Fastcall, error) {
+	if len(msg) != FastcallSize || msg[0] != MsgFastcall {
+		return Fastcall{}, fmt.Errorf("%w: fastcall of %d bytes", ErrMessage, len(msg))
+	}
+	return Fastcall{
+		Op:      le.Uint16(msg[2:]),
+		Slot:    le.Uint32(msg[4:]),
+		Seq:     le.Uint32(msg[8:]),
+		HeapOff: le.Uint64(msg[16:]),
+		Length:  le.Uint64(msg[24:]),
+		FileOff: le.Uint64(msg[32:]),
+	}, nil
+}
 
 // Sizes on the wire.
 const (
