@@ -79,9 +79,9 @@ type VM struct {
 	RingEntries int       `json:"ring_entries"`
 	RegionSize  uint64    `json:"region_size"`
 	HeapSize    uint64    `json:"heap_size"`
-	Endpoint    string    `json:"endpoint"` // ivshmem server socket for QEMU or a process guest
+	Endpoint    string    `json:"endpoint"`         // ivshmem server socket for QEMU or a process guest
 	Volume      string    `json:"volume,omitempty"` // the VM's system-call root, shared with its guest over 9p
-	Vectors     int       `json:"vectors"`  // MSI vectors the ivshmem device needs
+	Vectors     int       `json:"vectors"`          // MSI vectors the ivshmem device needs
 	State       string    `json:"state"`
 	Peers       int       `json:"peers"`
 	Created     time.Time `json:"created"`
