@@ -2,17 +2,35 @@ package abi
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
+	"strconv"
 	"testing"
 )
 
 // The tables abi_c_test.go checks: every constant, struct member and
 // helper of include/sluice_abi.h with the value the Go side gives it.
 
-// cCheck is one C expression and the value the Go side says it has.
+// cCheck is one C expression and the value the Go side says it has: an
+// integer, or a string for a macro that expands to a string literal.
 type cCheck struct {
 	expr string
-	want uint64
+	want any
+}
+
+// wantText is the value as the C program prints it, and whether it is a
+// string.
+func (c cCheck) wantText() (string, bool) {
+	v := reflect.ValueOf(c.want)
+	switch {
+	case v.Kind() == reflect.String:
+		return v.String(), true
+	case v.CanUint():
+		return strconv.FormatUint(v.Uint(), 10), false
+	case v.CanInt() && v.Int() >= 0:
+		return strconv.FormatInt(v.Int(), 10), false
+	}
+	panic(fmt.Sprintf("check %s: want %v (%T) is neither a string nor a non-negative integer", c.expr, c.want, c.want))
 }
 
 func u[T ~uint8 | ~uint16 | ~uint32 | ~uint64](v T) uint64 { return uint64(v) }
@@ -112,8 +130,10 @@ func cConstChecks() []cCheck {
 		{"SLUICE_COPY_DEVICE_TO_DEVICE", u(CopyDeviceToDevice)},
 		{"SLUICE_MODULE_PTX", u(ModulePTX)},
 		{"SLUICE_MODULE_CUBIN", u(ModuleCubin)},
+		{"SLUICE_MODULE_SIM", u(ModuleSim)},
 		{"SLUICE_RELOC_BUFFER", u(RelocBuffer)},
 		{"SLUICE_RELOC_HEAP", u(RelocHeap)},
+		{"SLUICE_RELOC_SYSCALL", u(RelocSyscall)},
 
 		{"SLUICE_REC_OPCODE", RecOpcode},
 		{"SLUICE_REC_FLAGS", RecFlags},
@@ -146,9 +166,16 @@ func cConstChecks() []cCheck {
 		{"SLUICE_SYSCALL_SLOTS_OFF", SyscallSlotsOff},
 		{"SLUICE_SYS_STATE", SysState},
 		{"SLUICE_SYS_NUMBER", SysNumber},
+		{"SLUICE_SYS_FLAGS", SysFlags},
+		{"SLUICE_SYS_CONTEXT", SysContext},
 		{"SLUICE_SYS_ARGS", SysArgs},
+		{"SLUICE_SYS_RET", SysRet},
+		{"SLUICE_SYS_ERRNO", SysErrno},
 		{"SLUICE_SYS_COOKIE", SysCookie},
 		{"SLUICE_SYS_ARG_COUNT", SysArgCount},
+		{"SLUICE_SYS_FLAG_BLOCKING", u(SysFlagBlocking)},
+		{"SLUICE_SYS_FLAG_FASTCALL", u(SysFlagFastcall)},
+		{"SLUICE_MAX_CONTEXTS", MaxContexts},
 		{"SLUICE_SLOT_STATE_BITS", SlotStateBits},
 		{"SLUICE_SLOT_STATE_MASK", SlotStateMask},
 		{"SLUICE_SLOT_SEQ_SHIFT", SlotSeqShift},
@@ -158,6 +185,102 @@ func cConstChecks() []cCheck {
 		{"SLUICE_SLOT_READY", u(SlotReady)},
 		{"SLUICE_SLOT_PROCESSING", u(SlotProcessing)},
 		{"SLUICE_SLOT_FINISHED", u(SlotFinished)},
+
+		{"SLUICE_SYS_READ", u(SysRead)},
+		{"SLUICE_SYS_WRITE", u(SysWrite)},
+		{"SLUICE_SYS_CLOSE", u(SysClose)},
+		{"SLUICE_SYS_FSTAT", u(SysFstat)},
+		{"SLUICE_SYS_LSEEK", u(SysLseek)},
+		{"SLUICE_SYS_MMAP", u(SysMmap)},
+		{"SLUICE_SYS_MUNMAP", u(SysMunmap)},
+		{"SLUICE_SYS_PREAD64", u(SysPread64)},
+		{"SLUICE_SYS_PWRITE64", u(SysPwrite64)},
+		{"SLUICE_SYS_MADVISE", u(SysMadvise)},
+		{"SLUICE_SYS_SOCKET", u(SysSocket)},
+		{"SLUICE_SYS_CONNECT", u(SysConnect)},
+		{"SLUICE_SYS_SENDTO", u(SysSendto)},
+		{"SLUICE_SYS_RECVFROM", u(SysRecvfrom)},
+		{"SLUICE_SYS_GETRUSAGE", u(SysGetrusage)},
+		{"SLUICE_SYS_GETDENTS64", u(SysGetdents64)},
+		{"SLUICE_SYS_CLOCK_GETTIME", u(SysClockGet)},
+		{"SLUICE_SYS_OPENAT", u(SysOpenat)},
+		{"SLUICE_SYS_MKDIRAT", u(SysMkdirat)},
+		{"SLUICE_SYS_UNLINKAT", u(SysUnlinkat)},
+		{"SLUICE_SYS_NULL", u(SysNull)},
+		{"SLUICE_SYS_CONTEXT_REGISTER", u(SysContextRegister)},
+		{"SLUICE_SYS_CONTEXT_UNREGISTER", u(SysContextUnregister)},
+		{"SLUICE_SYS_FASTCALL_REGISTER", u(SysFastcallRegister)},
+		{"SLUICE_SYS_FASTCALL_REVOKE", u(SysFastcallRevoke)},
+		{"SLUICE_ARG_NONE", u(ArgNone)},
+		{"SLUICE_ARG_INT", u(ArgInt)},
+		{"SLUICE_ARG_PATH", u(ArgPath)},
+		{"SLUICE_ARG_BUF", u(ArgBuf)},
+		{"SLUICE_ARG_HEAP_OUT", u(ArgHeapOut)},
+		{"SLUICE_PATH_MAX", PathMax},
+		{"SLUICE_FASTCALL_INDEX_BITS", FastcallIndexBits},
+		{"SLUICE_MAX_FASTCALLS", MaxFastcalls},
+		{"SLUICE_FASTCALL_GEN_MASK", FastcallGenMask},
+
+		{"SLUICE_ERRNO_PERM", u(ErrnoPERM)},
+		{"SLUICE_ERRNO_NOENT", u(ErrnoNOENT)},
+		{"SLUICE_ERRNO_SRCH", u(ErrnoSRCH)},
+		{"SLUICE_ERRNO_IO", u(ErrnoIO)},
+		{"SLUICE_ERRNO_BADF", u(ErrnoBADF)},
+		{"SLUICE_ERRNO_AGAIN", u(ErrnoAGAIN)},
+		{"SLUICE_ERRNO_NOMEM", u(ErrnoNOMEM)},
+		{"SLUICE_ERRNO_ACCES", u(ErrnoACCES)},
+		{"SLUICE_ERRNO_FAULT", u(ErrnoFAULT)},
+		{"SLUICE_ERRNO_EXIST", u(ErrnoEXIST)},
+		{"SLUICE_ERRNO_XDEV", u(ErrnoXDEV)},
+		{"SLUICE_ERRNO_NOTDIR", u(ErrnoNOTDIR)},
+		{"SLUICE_ERRNO_INVAL", u(ErrnoINVAL)},
+		{"SLUICE_ERRNO_MFILE", u(ErrnoMFILE)},
+		{"SLUICE_ERRNO_NAMETOOLONG", u(ErrnoNAMETOOLONG)},
+		{"SLUICE_ERRNO_NOSYS", u(ErrnoNOSYS)},
+		{"SLUICE_ERRNO_LOOP", u(ErrnoLOOP)},
+		{"SLUICE_ERRNO_STALE", u(ErrnoSTALE)},
+
+		{"SLUICE_SIM_MODULE_IMAGE", SimModuleImage},
+		{"SLUICE_PROG_SYS", ProgSys},
+		{"SLUICE_PROG_OUT", ProgOut},
+		{"SLUICE_PROG_FIRST_SLOT", ProgFirstSlot},
+		{"SLUICE_PROG_SLOTS", ProgSlots},
+		{"SLUICE_PROG_GRANULARITY", ProgGranularity},
+		{"SLUICE_PROG_ORDERING", ProgOrdering},
+		{"SLUICE_PROG_CONTEXT", ProgContext},
+		{"SLUICE_PROG_FLAGS", ProgFlags},
+		{"SLUICE_PROG_ITERATIONS", ProgIterations},
+		{"SLUICE_PROG_SPECIFIC", ProgSpecific},
+		{"SLUICE_PROG_ARGS_BASE_SIZE", ProgArgsBaseSize},
+		{"SLUICE_PROG_WORK_ITEM", ProgWorkItem},
+		{"SLUICE_PROG_WORK_GROUP", ProgWorkGroup},
+		{"SLUICE_PROG_KERNEL", ProgKernel},
+		{"SLUICE_PROG_STRONG", ProgStrong},
+		{"SLUICE_PROG_RELAXED", ProgRelaxed},
+		{"SLUICE_KERNEL_SYS_ONE", KernelSysOne},
+		{"SLUICE_SYS_ONE_NUMBER", SysOneNumber},
+		{"SLUICE_SYS_ONE_ARGS", SysOneArgs},
+		{"SLUICE_SYS_ONE_BLOB_SIZE", SysOneBlobSize},
+		{"SLUICE_SYS_ONE_OUT_SIZE", SysOneOutSize},
+		{"SLUICE_KERNEL_SYS_NULL", KernelSysNull},
+		{"SLUICE_NULL_OUT_PER_CALL", NullOutPerCall},
+		{"SLUICE_NULL_BLOB_SIZE", NullBlobSize},
+		{"SLUICE_KERNEL_PREAD_SWEEP", KernelPreadSwp},
+		{"SLUICE_SWEEP_FD", SweepFD},
+		{"SLUICE_SWEEP_BUF", SweepBuf},
+		{"SLUICE_SWEEP_CHUNK", SweepChunk},
+		{"SLUICE_SWEEP_FILE_SIZE", SweepFileSize},
+		{"SLUICE_SWEEP_HEAP", SweepHeap},
+		{"SLUICE_SWEEP_BLOB_SIZE", SweepBlobSize},
+		{"SLUICE_SWEEP_OUT_PER_CALL", SweepOutPerCall},
+		{"SLUICE_KERNEL_WORD_COUNT", KernelWordCount},
+		{"SLUICE_WC_PATHS", WCPaths},
+		{"SLUICE_WC_NUM_PATHS", WCNumPaths},
+		{"SLUICE_WC_BUF", WCBuf},
+		{"SLUICE_WC_CHUNK", WCChunk},
+		{"SLUICE_WC_HEAP", WCHeap},
+		{"SLUICE_WC_BLOB_SIZE", WCBlobSize},
+		{"SLUICE_WC_OUT_PER_GROUP", WCOutPerGroup},
 	}
 }
 
@@ -219,14 +342,18 @@ func cFields() []cField {
 		ch("host_reserved", ChState+4, ChannelDescSize-ChState-4),
 
 		slot("state", SysState, 4),
-		slot("number", SysNumber, 4),
+		slot("number", SysNumber, 2),
+		slot("flags", SysFlags, 1),
+		slot("context", SysContext, 1),
 		slot("args", SysArgs, 8*SysArgCount),
-		slot("args[1]", SysArgs+8, 8),
+		slot("args[0]", SysRet, 8),
+		slot("args[1]", SysErrno, 8),
 		slot("cookie", SysCookie, 8),
 
 		{"reloc", "struct sluice_reloc", "arg_offset", 0, 4}, // "u32 arg offset, u32 kind" (record.go)
 		{"reloc", "struct sluice_reloc", "kind", 4, 4},
 	}
+	fs = append(fs, progFields()...)
 	payloads := map[string][]cField{
 		"fence":    {{member: "value", off: FenceValue, size: 8}, {member: "reserved", off: FenceValue + 8, size: 48}},
 		"throttle": {{member: "ns", off: ThrottleNs, size: 8}, {member: "reserved", off: ThrottleNs + 8, size: 48}},
@@ -288,6 +415,61 @@ func cFields() []cField {
 	return fs
 }
 
+// progFields are the programs' argument blobs (kernels.go): the common part
+// on its own, then each program's blob, which starts with it.
+func progFields() []cField {
+	base := []cField{
+		{member: "sys", off: ProgSys, size: 8},
+		{member: "out", off: ProgOut, size: 8},
+		{member: "first_slot", off: ProgFirstSlot, size: 4},
+		{member: "nslots", off: ProgSlots, size: 4},
+		{member: "granularity", off: ProgGranularity, size: 1},
+		{member: "ordering", off: ProgOrdering, size: 1},
+		{member: "context", off: ProgContext, size: 1},
+		{member: "flags", off: ProgFlags, size: 1},
+		{member: "iterations", off: ProgIterations, size: 4},
+	}
+	blobs := []struct {
+		group, strct string
+		members      []cField
+	}{
+		{"prog/sys_one", "struct sluice_sys_one_args", []cField{
+			{member: "number", off: SysOneNumber, size: 4},
+			{member: "pad", off: SysOneNumber + 4, size: SysOneArgs - SysOneNumber - 4},
+			{member: "args", off: SysOneArgs, size: 8 * SysArgCount},
+		}},
+		{"prog/sweep", "struct sluice_sweep_args", []cField{
+			{member: "fd", off: SweepFD, size: 4},
+			{member: "pad", off: SweepFD + 4, size: SweepBuf - SweepFD - 4},
+			{member: "buf", off: SweepBuf, size: 8},
+			{member: "chunk", off: SweepChunk, size: 8},
+			{member: "file_size", off: SweepFileSize, size: 8},
+			{member: "heap", off: SweepHeap, size: 8},
+		}},
+		{"prog/wc", "struct sluice_wc_args", []cField{
+			{member: "paths", off: WCPaths, size: 8},
+			{member: "npaths", off: WCNumPaths, size: 4},
+			{member: "pad", off: WCNumPaths + 4, size: WCBuf - WCNumPaths - 4},
+			{member: "buf", off: WCBuf, size: 8},
+			{member: "chunk", off: WCChunk, size: 8},
+			{member: "heap", off: WCHeap, size: 8},
+		}},
+	}
+	var fs []cField
+	for _, m := range base {
+		fs = append(fs, cField{"prog", "struct sluice_prog_args", m.member, m.off, m.size})
+	}
+	for _, b := range blobs {
+		for _, m := range base {
+			fs = append(fs, cField{b.group, b.strct, "prog." + m.member, m.off, m.size})
+		}
+		for _, m := range b.members {
+			fs = append(fs, cField{b.group, b.strct, m.member, m.off, m.size})
+		}
+	}
+	return fs
+}
+
 // cSizeChecks are the sizes of the structs.
 func cSizeChecks() []cCheck {
 	cs := []cCheck{
@@ -297,6 +479,10 @@ func cSizeChecks() []cCheck {
 		{"sizeof(((struct sluice_cmd *)0)->u)", RecordSize - RecArg0},
 		{"sizeof(struct sluice_reloc)", RelocSize},
 		{"sizeof(struct sluice_syscall_slot)", SyscallSlotSize},
+		{"sizeof(struct sluice_prog_args)", ProgArgsBaseSize},
+		{"sizeof(struct sluice_sys_one_args)", SysOneBlobSize},
+		{"sizeof(struct sluice_sweep_args)", SweepBlobSize},
+		{"sizeof(struct sluice_wc_args)", WCBlobSize},
 	}
 	for _, p := range []string{"fence", "throttle", "memset", "copy", "alloc", "load_module", "launch"} {
 		cs = append(cs, cCheck{"sizeof(struct sluice_cmd_" + p + ")", RecordSize - RecArg0})
@@ -328,6 +514,13 @@ func cHelperChecks(t *testing.T, l Layout) []cCheck {
 		{"sluice_slot_word(SLUICE_SLOT_FINISHED, 0xfffffffu)", u(SlotWord(SlotFinished, 0xfffffff))},
 		{"sluice_slot_state(0xabcdef03u)", 3},
 		{"sluice_slot_seq(0xabcdef03u)", 0xabcdef},
+		{"sluice_next_seq(7)", NextSeq(7)},
+		{"sluice_next_seq(0xffffffu)", NextSeq(0xffffff)},
+		{"sluice_fastcall_number(5, 3)", u(FastcallNumber(5, 3))},
+		{"sluice_fastcall_number(0x3ff, 0x3f)", u(FastcallNumber(0x3ff, 0x3f))},
+		{"sluice_fastcall_number(0x401, 0x41)", u(FastcallNumber(0x401, 0x41))},
+		{"sluice_fastcall_index(0xfc05)", 5},
+		{"sluice_fastcall_gen(0xfc05)", 0x3f},
 		{"(uintptr_t)sluice_channel_desc(base, &h, 0) - (uintptr_t)base", l.ChannelOff(0)},
 		{"(uintptr_t)sluice_channel_desc(base, &h, 3) - (uintptr_t)base", l.ChannelOff(3)},
 		{"(uintptr_t)sluice_syscall_bitmap(base, &h) - (uintptr_t)base", l.SyscallOff + SyscallBitmapOff},

@@ -24,7 +24,24 @@ package abi
 // A caller is a work-item, a work-group's first work-item or the kernel's
 // first work-item, by granularity; caller c uses slot first_slot + c %
 // nslots, claimed with compare-and-swap FREE → POPULATING, so callers that
-// share a slot take turns.
+// share a slot take turns. Callers are numbered by linear id: work-item
+// granularity, the work-item's index in the grid (block id × block size +
+// thread id, x fastest); work-group granularity, the work-group's index in
+// the grid; kernel granularity, a single caller 0. With nslots 0 a program
+// makes no call and writes nothing.
+//
+// Ordering applies to work-group granularity: strong puts a barrier (with a
+// system-scope fence by every work-item) before each call and one after it,
+// the group waiting for the result; relaxed has none, and the work-items
+// other than the caller have nothing more to do. Work-item granularity is
+// strong by nature; kernel granularity is always relaxed (a barrier over the
+// whole grid could deadlock, GENESYS §4.1).
+//
+// Pointer arguments of calls are heap offsets (the host reads them so); a
+// program that reads what a call wrote (pread's bytes) gets the heap's
+// device address in a field of its own (SweepHeap, WCHeap: the guest writes
+// 0 there with a RelocHeap relocation) and reads at that address plus the
+// heap offset.
 const (
 	ProgSys          = 0
 	ProgOut          = 8
@@ -51,36 +68,67 @@ const (
 
 // The programs, by kernel name, and their specific arguments.
 const (
-	// KernelSysOne makes one call (from one caller) and writes i64 ret, u64
-	// errno to out.
+	// KernelSysOne makes one call (from one caller: caller 0, whatever the
+	// granularity; with work-group granularity and strong ordering work-group
+	// 0 waits at the barriers) and writes i64 ret, u64 errno to out. It always
+	// waits for the result (SysFlagBlocking is added to flags); iterations is
+	// ignored.
 	//	32 u32 number, 36 u32 pad, 40 u64 args[6]
-	KernelSysOne    = "sluice_sys_one"
-	SysOneNumber    = 32
-	SysOneArgs      = 40
-	SysOneBlobSize  = 88
-	SysOneOutSize   = 16
-	KernelSysNull   = "sluice_sys_null"
-	NullOutPerCall  = 4 // u32 round-trip ns per call, out[caller*iterations + i]
-	NullBlobSize    = 32
+	KernelSysOne   = "sluice_sys_one"
+	SysOneNumber   = 32
+	SysOneArgs     = 40
+	SysOneBlobSize = 88
+	SysOneOutSize  = 16
+	// KernelSysNull makes iterations SysNull calls per caller, with flags as
+	// given: the round trip of a blocking call runs from before the claim to
+	// after the result is read and the slot freed; of a non-blocking one, to
+	// the ring (the host frees the slot). Times are %globaltimer ns,
+	// saturated at 2^32-1.
+	KernelSysNull  = "sluice_sys_null"
+	NullOutPerCall = 4 // u32 round-trip ns per call, out[caller*iterations + i]
+	NullBlobSize   = 32
+	// KernelPreadSwp reads [0, file_size) in chunks: chunk k covers
+	// [k*chunk, min((k+1)*chunk, file_size)); with N callers, caller c
+	// preads chunks c, c+N, c+2N, ... in order into its buffer buf + c*chunk,
+	// and does the whole sweep max(iterations, 1) times. Each pread is
+	// blocking (flags | SysFlagBlocking); a result with errno != 0 counts as
+	// a failed call, otherwise ret bytes are added to bytes read and the
+	// values of those bytes (unsigned) to the sum. With work-group granularity
+	// and strong ordering every work-item of the group helps summing.
 	KernelPreadSwp  = "sluice_pread_sweep"
 	SweepFD         = 32 // u32 fd (in the context)
 	SweepBuf        = 40 // u64 heap offset of the callers' buffers, chunk bytes each
 	SweepChunk      = 48 // u64 bytes per pread
 	SweepFileSize   = 56 // u64 bytes to sweep
-	SweepBlobSize   = 64
+	SweepHeap       = 64 // u64 0 with RelocHeap: the heap's device address (the kernel reads the buffers there)
+	SweepBlobSize   = 72
 	SweepOutPerCall = 24 // per caller: u64 bytes read, u64 failed calls, u64 sum of the bytes read
 	// KernelWordCount counts the words of files: work-group g takes files g,
 	// g+groups, ...: openat, pread chunk by chunk into its buffer, count
 	// (every work-item of the group scans part of the chunk), close.
 	//	32 u64 paths (heap offset of npaths NUL-terminated paths, back to back)
 	//	40 u32 npaths, 44 u32 pad, 48 u64 buf (heap offset, chunk bytes per group), 56 u64 chunk
+	//	64 u64 heap (0 with RelocHeap: the heap's device address)
 	// out per work-group: u64 words, u64 bytes, u64 errno of the first failure.
+	//
+	// A word is a maximal run of bytes other than ' ', '\t', '\n', '\v',
+	// '\f' and '\r'; a word never spans two files, and one cut by a chunk
+	// boundary counts once. The calls are openat(AT_FDCWD, path, O_RDONLY,
+	// 0), pread64(fd, buf + g*chunk, chunk, offset) until it returns 0, and
+	// close(fd), all blocking, in the context. A failed call records its
+	// errno if it is the group's first failure and ends that file (after
+	// closing it if it was open); the group goes on with its next file.
+	// Granularity: work-item counts as work-group (the buffers are per
+	// group); kernel: work-group 0 takes every file. Ordering strong: the
+	// whole group counts; relaxed: the caller counts alone. Work-groups
+	// without files write zeros; iterations is ignored.
 	KernelWordCount = "sluice_wordcount"
 	WCPaths         = 32
 	WCNumPaths      = 40
 	WCBuf           = 48
 	WCChunk         = 56
-	WCBlobSize      = 64
+	WCHeap          = 64
+	WCBlobSize      = 72
 	WCOutPerGroup   = 24
 	SimModuleImage  = "sluice-sim"
 )

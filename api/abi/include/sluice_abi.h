@@ -1,5 +1,5 @@
 /*
- * sluice_abi.h - Sluice shared-memory ABI, version 1, for guest and GPU code.
+ * sluice_abi.h - Sluice shared-memory ABI, version 1.1, for guest and GPU code.
  *
  * One power-of-two region per VM, seen by the guest as ivshmem BAR2. Its
  * parts, each page aligned, at the offsets the header announces:
@@ -9,8 +9,9 @@
  *   channels      header.channels x struct sluice_channel (128 bytes each)
  *   rings         header.channels rings of header.ring_entries
  *                 struct sluice_cmd (64 bytes each)
- *   syscall area  reserved in v1: a page with the ready bitmap, then
- *                 header.syscall_slots x struct sluice_syscall_slot
+ *   syscall area  a page with the ready bitmap, then header.syscall_slots x
+ *                 struct sluice_syscall_slot (1.1, SLUICE_FEATURE_SYSCALLS);
+ *                 sluice_syscall.h is the library that uses it
  *   heap          guest-managed bytes that commands name by offset
  *
  * The Go package github.com/sluice-gpu/sluice/api/abi is the source of truth;
@@ -79,7 +80,7 @@ extern "C" {
 
 #define SLUICE_MAGIC 0x45434c53u /* "SLCE" as a little-endian uint32 */
 #define SLUICE_VERSION_MAJOR 1   /* incompatible changes */
-#define SLUICE_VERSION_MINOR 0   /* additions, announced by feature bits */
+#define SLUICE_VERSION_MINOR 1   /* additions, announced by feature bits */
 
 #define SLUICE_PAGE_SIZE 4096
 #define SLUICE_HEADER_SIZE 256
@@ -250,10 +251,12 @@ struct sluice_channel {
 /* sluice_cmd_load_module.format */
 #define SLUICE_MODULE_PTX 1
 #define SLUICE_MODULE_CUBIN 2
+#define SLUICE_MODULE_SIM 3 /* 1.1: the sim backend's built-in programs (image SLUICE_SIM_MODULE_IMAGE) */
 
 /* sluice_reloc.kind */
 #define SLUICE_RELOC_BUFFER 1 /* the u64 at arg_offset is a buffer handle: becomes its device address */
 #define SLUICE_RELOC_HEAP 2   /* the u64 at arg_offset is a heap offset: becomes its device address */
+#define SLUICE_RELOC_SYSCALL 3 /* 1.1: the u64 at arg_offset is 0: becomes the syscall area's device address */
 
 /* Byte offsets within a record. Every record starts with opcode, flags and
  * handle; the rest is the opcode's payload. Bytes a payload does not use,
@@ -370,22 +373,34 @@ struct sluice_reloc {
 };
 
 /* ------------------------------------------------------------------------
- * Syscall area (reserved in v1; header.syscall_off)
+ * Syscall area (1.1, SLUICE_FEATURE_SYSCALLS; header.syscall_off)
  * ------------------------------------------------------------------------ */
 
 /* The area starts with a page holding the ready bitmap: bit i (bit i % 64 of
- * the little-endian uint64_t word i / 64) is set when slot i is READY, so
- * each word covers a port of 64 slots (syscall_slots is a multiple of 64).
- * The slots follow. Offsets are relative to header.syscall_off. */
+ * the little-endian uint64_t word i / 64) is a hint a guest may set when slot
+ * i becomes READY; the host never relies on it (a GPU cannot always make an
+ * atomic OR to host memory) and finds READY slots by their state words. The
+ * slots follow. Offsets are relative to header.syscall_off. */
 #define SLUICE_SYSCALL_BITMAP_OFF 0
 #define SLUICE_SYSCALL_SLOTS_OFF 4096
 
 /* Byte offsets within a slot. */
 #define SLUICE_SYS_STATE 0
-#define SLUICE_SYS_NUMBER 4
+#define SLUICE_SYS_NUMBER 4  /* u16 */
+#define SLUICE_SYS_FLAGS 6   /* u8 SLUICE_SYS_FLAG_* */
+#define SLUICE_SYS_CONTEXT 7 /* u8 */
 #define SLUICE_SYS_ARGS 8
+#define SLUICE_SYS_RET 8     /* i64 return value (args[0]), written by the host */
+#define SLUICE_SYS_ERRNO 16  /* u64 errno (args[1]), written by the host */
 #define SLUICE_SYS_COOKIE 56
 #define SLUICE_SYS_ARG_COUNT 6
+
+/* sluice_syscall_slot.flags */
+#define SLUICE_SYS_FLAG_BLOCKING 0x1u /* the caller waits for FINISHED and the result */
+#define SLUICE_SYS_FLAG_FASTCALL 0x2u /* number is a fastcall number */
+
+/* Guest contexts: ids 1..SLUICE_MAX_CONTEXTS; 0 is the VM's default. */
+#define SLUICE_MAX_CONTEXTS 255
 
 /* The state word: the slot's state in the low 8 bits, a sequence number in
  * the high 24 bits. The sequence changes whenever a slot is reused, so a
@@ -395,18 +410,198 @@ struct sluice_reloc {
 #define SLUICE_SLOT_SEQ_SHIFT 8
 #define SLUICE_SLOT_SEQ_MASK 0xffffffu /* after shifting right */
 
-/* Slot states: FREE -> POPULATING -> READY -> PROCESSING -> FINISHED -> FREE. */
+/* Slot states: FREE -> POPULATING -> READY -> PROCESSING -> FINISHED -> FREE.
+ *
+ * The caller moves a slot FREE|s -> POPULATING|s by compare-and-swap, writes
+ * number, flags, context and args, and stores READY|s with release ordering
+ * (on a GPU: a system-scope fence first). The host copies the slot out and
+ * takes it (READY|s -> PROCESSING|s); nothing written afterwards reaches the
+ * call. A blocking call ends with args[0] (return value) and args[1] (errno),
+ * then FINISHED|s; the caller reads them and frees the slot with FREE|s+1. A
+ * non-blocking call is freed by the host (READY|s -> FREE|s+1) right after
+ * the copy, its result discarded. */
 #define SLUICE_SLOT_FREE 0       /* owned by the guest, unused */
 #define SLUICE_SLOT_POPULATING 1 /* the guest is writing the arguments */
 #define SLUICE_SLOT_READY 2      /* complete; the host may take it */
 #define SLUICE_SLOT_PROCESSING 3 /* the host copied it out and serves it */
-#define SLUICE_SLOT_FINISHED 4   /* the return value is in args[0] */
+#define SLUICE_SLOT_FINISHED 4   /* the result is in args[0] (value) and args[1] (errno) */
 
 struct sluice_syscall_slot {
 	uint32_t state;   /* state | sequence << 8 */
-	uint32_t number;  /* syscall (or fastcall) number */
-	uint64_t args[6]; /* arguments; args[0] receives the return value */
+	uint16_t number;  /* SLUICE_SYS_* call, or a fastcall number with SLUICE_SYS_FLAG_FASTCALL */
+	uint8_t flags;    /* SLUICE_SYS_FLAG_* */
+	uint8_t context;  /* guest context of the call, 0: the VM's default */
+	uint64_t args[6]; /* arguments; the host writes ret into args[0], errno into args[1] */
 	uint64_t cookie;  /* the guest's own; never interpreted by the host */
+};
+
+/* Call numbers: Linux's x86-64 numbers, Sluice's own from 0x400. Pointer
+ * arguments are heap offsets (the host checks them against the heap). */
+#define SLUICE_SYS_READ 0
+#define SLUICE_SYS_WRITE 1
+#define SLUICE_SYS_CLOSE 3
+#define SLUICE_SYS_FSTAT 5
+#define SLUICE_SYS_LSEEK 8
+#define SLUICE_SYS_MMAP 9
+#define SLUICE_SYS_MUNMAP 11
+#define SLUICE_SYS_PREAD64 17
+#define SLUICE_SYS_PWRITE64 18
+#define SLUICE_SYS_MADVISE 28
+#define SLUICE_SYS_SOCKET 41
+#define SLUICE_SYS_CONNECT 42
+#define SLUICE_SYS_SENDTO 44
+#define SLUICE_SYS_RECVFROM 45
+#define SLUICE_SYS_GETRUSAGE 98
+#define SLUICE_SYS_GETDENTS64 217
+#define SLUICE_SYS_CLOCK_GETTIME 228
+#define SLUICE_SYS_OPENAT 257
+#define SLUICE_SYS_MKDIRAT 258
+#define SLUICE_SYS_UNLINKAT 263
+#define SLUICE_SYS_NULL 0x400                 /* does nothing, returns 0: the round trip alone */
+#define SLUICE_SYS_CONTEXT_REGISTER 0x401     /* (uid, gid, umask, cwd path) -> context id 1..255 */
+#define SLUICE_SYS_CONTEXT_UNREGISTER 0x402   /* (id): closes the context's files */
+#define SLUICE_SYS_FASTCALL_REGISTER 0x403    /* (op, fd, heap off, length, file off) -> fastcall number */
+#define SLUICE_SYS_FASTCALL_REVOKE 0x404      /* (number): later uses fail with ESTALE */
+
+/* How a call reads each argument (for tools that place arguments). */
+#define SLUICE_ARG_NONE 0     /* unused, ignored by the host */
+#define SLUICE_ARG_INT 1      /* a plain integer */
+#define SLUICE_ARG_PATH 2     /* heap offset of a NUL-terminated path */
+#define SLUICE_ARG_BUF 3      /* heap offset of a buffer whose length is another argument */
+#define SLUICE_ARG_HEAP_OUT 4 /* heap offset of a struct the call writes */
+
+/* A path argument is at most SLUICE_PATH_MAX bytes with its NUL. */
+#define SLUICE_PATH_MAX 4096
+
+/* Fastcall numbers: the low SLUICE_FASTCALL_INDEX_BITS bits index the VM's
+ * fastcall table, the high bits are the entry's generation. */
+#define SLUICE_FASTCALL_INDEX_BITS 10
+#define SLUICE_MAX_FASTCALLS 1024
+#define SLUICE_FASTCALL_GEN_MASK 0x3fu
+
+/* Errnos (Linux's) the host writes into args[1]; a call returns any errno
+ * of its host call, these are the ones the syscall path itself produces. */
+#define SLUICE_ERRNO_PERM 1
+#define SLUICE_ERRNO_NOENT 2
+#define SLUICE_ERRNO_SRCH 3         /* no such guest context */
+#define SLUICE_ERRNO_IO 5           /* the VM's proxy died while serving the call */
+#define SLUICE_ERRNO_BADF 9
+#define SLUICE_ERRNO_AGAIN 11
+#define SLUICE_ERRNO_NOMEM 12
+#define SLUICE_ERRNO_ACCES 13
+#define SLUICE_ERRNO_FAULT 14       /* a heap offset or length outside the heap */
+#define SLUICE_ERRNO_EXIST 17
+#define SLUICE_ERRNO_XDEV 18
+#define SLUICE_ERRNO_NOTDIR 20
+#define SLUICE_ERRNO_INVAL 22
+#define SLUICE_ERRNO_MFILE 24
+#define SLUICE_ERRNO_NAMETOOLONG 36
+#define SLUICE_ERRNO_NOSYS 38       /* not a call of this ABI */
+#define SLUICE_ERRNO_LOOP 40
+#define SLUICE_ERRNO_STALE 116      /* a revoked fastcall */
+
+/* ------------------------------------------------------------------------
+ * GPU programs (1.1): the kernels of guest-agent/kernels (PTX) and the sim
+ * backend's built-ins (SLUICE_MODULE_SIM) take these argument blobs
+ * ------------------------------------------------------------------------ */
+
+#define SLUICE_SIM_MODULE_IMAGE "sluice-sim"
+
+/* Byte offsets of struct sluice_prog_args, the start of every blob. */
+#define SLUICE_PROG_SYS 0
+#define SLUICE_PROG_OUT 8
+#define SLUICE_PROG_FIRST_SLOT 16
+#define SLUICE_PROG_SLOTS 20
+#define SLUICE_PROG_GRANULARITY 24
+#define SLUICE_PROG_ORDERING 25
+#define SLUICE_PROG_CONTEXT 26
+#define SLUICE_PROG_FLAGS 27
+#define SLUICE_PROG_ITERATIONS 28
+#define SLUICE_PROG_SPECIFIC 32
+#define SLUICE_PROG_ARGS_BASE_SIZE 32
+
+/* sluice_prog_args.granularity: which work-items call (GENESYS 4.1). */
+#define SLUICE_PROG_WORK_ITEM 0  /* every work-item */
+#define SLUICE_PROG_WORK_GROUP 1 /* work-item 0 of each work-group */
+#define SLUICE_PROG_KERNEL 2     /* work-item 0 of work-group 0 (always relaxed) */
+
+/* sluice_prog_args.ordering (work-group granularity). */
+#define SLUICE_PROG_STRONG 0  /* barriers before and after the call: the group's writes first, the group waits */
+#define SLUICE_PROG_RELAXED 1 /* no barriers: the other work-items go on */
+
+struct sluice_prog_args {
+	uint64_t sys;         /* SLUICE_RELOC_SYSCALL: the syscall area */
+	uint64_t out;         /* SLUICE_RELOC_HEAP: where the program writes its results */
+	uint32_t first_slot;  /* the launch uses slots [first_slot, first_slot + nslots) */
+	uint32_t nslots;
+	uint8_t granularity;  /* SLUICE_PROG_WORK_ITEM, _WORK_GROUP or _KERNEL */
+	uint8_t ordering;     /* SLUICE_PROG_STRONG or _RELAXED */
+	uint8_t context;      /* the guest context of every call */
+	uint8_t flags;        /* slot flags (blocking is implied where a result is used) */
+	uint32_t iterations;  /* calls (or passes) per caller */
+};
+
+/* sluice_sys_one: one call by one caller; out: i64 ret, u64 errno. */
+#define SLUICE_KERNEL_SYS_ONE "sluice_sys_one"
+#define SLUICE_SYS_ONE_NUMBER 32
+#define SLUICE_SYS_ONE_ARGS 40
+#define SLUICE_SYS_ONE_BLOB_SIZE 88
+#define SLUICE_SYS_ONE_OUT_SIZE 16
+
+struct sluice_sys_one_args {
+	struct sluice_prog_args prog;
+	uint32_t number;  /* call (or fastcall) number, < 65536 */
+	uint32_t pad;     /* zero */
+	uint64_t args[6];
+};
+
+/* sluice_sys_null: iterations null calls per caller; out: u32 round-trip ns
+ * per call at out[caller * iterations + i]. The blob is the base alone. */
+#define SLUICE_KERNEL_SYS_NULL "sluice_sys_null"
+#define SLUICE_NULL_OUT_PER_CALL 4
+#define SLUICE_NULL_BLOB_SIZE 32
+
+/* sluice_pread_sweep: the callers pread a file chunk by chunk; out per
+ * caller: u64 bytes read, u64 failed calls, u64 sum of the bytes read. */
+#define SLUICE_KERNEL_PREAD_SWEEP "sluice_pread_sweep"
+#define SLUICE_SWEEP_FD 32
+#define SLUICE_SWEEP_BUF 40
+#define SLUICE_SWEEP_CHUNK 48
+#define SLUICE_SWEEP_FILE_SIZE 56
+#define SLUICE_SWEEP_HEAP 64
+#define SLUICE_SWEEP_BLOB_SIZE 72
+#define SLUICE_SWEEP_OUT_PER_CALL 24
+
+struct sluice_sweep_args {
+	struct sluice_prog_args prog;
+	uint32_t fd;        /* in the context */
+	uint32_t pad;       /* zero */
+	uint64_t buf;       /* heap offset of the callers' buffers, chunk bytes each */
+	uint64_t chunk;     /* bytes per pread */
+	uint64_t file_size; /* bytes to sweep */
+	uint64_t heap;      /* SLUICE_RELOC_HEAP of heap offset 0: where the kernel reads buf */
+};
+
+/* sluice_wordcount: work-group g counts the words of files g, g + groups,
+ * ...; out per work-group: u64 words, u64 bytes, u64 errno of the first
+ * failure. */
+#define SLUICE_KERNEL_WORD_COUNT "sluice_wordcount"
+#define SLUICE_WC_PATHS 32
+#define SLUICE_WC_NUM_PATHS 40
+#define SLUICE_WC_BUF 48
+#define SLUICE_WC_CHUNK 56
+#define SLUICE_WC_HEAP 64
+#define SLUICE_WC_BLOB_SIZE 72
+#define SLUICE_WC_OUT_PER_GROUP 24
+
+struct sluice_wc_args {
+	struct sluice_prog_args prog;
+	uint64_t paths;  /* heap offset of npaths NUL-terminated paths, back to back */
+	uint32_t npaths;
+	uint32_t pad;    /* zero */
+	uint64_t buf;    /* heap offset of the groups' buffers, chunk bytes each */
+	uint64_t chunk;  /* bytes per pread */
+	uint64_t heap;   /* SLUICE_RELOC_HEAP of heap offset 0: where the kernel reads paths and buf */
 };
 
 /* ------------------------------------------------------------------------
@@ -430,6 +625,11 @@ SLUICE_STATIC_ASSERT(offsetof(struct sluice_cmd, u) == SLUICE_REC_ARG0, "sluice_
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_reloc) == SLUICE_RELOC_SIZE, "sluice_reloc size");
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_syscall_slot) == SLUICE_SYSCALL_SLOT_SIZE, "sluice_syscall_slot size");
 SLUICE_STATIC_ASSERT(offsetof(struct sluice_syscall_slot, cookie) == SLUICE_SYS_COOKIE, "sluice_syscall_slot layout");
+SLUICE_STATIC_ASSERT(offsetof(struct sluice_syscall_slot, context) == SLUICE_SYS_CONTEXT, "sluice_syscall_slot layout");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_prog_args) == SLUICE_PROG_ARGS_BASE_SIZE, "sluice_prog_args size");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_sys_one_args) == SLUICE_SYS_ONE_BLOB_SIZE, "sluice_sys_one_args size");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_sweep_args) == SLUICE_SWEEP_BLOB_SIZE, "sluice_sweep_args size");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_wc_args) == SLUICE_WC_BLOB_SIZE, "sluice_wc_args size");
 
 /* ------------------------------------------------------------------------
  * Helpers for guests. They trust hdr: check it once after mapping (magic,
@@ -503,6 +703,16 @@ SLUICE_INLINE uint32_t sluice_slot_word(uint32_t state, uint32_t seq)
 }
 SLUICE_INLINE uint32_t sluice_slot_state(uint32_t word) { return word & SLUICE_SLOT_STATE_MASK; }
 SLUICE_INLINE uint32_t sluice_slot_seq(uint32_t word) { return word >> SLUICE_SLOT_SEQ_SHIFT; }
+SLUICE_INLINE uint32_t sluice_next_seq(uint32_t seq) { return (seq + 1) & SLUICE_SLOT_SEQ_MASK; }
+
+/* Fastcall numbers: an index into the VM's table and its generation. */
+SLUICE_INLINE uint16_t sluice_fastcall_number(uint32_t index, uint32_t gen)
+{
+	return (uint16_t)(((gen & SLUICE_FASTCALL_GEN_MASK) << SLUICE_FASTCALL_INDEX_BITS) |
+	                  (index & (SLUICE_MAX_FASTCALLS - 1)));
+}
+SLUICE_INLINE uint32_t sluice_fastcall_index(uint16_t n) { return (uint32_t)n & (SLUICE_MAX_FASTCALLS - 1); }
+SLUICE_INLINE uint32_t sluice_fastcall_gen(uint16_t n) { return (uint32_t)n >> SLUICE_FASTCALL_INDEX_BITS; }
 
 #ifdef __cplusplus
 }
