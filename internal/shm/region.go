@@ -67,3 +67,10 @@ func (r *Region) check(off, n, align uint64) {
 		panic(fmt.Sprintf("shm: access [%d, +%d) align %d outside region of %d bytes", off, n, align, len(r.b)))
 	}
 }
+
+// CompareAndSwap32 atomically replaces the uint32 at off with new if it is
+// old, and reports whether it did.
+func (r *Region) CompareAndSwap32(off uint64, old, new uint32) bool {
+	r.check(off, 4, 4)
+	return cas32(r.b, off, old, new)
+}

@@ -22,3 +22,7 @@ func load64(b []byte, off uint64) uint64 {
 func store64(b []byte, off uint64, v uint64) {
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&b[off])), v)
 }
+
+func cas32(b []byte, off uint64, old, new uint32) bool {
+	return atomic.CompareAndSwapUint32((*uint32)(unsafe.Pointer(&b[off])), old, new)
+}

@@ -1,0 +1,5 @@
+package slotcall
+
+import "unsafe"
+
+func aligned(b []byte) bool { return uintptr(unsafe.Pointer(unsafe.SliceData(b)))%8 == 0 }
