@@ -1,0 +1,198 @@
+package syscalls
+
+import (
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/shm"
+	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
+	"golang.org/x/sys/unix"
+)
+
+// fakeProxy serves a Calls batch in a goroutine: null returns 0, every other
+// call returns args[0]+1 after hold (if set), fastcall_register opens
+// fastFile and hands it over. It records every request it got.
+type fakeProxy struct {
+	mine, theirs *net.UnixConn
+	pid          int
+	hold         chan struct{} // when not nil, each call waits for a receive
+
+	mu   sync.Mutex
+	seen []proxyproto.Request
+}
+
+func (p *fakeProxy) Conn() *net.UnixConn     { return p.mine }
+func (p *fakeProxy) CPUTime() time.Duration { return 0 }
+func (p *fakeProxy) Pid() int               { return p.pid }
+func (p *fakeProxy) Close() error {
+	p.theirs.Close()
+	return p.mine.Close()
+}
+
+func (p *fakeProxy) requests() []proxyproto.Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]proxyproto.Request(nil), p.seen...)
+}
+
+func seqpacketPair(t testing.TB) (*net.UnixConn, *net.UnixConn) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(fd int) *net.UnixConn {
+		f := os.NewFile(uintptr(fd), "seqpacket")
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.(*net.UnixConn)
+	}
+	return conn(fds[0]), conn(fds[1])
+}
+
+func (p *fakeProxy) serve(fastFile string) {
+	p.theirs.Write(proxyproto.AppendReady(nil, p.pid))
+	buf := make([]byte, proxyproto.MaxMessage)
+	for {
+		n, err := p.theirs.Read(buf)
+		if err != nil || n == 0 {
+			return
+		}
+		reqs, err := proxyproto.DecodeCalls(nil, buf[:n])
+		if err != nil {
+			return
+		}
+		var res []proxyproto.Result
+		for _, r := range reqs {
+			p.mu.Lock()
+			p.seen = append(p.seen, r)
+			p.mu.Unlock()
+			if p.hold != nil {
+				<-p.hold
+			}
+			switch r.Number {
+			case abi.SysNull:
+				res = append(res, proxyproto.Result{Slot: r.Slot, Seq: r.Seq})
+			case abi.SysFastcallRegister:
+				fd, err := unix.Open(fastFile, unix.O_RDWR, 0)
+				if err != nil {
+					res = append(res, proxyproto.Result{Slot: r.Slot, Seq: r.Seq, Ret: -1, Errno: abi.ErrnoNOENT})
+					continue
+				}
+				msg := proxyproto.AppendFastcall(nil, proxyproto.Fastcall{Slot: r.Slot, Seq: r.Seq, Op: uint16(r.Args[0]), HeapOff: r.Args[2], Length: r.Args[3], FileOff: r.Args[4]})
+				p.theirs.WriteMsgUnix(msg, unix.UnixRights(fd), nil)
+				unix.Close(fd)
+			case abi.SysGetrusage:
+				res = append(res, proxyproto.Result{Slot: r.Slot, Seq: r.Seq, Ret: int64(r.Aux)})
+			default:
+				res = append(res, proxyproto.Result{Slot: r.Slot, Seq: r.Seq, Ret: int64(r.Args[0] + 1)})
+			}
+		}
+		if len(res) > 0 {
+			p.theirs.Write(proxyproto.AppendResults(nil, res))
+		}
+	}
+}
+
+// rig is a forwarder over a private area and heap with fake proxies.
+type rig struct {
+	t       *testing.T
+	area    *shm.Region
+	heap    []byte
+	f       *Forwarder
+	starts  atomic.Int32
+	mu      sync.Mutex
+	proxies []*fakeProxy
+	hold    chan struct{}
+	file    string
+	gpuNs   atomic.Uint64
+}
+
+const rigSlots = 64
+
+func newRig(t *testing.T, cfg Config, hold bool) *rig {
+	r := &rig{t: t, area: shm.New(make([]byte, abi.SyscallAreaSize(rigSlots))), heap: make([]byte, 1<<16)}
+	if hold {
+		r.hold = make(chan struct{})
+	}
+	r.file = t.TempDir() + "/data"
+	if err := os.WriteFile(r.file, []byte("hello, fastcall world"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(Spec{
+		Name: "test", Area: r.area, Slots: rigSlots, Heap: r.heap,
+		GPUNs: r.gpuNs.Load,
+		Start: func() (Proxy, error) {
+			a, b := seqpacketPair(t)
+			p := &fakeProxy{mine: a, theirs: b, pid: 1000 + int(r.starts.Add(1)), hold: r.hold}
+			r.mu.Lock()
+			r.proxies = append(r.proxies, p)
+			r.mu.Unlock()
+			go p.serve(r.file)
+			return p, nil
+		},
+	}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.f = f
+	t.Cleanup(func() { f.Close() })
+	return r
+}
+
+func (r *rig) proxy(i int) *fakeProxy {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.proxies[i]
+}
+
+// publish writes a call into slot i as a guest does: POPULATING, fields,
+// READY last.
+func (r *rig) publish(i uint32, s abi.Slot) {
+	off := abi.SlotOff(i)
+	var b [abi.SyscallSlotSize]byte
+	r.area.Store32(off+abi.SysState, abi.SlotWord(abi.SlotPopulating, s.Seq))
+	abi.EncodeSlot(b[:], s)
+	r.area.CopyIn(off+4, b[4:])
+	r.area.Store32(off+abi.SysState, abi.SlotWord(abi.SlotReady, s.Seq))
+}
+
+func (r *rig) state(i uint32) (abi.SlotState, uint32) {
+	return abi.SplitSlotWord(r.area.Load32(abi.SlotOff(i) + abi.SysState))
+}
+
+// wait polls slot i until it reaches want, and returns ret and errno.
+func (r *rig) wait(i uint32, want abi.SlotState) (int64, abi.Errno) {
+	r.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if st, _ := r.state(i); st == want {
+			off := abi.SlotOff(i)
+			return int64(r.area.Load64(off + abi.SysRet)), abi.Errno(r.area.Load64(off + abi.SysErrno))
+		}
+		if time.Now().After(deadline) {
+			st, seq := r.state(i)
+			r.t.Fatalf("slot %d: %v seq %d, want %v", i, st, seq, want)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// call makes one blocking call on slot i and frees the slot.
+func (r *rig) call(i uint32, nr uint16, flags uint8, args ...uint64) (int64, abi.Errno) {
+	r.t.Helper()
+	_, seq := r.state(i)
+	s := abi.Slot{Seq: seq, Number: nr, Flags: flags | abi.SysFlagBlocking}
+	copy(s.Args[:], args)
+	r.publish(i, s)
+	ret, errno := r.wait(i, abi.SlotFinished)
+	r.area.Store32(abi.SlotOff(i)+abi.SysState, abi.SlotWord(abi.SlotFree, abi.NextSeq(seq)))
+	return ret, errno
+}

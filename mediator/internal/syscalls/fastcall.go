@@ -1,0 +1,159 @@
+package syscalls
+
+import (
+	"fmt"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
+	"golang.org/x/sys/unix"
+)
+
+// fastTable is a VM's curried calls, indexed by the low bits of a fastcall
+// number; gen is bumped by each revocation.
+type fastTable struct {
+	e [abi.MaxFastcalls]fastEntry
+}
+
+type fastEntry struct {
+	fd  int // -1 or 0 when unused (0 is never handed over: stdin)
+	gen uint32
+	op  uint16
+	buf []byte // the pre-checked heap range
+	off int64
+}
+
+func (t *fastTable) closeAll() {
+	for i := range t.e {
+		if t.e[i].fd > 0 {
+			unix.Close(t.e[i].fd)
+			t.e[i].fd = 0
+		}
+	}
+}
+
+// addFastcall takes a registration the proxy validated and answers its slot
+// with the new fastcall number.
+func (f *Forwarder) addFastcall(msg, oob []byte) error {
+	fc, err := proxyproto.DecodeFastcall(msg)
+	if err != nil {
+		return err
+	}
+	fd, err := onlyFD(oob)
+	if err != nil {
+		return err
+	}
+	num, errno := f.installFastcall(fc, fd)
+	f.mu.Lock()
+	claimed := f.claimLocked(fc.Slot, fc.Seq)
+	f.mu.Unlock()
+	if !claimed {
+		if errno == 0 {
+			f.revokeFastcall(uint64(num))
+		}
+		return nil
+	}
+	if errno != 0 {
+		f.finish(fc.Slot, fc.Seq, -1, errno)
+		return nil
+	}
+	f.finish(fc.Slot, fc.Seq, int64(num), 0)
+	return nil
+}
+
+func onlyFD(oob []byte) (int, error) {
+	cms, err := unix.ParseSocketControlMessage(oob)
+	if err != nil || len(cms) != 1 {
+		return -1, fmt.Errorf("%w: fastcall without its descriptor", proxyproto.ErrMessage)
+	}
+	fds, err := unix.ParseUnixRights(&cms[0])
+	if err != nil || len(fds) != 1 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return -1, fmt.Errorf("%w: fastcall with %d descriptors", proxyproto.ErrMessage, len(fds))
+	}
+	return fds[0], nil
+}
+
+// installFastcall puts a validated call in a free entry; the table owns fd
+// from here (closed on failure).
+func (f *Forwarder) installFastcall(fc proxyproto.Fastcall, fd int) (uint16, abi.Errno) {
+	switch fc.Op {
+	case abi.SysPread64, abi.SysPwrite64, abi.SysRead, abi.SysWrite:
+	default:
+		unix.Close(fd)
+		return 0, abi.ErrnoINVAL
+	}
+	if fc.HeapOff > uint64(len(f.spec.Heap)) || fc.Length > uint64(len(f.spec.Heap))-fc.HeapOff || fc.FileOff > 1<<62 {
+		unix.Close(fd)
+		return 0, abi.ErrnoFAULT
+	}
+	// Only regular files: a read that can block forever (a pipe, a socket)
+	// would stall the poller that runs fastcalls.
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return 0, abi.ErrnoINVAL
+	}
+	f.fastMu.Lock()
+	defer f.fastMu.Unlock()
+	for i := range f.fast.e {
+		e := &f.fast.e[i]
+		if e.fd > 0 {
+			continue
+		}
+		e.fd, e.op, e.off = fd, fc.Op, int64(fc.FileOff)
+		e.buf = f.spec.Heap[fc.HeapOff : fc.HeapOff+fc.Length : fc.HeapOff+fc.Length]
+		return abi.FastcallNumber(uint32(i), e.gen), 0
+	}
+	unix.Close(fd)
+	return 0, abi.ErrnoMFILE
+}
+
+// runFastcall runs a curried call: one lookup, one system call.
+func (f *Forwarder) runFastcall(num uint16) (int64, abi.Errno) {
+	f.stats.fastcalls.Add(1)
+	idx, gen := abi.SplitFastcall(num)
+	// Held across the call: a revocation closes the fd only after it.
+	f.fastMu.RLock()
+	defer f.fastMu.RUnlock()
+	e := &f.fast.e[idx]
+	switch {
+	case e.fd <= 0 && e.gen == 0:
+		return -1, abi.ErrnoBADF
+	case e.fd <= 0 || e.gen&abi.FastcallGenMask != gen:
+		return -1, abi.ErrnoSTALE
+	}
+	var n int
+	var err error
+	switch e.op {
+	case abi.SysPread64:
+		n, err = unix.Pread(e.fd, e.buf, e.off)
+	case abi.SysPwrite64:
+		n, err = unix.Pwrite(e.fd, e.buf, e.off)
+	case abi.SysRead:
+		n, err = unix.Read(e.fd, e.buf)
+	case abi.SysWrite:
+		n, err = unix.Write(e.fd, e.buf)
+	}
+	if err != nil {
+		return -1, errnoOf(err)
+	}
+	return int64(n), 0
+}
+
+func (f *Forwarder) revokeFastcall(arg uint64) abi.Errno {
+	if arg > 0xffff {
+		return abi.ErrnoINVAL
+	}
+	idx, gen := abi.SplitFastcall(uint16(arg))
+	f.fastMu.Lock()
+	defer f.fastMu.Unlock()
+	e := &f.fast.e[idx]
+	if e.fd <= 0 || e.gen&abi.FastcallGenMask != gen {
+		return abi.ErrnoSTALE
+	}
+	unix.Close(e.fd)
+	*e = fastEntry{gen: e.gen + 1}
+	return 0
+}

@@ -1,0 +1,179 @@
+package syscalls
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/shm"
+)
+
+// Proxy is a running proxy process, as the forwarder needs it.
+type Proxy interface {
+	// Conn is the forwarder's end of the proxy's SOCK_SEQPACKET socket.
+	Conn() *net.UnixConn
+	// CPUTime is the CPU the process has used (user + system).
+	CPUTime() time.Duration
+	// Pid is the process id on the host.
+	Pid() int
+	// Close ends the process and reaps it.
+	Close() error
+}
+
+// Starter starts a fresh proxy for the VM.
+type Starter func() (Proxy, error)
+
+// Spec describes one VM to a Forwarder.
+type Spec struct {
+	Name  string
+	Area  *shm.Region // the VM's syscall area: the bitmap page, then the slots
+	Slots int         // slots in Area (abi.Layout.SyscallSlots)
+	Heap  []byte      // the VM's heap, for fastcalls
+	Start Starter
+	// GPUNs is the VM's accounted GPU time, handed to getrusage.
+	GPUNs func() uint64
+	Log   *slog.Logger // nil: slog.Default()
+}
+
+// Forwarder serves one VM's syscall area.
+type Forwarder struct {
+	spec  Spec
+	cfg   atomic.Pointer[Config]
+	kick  chan struct{}
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	log   *slog.Logger
+	stats stats
+
+	mu       sync.Mutex
+	proxy    Proxy
+	state    string   // "starting", "running", or why the proxy is down
+	inflight []uint32 // per slot: seq+1 while a blocking call is with the proxy
+	nIn      int
+	closed   bool
+
+	fastMu sync.RWMutex // guards fast; held (read) across a fastcall's I/O
+	fast   fastTable
+}
+
+// ErrClosed is returned by a closed Forwarder.
+var ErrClosed = errors.New("syscall forwarder closed")
+
+// New starts serving spec's area with cfg.
+func New(spec Spec, cfg Config) (*Forwarder, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if spec.Slots <= 0 || spec.Area == nil || uint64(spec.Area.Len()) < abi.SyscallAreaSize(spec.Slots) {
+		return nil, fmt.Errorf("syscall forwarder for vm %q: area of %d bytes for %d slots", spec.Name, areaLen(spec.Area), spec.Slots)
+	}
+	if spec.Start == nil || spec.GPUNs == nil {
+		return nil, fmt.Errorf("syscall forwarder for vm %q: no proxy starter or GPU time source", spec.Name)
+	}
+	f := &Forwarder{
+		spec:     spec,
+		kick:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		log:      spec.Log,
+		state:    "starting",
+		inflight: make([]uint32, spec.Slots),
+	}
+	if f.log == nil {
+		f.log = slog.Default()
+	}
+	f.log = f.log.With("vm", spec.Name)
+	f.cfg.Store(&cfg)
+	f.stats.init()
+	f.wg.Add(2)
+	go f.supervise()
+	go f.poll()
+	return f, nil
+}
+
+func areaLen(r *shm.Region) int {
+	if r == nil {
+		return 0
+	}
+	return r.Len()
+}
+
+// Kick wakes the poller (the VM's syscall doorbell rang): it scans at once
+// and spins for Config.Spin.
+func (f *Forwarder) Kick() {
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Config returns the current tuning.
+func (f *Forwarder) Config() Config { return *f.cfg.Load() }
+
+// SetConfig changes the tuning at run time; the next batch uses it.
+func (f *Forwarder) SetConfig(c Config) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	f.cfg.Store(&c)
+	f.Kick()
+	return nil
+}
+
+// Close stops serving, ends the proxy and fails the calls it held with EIO.
+func (f *Forwarder) Close() error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.closed = true
+	p := f.proxy
+	f.mu.Unlock()
+	close(f.stop)
+	var err error
+	if p != nil {
+		// Ends the receiver, which fails what the proxy held.
+		err = p.Close()
+	}
+	f.wg.Wait()
+	f.fastMu.Lock()
+	f.fast.closeAll()
+	f.fastMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("stopping the proxy of vm %q: %w", f.spec.Name, err)
+	}
+	return nil
+}
+
+// current is the running proxy, nil while there is none.
+func (f *Forwarder) current() Proxy {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.state != "running" {
+		return nil
+	}
+	return f.proxy
+}
+
+// finish writes a blocking call's result and hands the slot back.
+func (f *Forwarder) finish(slot, seq uint32, ret int64, errno abi.Errno) {
+	base := abi.SlotOff(slot)
+	processing := abi.SlotWord(abi.SlotProcessing, seq)
+	if f.spec.Area.Load32(base+abi.SysState) != processing {
+		// The guest took the slot back: its bytes are not ours to write.
+		f.stats.lost.Add(1)
+		f.stats.errno(errno)
+		return
+	}
+	f.spec.Area.Store64(base+abi.SysRet, uint64(ret))
+	f.spec.Area.Store64(base+abi.SysErrno, uint64(errno))
+	if !f.spec.Area.CompareAndSwap32(base+abi.SysState, processing, abi.SlotWord(abi.SlotFinished, seq)) {
+		f.stats.lost.Add(1)
+	}
+	f.stats.errno(errno)
+}

@@ -1,0 +1,138 @@
+package syscalls
+
+import (
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"golang.org/x/sys/unix"
+)
+
+type stats struct {
+	activity    atomic.Bool // a kick since the poller last looked
+	batches     atomic.Uint64
+	nonBlocking atomic.Uint64
+	fastcalls   atomic.Uint64
+	raced       atomic.Uint64
+	lost        atomic.Uint64
+	restarts    atomic.Uint64
+	byCall      []atomic.Uint64 // index in abi.Calls, then fastcalls, then unknown
+
+	mu     sync.Mutex
+	errnos map[abi.Errno]uint64
+}
+
+var callIndex = func() map[uint16]int {
+	m := make(map[uint16]int, len(abi.Calls))
+	for i, c := range abi.Calls {
+		m[c.Number] = i
+	}
+	return m
+}()
+
+func (s *stats) init() {
+	s.byCall = make([]atomic.Uint64, len(abi.Calls)+2)
+	s.errnos = map[abi.Errno]uint64{}
+}
+
+func (s *stats) call(sl *abi.Slot) {
+	switch i, ok := callIndex[sl.Number]; {
+	case sl.Fastcall():
+		s.byCall[len(abi.Calls)].Add(1)
+	case ok:
+		s.byCall[i].Add(1)
+	default:
+		s.byCall[len(abi.Calls)+1].Add(1)
+	}
+}
+
+func (s *stats) errno(e abi.Errno) {
+	s.mu.Lock()
+	s.errnos[e]++
+	s.mu.Unlock()
+}
+
+// Stats is a snapshot of a forwarder.
+type Stats struct {
+	// Calls counts the calls taken, by call name ("fastcall" for fastcall
+	// slots, "unknown" for numbers outside the ABI).
+	Calls map[string]uint64 `json:"calls"`
+	// Errnos counts the results, by errno name ("OK" for success).
+	Errnos        map[string]uint64 `json:"errnos"`
+	InFlight      int               `json:"in_flight"`    // calls with the proxy now
+	Batches       uint64            `json:"batches"`      // messages to the proxy
+	NonBlocking   uint64            `json:"non_blocking"` // calls freed at once
+	Fastcalls     uint64            `json:"fastcalls"`    // served by the forwarder itself
+	Raced         uint64            `json:"raced"`        // slots rewritten between copy and take
+	Lost          uint64            `json:"lost"`         // results the guest's rewrites kept out
+	ProxyRestarts uint64            `json:"proxy_restarts"`
+	ProxyState    string            `json:"proxy_state"`
+	ProxyPID      int               `json:"proxy_pid,omitempty"`
+	ProxyCPU      time.Duration     `json:"proxy_cpu_ns"`
+	Window        time.Duration     `json:"window_ns"`
+	Batch         int               `json:"batch"`
+}
+
+// Stats returns a snapshot.
+func (f *Forwarder) Stats() Stats {
+	s := Stats{
+		Calls:         map[string]uint64{},
+		Errnos:        map[string]uint64{},
+		Batches:       f.stats.batches.Load(),
+		NonBlocking:   f.stats.nonBlocking.Load(),
+		Fastcalls:     f.stats.fastcalls.Load(),
+		Raced:         f.stats.raced.Load(),
+		Lost:          f.stats.lost.Load(),
+		ProxyRestarts: f.stats.restarts.Load(),
+	}
+	cfg := f.cfg.Load()
+	s.Window, s.Batch = cfg.Window, cfg.Batch
+	for i := range f.stats.byCall {
+		n := f.stats.byCall[i].Load()
+		if n == 0 {
+			continue
+		}
+		switch {
+		case i < len(abi.Calls):
+			s.Calls[abi.Calls[i].Name] = n
+		case i == len(abi.Calls):
+			s.Calls["fastcall"] = n
+		default:
+			s.Calls["unknown"] = n
+		}
+	}
+	f.stats.mu.Lock()
+	for e, n := range f.stats.errnos {
+		s.Errnos[ErrnoName(e)] = n
+	}
+	f.stats.mu.Unlock()
+	f.mu.Lock()
+	s.InFlight, s.ProxyState = f.nIn, f.state
+	p := f.proxy
+	f.mu.Unlock()
+	if p != nil {
+		s.ProxyPID, s.ProxyCPU = p.Pid(), p.CPUTime()
+	}
+	return s
+}
+
+// ErrnoName is an errno's symbolic name ("ENOENT"), "OK" for 0.
+func ErrnoName(e abi.Errno) string {
+	if e == 0 {
+		return "OK"
+	}
+	if n := unix.ErrnoName(syscall.Errno(e)); n != "" {
+		return n
+	}
+	return e.Error()
+}
+
+// errnoOf maps a host error to the errno a guest sees.
+func errnoOf(err error) abi.Errno {
+	if e, ok := err.(syscall.Errno); ok {
+		return abi.Errno(e)
+	}
+	return abi.ErrnoIO
+}
