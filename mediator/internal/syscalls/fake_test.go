@@ -26,7 +26,7 @@ type fakeProxy struct {
 	seen []proxyproto.Request
 }
 
-func (p *fakeProxy) Conn() *net.UnixConn     { return p.mine }
+func (p *fakeProxy) Conn() *net.UnixConn    { return p.mine }
 func (p *fakeProxy) CPUTime() time.Duration { return 0 }
 func (p *fakeProxy) Pid() int               { return p.pid }
 func (p *fakeProxy) Close() error {

@@ -75,7 +75,7 @@ func TestGuestRewritingASlotLosesOnlyItsResult(t *testing.T) {
 	r.area.Store32(abi.SlotOff(3)+abi.SysState, abi.SlotWord(abi.SlotReady, 4))
 	r.wait(3, abi.SlotProcessing) // taken again, as a new call
 	r.hold <- struct{}{}          // the first call
-	r.hold <- struct{}{} // the forged one, taken again as a new call
+	r.hold <- struct{}{}          // the forged one, taken again as a new call
 	r.wait(3, abi.SlotFinished)
 	got := r.proxy(0).requests()
 	if len(got) != 2 || got[0].Args[0] != 10 || got[1].Args[0] != 666 {
