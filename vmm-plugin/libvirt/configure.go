@@ -28,6 +28,7 @@ const (
 type VMInfo struct {
 	Endpoint string   // the ivshmem server socket
 	Vectors  uint     // MSI vectors the device needs
+	Volume   string   // host directory shared over virtio-9p (FilesystemFor); "": none
 	Settings Settings // written to the domain's metadata for the hook
 }
 
@@ -91,7 +92,7 @@ func (o DomainOptions) Validate() error {
 	}
 	for _, p := range []struct{ what, path string }{
 		{"kernel", o.Kernel}, {"initrd", o.Initrd}, {"loader", o.Loader},
-		{"serial log", o.SerialLog}, {"emulator", o.Emulator}, {"endpoint", o.VM.Endpoint},
+		{"serial log", o.SerialLog}, {"emulator", o.Emulator}, {"endpoint", o.VM.Endpoint}, {"volume", o.VM.Volume},
 	} {
 		if p.path != "" && !filepath.IsAbs(p.path) {
 			return fmt.Errorf("%s path %q: libvirt wants an absolute path: %w", p.what, p.path, ErrInvalid)
@@ -104,7 +105,8 @@ func (o DomainOptions) Validate() error {
 }
 
 // ExampleDomain builds a whole guest that boots a kernel directly and uses
-// Sluice: a guest power-off, reboot or crash ends the domain (so that the
+// Sluice (its <shmem> device and, where the VM has one, its volume as a
+// virtio-9p <filesystem>): a guest power-off, reboot or crash ends the domain (so that the
 // release hook runs and the VM's endpoint goes away), and the serial console
 // goes to a log file. Call Validate first.
 func ExampleDomain(o DomainOptions) Domain {
@@ -127,6 +129,9 @@ func ExampleDomain(o DomainOptions) Domain {
 			Shmems:     []DomainShmem{ShmemFor(o.VM)},
 			MemBalloon: &DomainMemBalloon{Model: "none"},
 		},
+	}
+	if fs, ok := FilesystemFor(o.VM); ok {
+		d.Devices.Filesystems = []DomainFilesystem{fs}
 	}
 	if !o.VM.Settings.IsZero() {
 		d.Metadata = SluiceMetadata(o.VM.Settings)

@@ -81,11 +81,12 @@ type DomainClock struct {
 
 // DomainDeviceList is <devices>.
 type DomainDeviceList struct {
-	Emulator   string            `xml:"emulator,omitempty"`
-	Serials    []DomainSerial    `xml:"serial"`
-	Consoles   []DomainConsole   `xml:"console"`
-	Shmems     []DomainShmem     `xml:"shmem"`
-	MemBalloon *DomainMemBalloon `xml:"memballoon"`
+	Emulator    string             `xml:"emulator,omitempty"`
+	Filesystems []DomainFilesystem `xml:"filesystem"`
+	Serials     []DomainSerial     `xml:"serial"`
+	Consoles    []DomainConsole    `xml:"console"`
+	Shmems      []DomainShmem      `xml:"shmem"`
+	MemBalloon  *DomainMemBalloon  `xml:"memballoon"`
 }
 
 // DomainMemBalloon is <memballoon model='none'/>, which keeps libvirt from

@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sluice-gpu/sluice/vmm-plugin/qemu"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -55,6 +57,26 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
+// testVolume is the volume of the golden domain-tcg.xml and filesystem.xml.
+const testVolume = "/var/lib/sluice/state/volumes/web"
+
+func TestGoldenFilesystem(t *testing.T) {
+	vm := testVM
+	vm.Volume = testVolume
+	fs, ok := FilesystemFor(vm)
+	if !ok {
+		t.Fatal("no filesystem for a VM with a volume")
+	}
+	got, err := MarshalFilesystem(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "filesystem.xml", got)
+	if _, ok := FilesystemFor(testVM); ok {
+		t.Error("a filesystem for a VM without a volume")
+	}
+}
+
 func TestGoldenShmem(t *testing.T) {
 	got, err := MarshalShmem(ShmemFor(testVM))
 	if err != nil {
@@ -68,7 +90,11 @@ var wholeDomains = []struct {
 	file string
 	opts DomainOptions
 }{
-	{"domain-tcg.xml", testOptions(DomainTypeQEMU)},
+	{"domain-tcg.xml", func() DomainOptions {
+		o := testOptions(DomainTypeQEMU)
+		o.VM.Volume = testVolume
+		return o
+	}()},
 	{"domain-kvm.xml", func() DomainOptions {
 		o := testOptions(DomainTypeKVM)
 		o.UUID = "8f4e1c2a-3b5d-4e6f-9a7b-0c1d2e3f4a5b"
@@ -114,8 +140,8 @@ func validate(t *testing.T, validator, file string) {
 }
 
 // TestGoldenSchema checks the golden domains against libvirt's RelaxNG schema,
-// and a domain with the shmem of shmem.xml pasted in by hand, as an operator
-// would.
+// and a domain with the shmem of shmem.xml and the filesystem of
+// filesystem.xml pasted in by hand, as an operator would.
 func TestGoldenSchema(t *testing.T) {
 	validator := requireValidator(t)
 	for _, tc := range wholeDomains {
@@ -125,12 +151,16 @@ func TestGoldenSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fs, err := os.ReadFile(filepath.Join("testdata", "filesystem.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	doc := `<domain type='qemu'>
   <name>pasted</name>
   <memory unit='MiB'>128</memory>
   <os><type arch='x86_64' machine='pc'>hvm</type></os>
   <devices>
-` + string(shmem) + `  </devices>
+` + string(fs) + string(shmem) + `  </devices>
 </domain>
 `
 	path := filepath.Join(t.TempDir(), "pasted.xml")
@@ -144,18 +174,29 @@ func TestGoldenSchema(t *testing.T) {
 // passes everything would make TestGoldenSchema worthless.
 func TestSchemaRejects(t *testing.T) {
 	validator := requireValidator(t)
-	d := ExampleDomain(testOptions(DomainTypeQEMU))
-	d.Devices.Shmems[0].Model.Type = "ivshmem-bell"
-	b, err := Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "bad.xml")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(validator, path, "domain").CombinedOutput(); err == nil {
-		t.Errorf("virt-xml-validate accepted a bad shmem model:\n%s", out)
+	for _, tc := range []struct {
+		what  string
+		spoil func(*Domain)
+	}{
+		{"shmem model", func(d *Domain) { d.Devices.Shmems[0].Model.Type = "ivshmem-bell" }},
+		// QEMU's name for it, not libvirt's.
+		{"filesystem access mode", func(d *Domain) { d.Devices.Filesystems[0].AccessMode = "mapped-xattr" }},
+	} {
+		o := testOptions(DomainTypeQEMU)
+		o.VM.Volume = testVolume
+		d := ExampleDomain(o)
+		tc.spoil(&d)
+		b, err := Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "bad.xml")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(validator, path, "domain").CombinedOutput(); err == nil {
+			t.Errorf("virt-xml-validate accepted a bad %s:\n%s", tc.what, out)
+		}
 	}
 }
 
@@ -213,6 +254,10 @@ func normalized(d Domain) Domain {
 		for i := range devs.Shmems {
 			devs.Shmems[i].XMLName = xml.Name{}
 		}
+		devs.Filesystems = append([]DomainFilesystem(nil), devs.Filesystems...)
+		for i := range devs.Filesystems {
+			devs.Filesystems[i].XMLName = xml.Name{}
+		}
 		d.Devices = &devs
 	}
 	return d
@@ -221,4 +266,19 @@ func normalized(d Domain) Domain {
 func dump(v any) string {
 	b, _ := json.MarshalIndent(v, "", " ")
 	return string(b)
+}
+
+// TestVolumeNames keeps the domain XML's volume in step with QEMU's command
+// line (vmm-plugin/qemu), which sluice-init's mount matches.
+func TestVolumeNames(t *testing.T) {
+	if VolumeTag != qemu.VolumeTag {
+		t.Errorf("mount tag %q here, %q in qemu", VolumeTag, qemu.VolumeTag)
+	}
+	if VolumeFileMode != qemu.VolumeFileMode || VolumeDirMode != qemu.VolumeDirMode {
+		t.Errorf("modes %s/%s here, %s/%s in qemu", VolumeFileMode, VolumeDirMode, qemu.VolumeFileMode, qemu.VolumeDirMode)
+	}
+	// libvirt's mapped is QEMU's mapped-xattr (libvirt's mapped-file does not exist).
+	if VolumeAccessMode != "mapped" || qemu.VolumeSecurityModel != "mapped-xattr" {
+		t.Errorf("access mode %q here, security model %q in qemu", VolumeAccessMode, qemu.VolumeSecurityModel)
+	}
 }

@@ -28,6 +28,30 @@ const (
 	ChardevID = "sluice0-chr"
 )
 
+// The VM's volume, shared with the guest over virtio-9p.
+const (
+	// VolumeTag is the 9p mount tag the guest mounts the volume by
+	// (sluice-init: mount -t 9p -o trans=virtio sluice-volume /volume).
+	VolumeTag = "sluice-volume"
+	// VolumeSecurityModel is how QEMU maps the guest's file ownership and
+	// modes onto the host directory. mapped-xattr keeps the guest's uid, gid
+	// and mode in user.virtfs.* extended attributes and creates every host
+	// file as QEMU's own user with VolumeFileMode or VolumeDirMode: a guest
+	// cannot plant a setuid file, a device node or a file owned by another
+	// host user in the volume (passthrough would let it, and needs QEMU as
+	// root), and what it writes stays readable to the VM's system-call proxy,
+	// whose user namespace maps none of QEMU's ids and so reads as "other".
+	// Files the host side creates have no such attributes; the guest sees
+	// their host owner and mode, and its root reads them. Start sets a
+	// default ACL on the volume first (PrepareVolume): QEMU's -daemonize
+	// umask would otherwise cut the modes to 0640 and 0750.
+	VolumeSecurityModel = "mapped-xattr"
+	VolumeFileMode      = "0644"
+	VolumeDirMode       = "0755"
+	volumeFsdevID       = "volume-fs"
+	volumeDeviceID      = "volume"
+)
+
 // ErrInvalid is wrapped by configuration errors.
 var ErrInvalid = errors.New("invalid guest configuration")
 
@@ -47,7 +71,11 @@ type Config struct {
 	// the device (hot-plug it later with Instance.AttachEndpoint).
 	Endpoint string
 	Vectors  int
-	RunDir   string // where the sockets, the log and the pid file go
+	// Volume is the VM's volume, a host directory the guest sees over
+	// virtio-9p with tag VolumeTag (sluice-init mounts it at /volume); ""
+	// starts the guest without it. Absolute; it must exist.
+	Volume string
+	RunDir string // where the sockets, the log and the pid file go
 }
 
 // Paths of a run directory.
@@ -98,8 +126,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: endpoint without MSI vectors", ErrInvalid)
 	case c.Accel != AccelAuto && c.Accel != AccelKVM && c.Accel != AccelTCG:
 		return fmt.Errorf("%w: accelerator %q (want auto, kvm or tcg)", ErrInvalid, c.Accel)
+	case c.Volume != "" && !filepath.IsAbs(c.Volume):
+		// QEMU opens it after -daemonize moved to /.
+		return fmt.Errorf("%w: volume %q is not an absolute path", ErrInvalid, c.Volume)
 	}
-	for _, p := range []string{c.Kernel, c.Initrd, c.Endpoint, c.RunDir, c.Firmware} {
+	for _, p := range []string{c.Kernel, c.Initrd, c.Endpoint, c.RunDir, c.Firmware, c.Volume} {
 		if strings.Contains(p, ",") {
 			return fmt.Errorf("%w: path %q has a comma (QEMU's option separator)", ErrInvalid, p)
 		}
@@ -152,10 +183,23 @@ func (c Config) Args(accel string, daemonize bool) ([]string, error) {
 			"-device", fmt.Sprintf("ivshmem-doorbell,id=%s,chardev=%s,vectors=%d", DeviceID, ChardevID, c.Vectors),
 		)
 	}
+	if c.Volume != "" {
+		a = append(a, volumeArgs(c.Volume)...)
+	}
 	if daemonize {
 		a = append(a, "-daemonize", "-pidfile", c.PIDFile())
 	}
 	return a, nil
+}
+
+// volumeArgs share dir with the guest: a local fsdev under
+// VolumeSecurityModel and a virtio-9p device carrying VolumeTag.
+func volumeArgs(dir string) []string {
+	return []string{
+		"-fsdev", fmt.Sprintf("local,id=%s,path=%s,security_model=%s,fmode=%s,dmode=%s",
+			volumeFsdevID, dir, VolumeSecurityModel, VolumeFileMode, VolumeDirMode),
+		"-device", fmt.Sprintf("virtio-9p-pci,id=%s,fsdev=%s,mount_tag=%s", volumeDeviceID, volumeFsdevID, VolumeTag),
+	}
 }
 
 // ChooseAccel resolves auto: KVM when cpuinfo (the text of /proc/cpuinfo)

@@ -49,6 +49,28 @@ func TestArgs(t *testing.T) {
 	}
 }
 
+func TestArgsVolume(t *testing.T) {
+	cfg := Config{Name: "web", Kernel: "/img/vmlinux", RunDir: "/run/g/web", Volume: "/var/lib/sluice/volumes/web"}
+	got, err := cfg.Args(AccelTCG, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Join(got, " ")
+	want := "-fsdev local,id=volume-fs,path=/var/lib/sluice/volumes/web,security_model=mapped-xattr,fmode=0644,dmode=0755 " +
+		"-device virtio-9p-pci,id=volume,fsdev=volume-fs,mount_tag=sluice-volume"
+	if !strings.Contains(s, want) {
+		t.Errorf("args lack the volume:\n got %s\nwant %s", s, want)
+	}
+	if !strings.HasSuffix(s, want+" -daemonize -pidfile /run/g/web/qemu.pid") {
+		t.Errorf("volume not just before -daemonize: %s", s)
+	}
+	cfg.Volume = ""
+	got, _ = cfg.Args(AccelTCG, false)
+	if s := strings.Join(got, " "); strings.Contains(s, "9p") || strings.Contains(s, "fsdev") {
+		t.Errorf("args without a volume share one: %s", s)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	ok := Config{Name: "a", Kernel: "/k", RunDir: "/r"}
 	if err := ok.Validate(); err != nil {
@@ -68,6 +90,8 @@ func TestValidate(t *testing.T) {
 		{"bad accel", func(c *Config) { c.Accel = "hvf" }},
 		{"comma in path", func(c *Config) { c.Kernel = "/a,b" }},
 		{"long run dir", func(c *Config) { c.RunDir = "/" + strings.Repeat("d", 100) }},
+		{"relative volume", func(c *Config) { c.Volume = "volumes/a" }},
+		{"comma in volume", func(c *Config) { c.Volume = "/volumes/a,b" }},
 	} {
 		c := ok
 		tt.edit(&c)

@@ -11,6 +11,11 @@
 //	RUN_DIR/serial.log    the guest console
 //	RUN_DIR/qemu.pid      QEMU's pid
 //
+// A VM's volume (Config.Volume), the host directory its GPU system calls see
+// as their root, is shared with the guest over virtio-9p (tag VolumeTag,
+// security model VolumeSecurityModel: see there why), and the guest's
+// sluice-init mounts it at /volume.
+//
 // QEMU realizes the ivshmem device at start and never reconnects: the
 // endpoint's server (sluiced) must be listening before Start, and a guest
 // outlives its endpoint only as a guest without a GPU.

@@ -47,6 +47,11 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	for _, p := range []string{cfg.QMPSocket(), cfg.ControlSocket(), cfg.PIDFile()} {
 		os.Remove(p)
 	}
+	if cfg.Volume != "" {
+		if err := PrepareVolume(cfg.Volume); err != nil {
+			return nil, fmt.Errorf("starting %s: %w", cfg.Name, err)
+		}
+	}
 	accel := HostAccel(cfg.Accel)
 	args, err := cfg.Args(accel, true)
 	if err != nil {

@@ -69,7 +69,9 @@ in the background; "sluicectl vm exec NAME -- ..." runs workloads in it and
 
 The guest boots the kernel and initramfs of --image (make guest-image) with
 KVM where the CPU has vmx or svm and /dev/kvm opens, else under TCG (about
-2.5 s to the agent). Its console goes to RUN_DIR/serial.log.`,
+2.5 s to the agent). Its console goes to RUN_DIR/serial.log. The VM's volume
+(the directory its GPU system calls see as their root, "volume" in vm get)
+is shared with the guest over virtio-9p and mounted at /volume there.`,
 		Example: `  sluicectl vm start web
   sluicectl vm start web --memory 512 --image /usr/share/sluice/guest
   sluicectl vm start web --hotplug     # boot without the device, hot-plug it through QMP once the agent answers`,
@@ -110,6 +112,7 @@ KVM where the CPU has vmx or svm and /dev/kvm opens, else under TCG (about
 				Initrd:   filepath.Join(image, "initramfs.gz"),
 				Append:   qemu.DefaultAppend + " sluice.agent=" + agentArgs,
 				MemoryMB: memory,
+				Volume:   vm.Volume, // "": the daemon gave the VM none; no 9p device
 				RunDir:   runDir,
 			}
 			if !hotplug {
@@ -137,12 +140,15 @@ KVM where the CPU has vmx or svm and /dev/kvm opens, else under TCG (about
 				}
 			}
 			st := guestStatus{Name: name, PID: inst.PID, Accel: inst.Accel, RunDir: runDir, Endpoint: vm.Endpoint,
-				Agent: agent, SerialLog: cfg.SerialLog(), BootSeconds: time.Since(began).Seconds()}
+				Volume: vm.Volume, Agent: agent, SerialLog: cfg.SerialLog(), BootSeconds: time.Since(began).Seconds()}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), st)
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "vm %q started: pid %d, %s, endpoint %s\n", name, st.PID, st.Accel, st.Endpoint)
+			if st.Volume != "" {
+				fmt.Fprintf(w, "volume %s at /volume in the guest\n", st.Volume)
+			}
 			if agent != "" {
 				fmt.Fprintf(w, "agent %s answering after %.1f s\n", agent, st.BootSeconds)
 			}
@@ -169,6 +175,7 @@ type guestStatus struct {
 	Accel       string  `json:"accel"`
 	RunDir      string  `json:"run_dir"`
 	Endpoint    string  `json:"endpoint"`
+	Volume      string  `json:"volume,omitempty"` // shared with the guest at /volume
 	Agent       string  `json:"agent,omitempty"`
 	SerialLog   string  `json:"serial_log"`
 	BootSeconds float64 `json:"boot_seconds"`

@@ -75,8 +75,10 @@ deleted it. Set it with:
 --domain prints a whole domain for the VM instead, with both: the guest kernel
 and initramfs of --image (DIR/vmlinux and DIR/initramfs.gz, from make
 guest-image) booted directly, qboot as firmware where installed, the serial
-console written to --serial-log, and power-off, reboot and crash all ending
-the domain (so that the VM is released). --type auto picks kvm when the CPU
+console written to --serial-log, the VM's volume (if it has one) shared with
+the guest over virtio-9p (<filesystem accessmode='mapped'>, mount tag
+sluice-volume, mounted at /volume by the guest image's init), and power-off,
+reboot and crash all ending the domain (so that the VM is released). --type auto picks kvm when the CPU
 shows vmx or svm, else qemu (TCG).`,
 		Example: `  sluicectl libvirt xml web
   sluicectl libvirt xml web --metadata
@@ -142,6 +144,7 @@ func libvirtVMInfo(vm hostapi.VM) libvirt.VMInfo {
 	return libvirt.VMInfo{
 		Endpoint: vm.Endpoint,
 		Vectors:  uint(max(vm.Vectors, 0)),
+		Volume:   vm.Volume,
 		Settings: libvirt.Settings{Weight: vm.Weight, Cap: vm.Cap, Channels: vm.Channels,
 			RingEntries: vm.RingEntries, RegionSize: vm.RegionSize},
 	}

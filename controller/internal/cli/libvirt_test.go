@@ -115,6 +115,31 @@ func TestLibvirtXMLDomain(t *testing.T) {
 	}
 }
 
+// TestLibvirtXMLDomainVolume: a VM with a volume gets it as a virtio-9p
+// filesystem in its domain; one without (batch, above) gets none.
+func TestLibvirtXMLDomainVolume(t *testing.T) {
+	d := newFakeDaemon()
+	vm := d.vms["batch"]
+	vm.Volume = "/var/lib/sluice/volumes/batch"
+	d.vms["batch"] = vm
+	socket := d.serve(t)
+	image := libvirtFakeImage(t)
+	libvirtWithCPUInfo(t, "fpu")
+	want := `    <filesystem type="mount" accessmode="mapped" fmode="0644" dmode="0755">
+      <source dir="/var/lib/sluice/volumes/batch"></source>
+      <target dir="sluice-volume"></target>
+    </filesystem>
+`
+	got := runCLI(t.Context(), nil, false, "--socket", socket, "libvirt", "xml", "batch", "--domain", "--image", image)
+	if got.code != ExitOK || !strings.Contains(got.stdout, want) {
+		t.Errorf("libvirt xml batch --domain of a VM with a volume: %+v\nwant it to contain\n%s", got, want)
+	}
+	got = runCLI(t.Context(), nil, false, "--socket", newFakeDaemon().serve(t), "libvirt", "xml", "batch", "--domain", "--image", image)
+	if got.code != ExitOK || strings.Contains(got.stdout, "<filesystem") {
+		t.Errorf("libvirt xml batch --domain of a VM without a volume: %+v", got)
+	}
+}
+
 func TestLibvirtXMLErrors(t *testing.T) {
 	socket := newFakeDaemon().serve(t)
 	hint := "Run 'sluicectl libvirt xml --help' for usage.\n"

@@ -216,3 +216,29 @@ func TestDeviceInfo(t *testing.T) {
 		t.Errorf("absent address: %v, want ErrNotFound", err)
 	}
 }
+
+func TestFS(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "in", "a.txt")
+	if out, err := agent(t, "fs", "write", path, "the quick\nbrown fox\n"); err != nil {
+		t.Fatalf("fs write: %v\n%s", err, out)
+	}
+	out, err := agent(t, "fs", "read", path)
+	if err != nil || out != "the quick\nbrown fox\n" {
+		t.Fatalf("fs read = %q, %v", out, err)
+	}
+	if _, err := agent(t, "fs", "write", path, ""); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := agent(t, "fs", "read", path); err != nil || out != "" {
+		t.Fatalf("fs read after truncating write = %q, %v", out, err)
+	}
+	if err := os.WriteFile(path, make([]byte, maxFSRead+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agent(t, "fs", "read", path); err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Errorf("fs read of a file too large: %v", err)
+	}
+	if _, err := agent(t, "fs", "read", filepath.Join(t.TempDir(), "none")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("fs read of a missing file: %v", err)
+	}
+}

@@ -16,7 +16,8 @@ import (
 
 // Where the image keeps the kernel modules init loads: the ACPI power button
 // and the input event interface, so that a host's "powerdown" (QMP
-// system_powerdown, virsh shutdown) stops the guest cleanly.
+// system_powerdown, virsh shutdown) stops the guest cleanly, and virtio-pci
+// and 9p, for the volume.
 const moduleDir = "/lib/sluice-modules"
 
 // stopGrace is how long the agent gets to finish after the power button.
@@ -36,6 +37,7 @@ func run() int {
 		}
 	}
 	loadModules(moduleDir)
+	mountVolume()
 	cmdline, err := os.ReadFile("/proc/cmdline")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sluice-init: reading the kernel command line: %v\n", err)
@@ -77,7 +79,8 @@ func run() int {
 	select {} // PID 1 must not exit: the kernel would panic
 }
 
-// loadModules loads every .ko in dir, in name order. A module the kernel has
+// loadModules loads every .ko in dir, in name order (deploy/guest-image.sh
+// numbers them so that dependencies come first). A module the kernel has
 // built in already answers EEXIST; a missing dir means an image without them.
 func loadModules(dir string) {
 	names, _ := filepath.Glob(filepath.Join(dir, "*.ko"))

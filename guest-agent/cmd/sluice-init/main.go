@@ -9,6 +9,12 @@
 //	sluice.agent=--device,auto,run,throttle,--kernel-us,100,--duration,5s
 //
 // Without it the agent runs "--device info" (prints the region's header).
+//
+// Before the agent starts, sluice-init mounts the VM's volume (the host
+// directory the VM's GPU system calls see as their root) at /volume: the
+// virtio-9p device tagged sluice-volume, with 9p2000.L and cache=none so that
+// what the host side writes is seen at once. A guest without the device
+// boots on without /volume.
 // The power button (ACPI, from QMP system_powerdown or virsh shutdown) sends
 // the agent SIGTERM and powers off once it has exited (or after 10 s).
 // Outside a guest (not PID 1) sluice-init refuses to run: it would power the
@@ -27,6 +33,16 @@ const (
 	param     = "sluice.agent="
 )
 
+// The volume: QEMU's virtio-9p device tagged volumeTag (vmm-plugin/qemu's
+// VolumeTag; a test keeps them equal), mounted at volumeDir. msize bounds a
+// 9p message: 512 KiB moves large files in few round trips (the kernel
+// lowers it to what the transport takes).
+const (
+	volumeTag     = "sluice-volume"
+	volumeDir     = "/volume"
+	volumeOptions = "trans=virtio,version=9p2000.L,msize=524288,cache=none"
+)
+
 func main() {
 	if len(os.Args) > 1 && (os.Args[1] == "--help" || os.Args[1] == "-h") {
 		fmt.Println(usage)
@@ -42,7 +58,8 @@ func main() {
 
 const usage = `usage: sluice-init (as /init of the guest image, PID 1)
 
-Mounts /proc, /sys and /dev, runs /sbin/sluice-agent with the words of the
+Mounts /proc, /sys and /dev and the VM's volume (9p tag sluice-volume) at
+/volume where the guest has one, runs /sbin/sluice-agent with the words of the
 kernel parameter sluice.agent (comma-separated; default: --device,info), prints
 "sluice-init: agent exited with status N" on the console and powers off. The
 guest's power button stops the agent (SIGTERM) first.`

@@ -3,7 +3,16 @@ package main
 import (
 	"slices"
 	"testing"
+
+	"github.com/sluice-gpu/sluice/vmm-plugin/qemu"
 )
+
+// TestVolumeTag: init mounts the tag QEMU's command line gives the volume.
+func TestVolumeTag(t *testing.T) {
+	if volumeTag != qemu.VolumeTag {
+		t.Errorf("init mounts tag %q, QEMU shares the volume as %q", volumeTag, qemu.VolumeTag)
+	}
+}
 
 func TestAgentArgs(t *testing.T) {
 	for _, tt := range []struct {
