@@ -26,6 +26,9 @@ sluiced: ## build the mediator daemon
 sluice-proxy: ## build the per-VM system-call proxy (sluiced starts one per VM, from beside its own binary)
 	$(GOBUILD) -o $(BIN)/sluice-proxy ./mediator/cmd/sluice-proxy
 
+ptx: ## regenerate guest-agent/kernels/sluice_kernels.ptx from its source (needs clang with the NVPTX target; no CUDA toolkit)
+	guest-agent/kernels/gen.sh
+
 sluicectl: ## build the operator CLI
 	$(GOBUILD) -o $(BIN)/sluicectl ./controller/cmd/sluicectl
 

@@ -27,12 +27,14 @@ package abi
 // share a slot take turns. Callers are numbered by linear id: work-item
 // granularity, the work-item's index in the grid (block id × block size +
 // thread id, x fastest); work-group granularity, the work-group's index in
-// the grid; kernel granularity, a single caller 0. With nslots 0 a program
-// makes no call and writes nothing.
+// the grid; kernel granularity, a single caller 0. With nslots 0, or a
+// granularity other than the three, a program makes no call and writes
+// nothing.
 //
-// Ordering applies to work-group granularity: strong puts a barrier (with a
-// system-scope fence by every work-item) before each call and one after it,
-// the group waiting for the result; relaxed has none, and the work-items
+// Ordering applies to work-group granularity: strong puts a barrier before
+// each call (then the caller's system-scope fence, so that the group's
+// writes reach the host first) and one after it, the group waiting for the
+// result; relaxed (any value but ProgStrong) has none, and the work-items
 // other than the caller have nothing more to do. Work-item granularity is
 // strong by nature; kernel granularity is always relaxed (a barrier over the
 // whole grid could deadlock, GENESYS §4.1).
@@ -80,10 +82,11 @@ const (
 	SysOneBlobSize = 88
 	SysOneOutSize  = 16
 	// KernelSysNull makes iterations SysNull calls per caller, with flags as
-	// given: the round trip of a blocking call runs from before the claim to
-	// after the result is read and the slot freed; of a non-blocking one, to
-	// the ring (the host frees the slot). Times are %globaltimer ns,
-	// saturated at 2^32-1.
+	// given: the round trip of a blocking call runs from before the claim
+	// (before the first barrier of a strongly ordered work-group call) to
+	// after the result is read and the slot freed (after the second
+	// barrier); of a non-blocking one, to the ring (the host frees the
+	// slot). Times are %globaltimer ns, saturated at 2^32-1.
 	KernelSysNull  = "sluice_sys_null"
 	NullOutPerCall = 4 // u32 round-trip ns per call, out[caller*iterations + i]
 	NullBlobSize   = 32
@@ -92,9 +95,10 @@ const (
 	// preads chunks c, c+N, c+2N, ... in order into its buffer buf + c*chunk,
 	// and does the whole sweep max(iterations, 1) times. Each pread is
 	// blocking (flags | SysFlagBlocking); a result with errno != 0 counts as
-	// a failed call, otherwise ret bytes are added to bytes read and the
-	// values of those bytes (unsigned) to the sum. With work-group granularity
-	// and strong ordering every work-item of the group helps summing.
+	// a failed call, otherwise min(ret, chunk) bytes (none if ret <= 0) are
+	// added to bytes read and their values (unsigned) to the sum. With
+	// work-group granularity and strong ordering every work-item of the
+	// group helps summing.
 	KernelPreadSwp  = "sluice_pread_sweep"
 	SweepFD         = 32 // u32 fd (in the context)
 	SweepBuf        = 40 // u64 heap offset of the callers' buffers, chunk bytes each
@@ -114,14 +118,16 @@ const (
 	// A word is a maximal run of bytes other than ' ', '\t', '\n', '\v',
 	// '\f' and '\r'; a word never spans two files, and one cut by a chunk
 	// boundary counts once. The calls are openat(AT_FDCWD, path, O_RDONLY,
-	// 0), pread64(fd, buf + g*chunk, chunk, offset) until it returns 0, and
-	// close(fd), all blocking, in the context. A failed call records its
-	// errno if it is the group's first failure and ends that file (after
+	// 0), pread64(fd, buf + g*chunk, chunk, offset) until it returns 0 (or
+	// less), and close(fd), all blocking, in the context; offset advances
+	// by min(ret, chunk), which is what bytes counts. A failed call records
+	// its errno if it is the group's first failure and ends that file (after
 	// closing it if it was open); the group goes on with its next file.
 	// Granularity: work-item counts as work-group (the buffers are per
-	// group); kernel: work-group 0 takes every file. Ordering strong: the
-	// whole group counts; relaxed: the caller counts alone. Work-groups
-	// without files write zeros; iterations is ignored.
+	// group); kernel: work-item 0 of work-group 0 takes every file, with
+	// buffer buf, and counts alone (relaxed). Ordering strong: the whole
+	// group counts; relaxed: the caller counts alone. Work-groups without
+	// files write zeros; iterations is ignored.
 	KernelWordCount = "sluice_wordcount"
 	WCPaths         = 32
 	WCNumPaths      = 40

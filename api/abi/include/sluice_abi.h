@@ -68,7 +68,9 @@ extern "C" {
 	typedef char SLUICE_CONCAT(sluice_static_assert_, __LINE__)[(cond) ? 1 : -1]
 #endif
 
-#if defined(__CUDACC__)
+/* nvcc defines __CUDACC__, clang -x cuda __CUDA__ (the TU provides __host__
+ * and __device__, as the CUDA headers or a kernel's own prelude do). */
+#if defined(__CUDACC__) || defined(__CUDA__)
 #define SLUICE_INLINE static __inline__ __host__ __device__
 #else
 #define SLUICE_INLINE static inline
