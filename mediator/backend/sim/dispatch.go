@@ -43,10 +43,15 @@ func (s *Sim) dispatchEngineLocked(e Engine) (failed bool) {
 			continue
 		}
 		start := max(s.now, ch.lastEnd)
-		en.ch, en.stats, en.orphan = ch, ch.vm.stats, false
+		en.ch, en.stats, en.orphan, en.code = ch, ch.vm.stats, false, abi.OK
 		en.ref = backend.ChannelRef{VM: ch.vm.id, Channel: ch.idx}
-		en.start, en.end = start, start+s.p.Cost(&head.cmd)
 		ch.running = true
+		if l := s.starting; l != nil {
+			s.starting = nil
+			s.startProgramLocked(e, l, start)
+			continue
+		}
+		en.start, en.end = start, start+s.p.Cost(&head.cmd)
 		s.seq++
 		s.events.push(event{t: en.end, seq: s.seq, eng: e, kind: evEngine})
 	}
@@ -75,14 +80,14 @@ func (s *Sim) engineDoneLocked(e Engine) {
 	busy := en.end - en.start
 	en.busy += busy
 	en.stats.busy += busy
-	ch, orphan := en.ch, en.orphan
-	en.ch, en.stats, en.orphan = nil, nil, false
+	ch, orphan, code := en.ch, en.orphan, en.code
+	en.ch, en.stats, en.orphan, en.prog, en.code = nil, nil, false, nil, abi.OK
 	if orphan {
 		return
 	}
 	ch.running = false
 	ch.lastEnd = en.end
-	s.finishHeadLocked(ch, abi.OK, en.start, en.end)
+	s.finishHeadLocked(ch, code, en.start, en.end)
 }
 
 // stepLocked processes the next event, then lets the dispatcher react.

@@ -14,7 +14,7 @@ func (s *Sim) notifyLocked() {
 	if s.manual || !s.sleeping {
 		return
 	}
-	due := len(s.pending) > 0 || (len(s.events) > 0 && (!s.wall || s.events[0].t < s.sleepUntil))
+	due := len(s.pending) > 0 || (len(s.events) > 0 && (s.wall && s.events[0].t < s.sleepUntil || !s.wall && !s.heldLocked()))
 	if !due && !s.quit {
 		return
 	}
@@ -41,7 +41,7 @@ func (s *Sim) loop() {
 		}
 		if s.wall {
 			s.advanceLocked(s.wallNow())
-		} else if len(s.pending) == 0 && len(s.events) > 0 {
+		} else if len(s.pending) == 0 && len(s.events) > 0 && !s.heldLocked() {
 			s.stepLocked()
 		}
 		if len(s.pending) > 0 {
@@ -50,12 +50,12 @@ func (s *Sim) loop() {
 			s.deliver(batch)
 			continue
 		}
-		if !s.wall && len(s.events) > 0 {
+		if !s.wall && len(s.events) > 0 && !s.heldLocked() {
 			s.mu.Unlock()
 			continue
 		}
-		next := int64(math.MaxInt64)
-		if len(s.events) > 0 {
+		next := int64(math.MaxInt64) // virtual: until woken
+		if s.wall && len(s.events) > 0 {
 			next = s.events[0].t
 		}
 		s.sleeping, s.sleepUntil = true, next
@@ -158,6 +158,11 @@ func (s *Sim) drive(until int64, setNow bool, maxSteps int) (int, error) {
 			if steps == maxSteps {
 				s.mu.Unlock()
 				return steps, nil
+			}
+			if s.heldLocked() && (!setNow || until > s.now) {
+				s.progEnd.Wait() // a program holds the timeline: wait for its end
+				s.mu.Unlock()
+				continue
 			}
 			if len(s.events) == 0 || s.events[0].t > until {
 				if setNow {

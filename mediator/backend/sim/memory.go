@@ -20,8 +20,8 @@ var execTable = [...]execFunc{
 	abi.OpCopy:       execCopy,
 	abi.OpAlloc:      execAlloc,
 	abi.OpFree:       execFree,
-	abi.OpLoadModule: execUnsupported, // no kernels in this version
-	abi.OpLaunch:     execUnsupported,
+	abi.OpLoadModule: execLoadModule,
+	abi.OpLaunch:     execLaunch,
 }
 
 func (s *Sim) execLocked(v *simVM, c *abi.Command) abi.ErrorCode {
@@ -31,8 +31,7 @@ func (s *Sim) execLocked(v *simVM, c *abi.Command) abi.ErrorCode {
 	return execTable[c.Op](s, v, c)
 }
 
-func execNothing(*Sim, *simVM, *abi.Command) abi.ErrorCode     { return abi.OK }
-func execUnsupported(*Sim, *simVM, *abi.Command) abi.ErrorCode { return abi.ErrUnsupported }
+func execNothing(*Sim, *simVM, *abi.Command) abi.ErrorCode { return abi.OK }
 
 func execAlloc(s *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
 	if _, used := v.bufs[c.Handle]; used || c.Handle == 0 {

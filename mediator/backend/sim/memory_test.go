@@ -87,7 +87,7 @@ func TestMemoryErrors(t *testing.T) {
 		{"copy d2d overlapping", abi.Command{Op: abi.OpCopy, Handle: 2, SrcHandle: 2, Dir: abi.CopyDeviceToDevice, Offset: 1, HeapOff: 0, Length: 399}, abi.OK},
 		{"copy bad dir", abi.Command{Op: abi.OpCopy, Handle: 2, Dir: 7, Length: 1}, abi.ErrBadRecord},
 		{"load module", abi.Command{Op: abi.OpLoadModule, Handle: 1, Format: abi.ModulePTX, Length: 1}, abi.ErrUnsupported},
-		{"launch", abi.Command{Op: abi.OpLaunch, Handle: 1}, abi.ErrUnsupported},
+		{"launch without a module", abi.Command{Op: abi.OpLaunch, Handle: 1}, abi.ErrBadHandle},
 		{"bad opcode", abi.Command{Op: 0}, abi.ErrBadOpcode},
 		{"bad opcode high", abi.Command{Op: 999}, abi.ErrBadOpcode},
 		{"free", abi.Command{Op: abi.OpFree, Handle: 1}, abi.OK},

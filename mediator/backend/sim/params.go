@@ -39,6 +39,11 @@ type Params struct {
 	// until SpinNs before the next event, then spins ("spin_ns", default 0:
 	// never spin).
 	SpinNs int64
+	// Resident is how many work-items of a program are resident at once
+	// ("resident", default 1024, at least 1): the grid runs in waves of
+	// work-groups that fit, and a work-group larger than this cannot
+	// launch.
+	Resident int
 }
 
 // Drive modes.
@@ -57,6 +62,7 @@ func DefaultParams() Params {
 		CopyBW:   25e9,
 		Memory:   1 << 30,
 		Drive:    DriveLoop,
+		Resident: 1024,
 	}
 }
 
@@ -72,6 +78,17 @@ var paramSetters = map[string]func(p *Params, v string) error{
 	"copy_bw":   func(p *Params, v string) error { return parseBandwidth(v, &p.CopyBW) },
 	"memory":    func(p *Params, v string) error { return parseQuantity(v, &p.Memory) },
 	"spin_ns":   func(p *Params, v string) error { return parseNs(v, &p.SpinNs) },
+	"resident": func(p *Params, v string) error {
+		var q uint64
+		if err := parseQuantity(v, &q); err != nil {
+			return err
+		}
+		if q == 0 || q > 1<<30 {
+			return fmt.Errorf("want 1..2^30 work-items")
+		}
+		p.Resident = int(q)
+		return nil
+	},
 	"drive": func(p *Params, v string) error {
 		if v != DriveLoop && v != DriveManual {
 			return fmt.Errorf("want %q or %q", DriveLoop, DriveManual)

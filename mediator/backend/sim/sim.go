@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/slotcall"
 	"github.com/sluice-gpu/sluice/mediator/backend"
 )
 
@@ -83,6 +84,11 @@ type Sim struct {
 	loopDone   chan struct{}
 
 	driving atomic.Bool // a goroutine is delivering (drive=manual)
+
+	// Programs (LAUNCH of a built-in program, progsim.go).
+	starting *launch    // set by execLaunch, taken by dispatchEngineLocked at once
+	holds    int        // virtual clock: programs running, which hold the timeline
+	progEnd  *sync.Cond // on mu: broadcast when a program ends
 }
 
 // engine is one engine and its share of the dispatcher.
@@ -94,6 +100,8 @@ type engine struct {
 	orphan     bool           // the VM detached; the command's completion is delivered already
 	ready      ring[*channel] // channels whose next command is for this engine, round robin
 	busy       int64          // ns of completed commands
+	prog       *launch        // the program running, whose end is open until it finishes
+	code       abi.ErrorCode  // what the running command completes with
 }
 
 type vmStats struct{ busy int64 }
@@ -119,6 +127,7 @@ func New(o backend.Options) (*Sim, error) {
 		return nil, err
 	}
 	s := &Sim{p: p, epoch: time.Now(), vms: map[uint32]*simVM{}, stats: map[uint32]*vmStats{}}
+	s.progEnd = sync.NewCond(&s.mu)
 	switch o.Clock {
 	case "", "wall":
 		s.wall = true
@@ -149,6 +158,13 @@ func (s *Sim) Attach(spec backend.VMSpec) (backend.VM, error) {
 	if spec.Complete == nil {
 		return nil, fmt.Errorf("attaching VM %d: %w: no Complete callback", spec.ID, backend.ErrInvalid)
 	}
+	var area *slotcall.Area
+	if spec.Syscalls != nil {
+		var err error
+		if area, err = slotcall.New(spec.Syscalls); err != nil {
+			return nil, fmt.Errorf("attaching VM %d: %w: syscall area: %v", spec.ID, backend.ErrInvalid, err)
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -157,7 +173,8 @@ func (s *Sim) Attach(spec backend.VMSpec) (backend.VM, error) {
 	if _, dup := s.vms[spec.ID]; dup {
 		return nil, fmt.Errorf("attaching VM %d: %w: ID in use", spec.ID, backend.ErrInvalid)
 	}
-	v := &simVM{s: s, id: spec.ID, heap: spec.Heap, complete: spec.Complete, bufs: map[uint32][]byte{}, drained: make(chan struct{}, 1)}
+	v := &simVM{s: s, id: spec.ID, heap: spec.Heap, area: area, complete: spec.Complete,
+		bufs: map[uint32][]byte{}, mods: map[uint32]struct{}{}, drained: make(chan struct{}, 1)}
 	v.chans = make([]*channel, spec.Channels)
 	for i := range v.chans {
 		v.chans[i] = &channel{vm: v, idx: i, activeAt: -1}

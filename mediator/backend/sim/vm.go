@@ -2,9 +2,11 @@ package sim
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/slotcall"
 	"github.com/sluice-gpu/sluice/mediator/backend"
 )
 
@@ -16,8 +18,12 @@ type simVM struct {
 	complete func(backend.Completion)
 	chans    []*channel
 	bufs     map[uint32][]byte
+	mods     map[uint32]struct{} // loaded modules (abi.ModuleSim)
+	area     *slotcall.Area      // the syscall area, nil without one
 	stats    *vmStats
 	closed   bool
+
+	progs sync.WaitGroup // the VM's program goroutines
 
 	closing     atomic.Bool  // set by Close, read by the deliverer
 	undelivered atomic.Int64 // commands submitted whose completion has not returned yet
@@ -86,6 +92,7 @@ func (v *simVM) Close() error {
 	s.closeVMLocked(v)
 	s.notifyLocked()
 	s.mu.Unlock()
+	v.progs.Wait() // aborted: they end promptly, and must not outlive the heap
 	if s.manual {
 		s.deliverManual()
 		return nil
@@ -105,11 +112,18 @@ func (s *Sim) closeVMLocked(v *simVM) {
 			s.flushLocked(ch)
 			continue
 		}
+		en := &s.engines[EngineOf(ch.q.front().cmd.Op)]
+		if en.prog != nil {
+			en.prog.end(abi.ErrShutdown)
+		}
 		if !s.wall {
-			en := &s.engines[EngineOf(ch.q.front().cmd.Op)]
 			en.orphan = true
 			ch.running = false
-			s.finishHeadLocked(ch, abi.OK, en.start, en.end) // flushes the rest: ch is dead
+			if en.prog != nil { // its end is not known yet: it ends now
+				s.finishHeadLocked(ch, abi.ErrShutdown, en.start, max(s.now, en.start))
+			} else {
+				s.finishHeadLocked(ch, abi.OK, en.start, en.end) // flushes the rest: ch is dead
+			}
 		}
 		// With the wall clock, engineDone completes the head and flushes.
 	}
@@ -117,6 +131,7 @@ func (s *Sim) closeVMLocked(v *simVM) {
 		s.memUsed -= uint64(len(b))
 	}
 	v.bufs = nil
+	v.mods = nil
 	delete(s.vms, v.id)
 }
 
