@@ -168,9 +168,9 @@ func TestCHeaderMatchesGo(t *testing.T) {
 	}
 }
 
-// TestCHeaderCompilesAlone compiles the header as the only include of a
-// translation unit, in the oldest dialects it supports, and twice in one
-// unit (the include guard).
+// TestCHeaderCompilesAlone compiles the headers as the only includes of a
+// translation unit, in the oldest dialects they support, and twice in one
+// unit (the include guards).
 func TestCHeaderCompilesAlone(t *testing.T) {
 	inc, err := filepath.Abs("include")
 	if err != nil {
@@ -182,8 +182,18 @@ func TestCHeaderCompilesAlone(t *testing.T) {
 int sluice_check_unit(struct sluice_cmd *c);
 int sluice_check_unit(struct sluice_cmd *c) { return (int)c->u.launch.grid[0] + (int)sizeof(struct sluice_syscall_slot); }
 `
+	// The syscall library on the CPU side, also twice.
+	const sysUnit = `#include "sluice_syscall.h"
+#include "sluice_syscall.h"
+int sluice_check_sys(void *sys);
+int sluice_check_sys(void *sys)
+{
+	struct sluice_sysret r = sluice_syscall(sluice_sys_slot(sys, 1), SLUICE_SYS_NULL, SLUICE_SYS_FLAG_BLOCKING, 0, 0);
+	return (int)r.err;
+}
+`
 	src := filepath.Join(dir, "unit.c")
-	if err := os.WriteFile(src, []byte(unit), 0o644); err != nil {
+	if err := os.WriteFile(src, []byte(unit+sysUnit), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ compiler, std, lang string }{
