@@ -71,10 +71,11 @@ type LayoutConfig struct {
 	SyscallSlots int    // 0..MaxSyscallSlots, multiple of 64
 }
 
-// DefaultLayoutConfig is a 4 MiB region with 4 channels of 256 records and 64
-// syscall slots; the heap gets the rest (about 3.9 MiB).
+// DefaultLayoutConfig is a 4 MiB region with 4 channels of 256 records and
+// 1024 syscall slots (one per GPU thread of a 1024-thread program); the heap
+// gets the rest (about 3.8 MiB).
 func DefaultLayoutConfig() LayoutConfig {
-	return LayoutConfig{RegionSize: 4 << 20, Channels: 4, RingEntries: 256, SyscallSlots: 64}
+	return LayoutConfig{RegionSize: 4 << 20, Channels: 4, RingEntries: 256, SyscallSlots: 1024}
 }
 
 // NewLayout computes the layout for c, or explains why c is impossible.

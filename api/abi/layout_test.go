@@ -68,11 +68,11 @@ func TestNewLayoutDefault(t *testing.T) {
 	}
 	checkLayoutInvariants(t, c, l)
 	want := Layout{
-		RegionSize: 4 << 20, Channels: 4, RingEntries: 256, SyscallSlots: 64,
+		RegionSize: 4 << 20, Channels: 4, RingEntries: 256, SyscallSlots: 1024,
 		ChannelsOff: PageSize,
 		RingsOff:    2 * PageSize, // 4 descriptors fit in one page
 		SyscallOff:  2*PageSize + 4*256*RecordSize,
-		SyscallSize: 2 * PageSize, // bitmap page + 64 slots of 64 bytes
+		SyscallSize: 17 * PageSize, // bitmap page + 1024 slots of 64 bytes
 	}
 	want.HeapOff = want.SyscallOff + want.SyscallSize
 	want.HeapSize = want.RegionSize - want.HeapOff

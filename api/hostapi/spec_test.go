@@ -23,7 +23,7 @@ import (
 // specTypes are the Go types openapi.yaml describes, each under its Go name
 // in components/schemas.
 var specTypes = []any{Version{}, CreateVMRequest{}, UpdateVMRequest{}, PolicyState{}, VM{}, Usage{}, ChannelStats{},
-	VMStats{}, Stats{}, Error{}}
+	VMStats{}, Stats{}, Error{}, SyscallStats{}}
 
 // specRoutes is what every route takes and answers. body is a schema name,
 // "[]Name" for an array of it, "text" for text/plain, "" for no body.
@@ -447,6 +447,13 @@ func checkType(t *testing.T, where string, p map[string]any, typ reflect.Type) {
 		want("array", "")
 		items, _ := p["items"].(map[string]any)
 		checkType(t, where+"[]", items, typ.Elem())
+	case reflect.Map: // string keys: an object whose values are the map's
+		want("object", "")
+		vals, _ := p["additionalProperties"].(map[string]any)
+		if typ.Key().Kind() != reflect.String {
+			t.Errorf("%s: map keys of %s are not strings", where, typ)
+		}
+		checkType(t, where+"{}", vals, typ.Elem())
 	default:
 		t.Errorf("%s: no OpenAPI mapping for Go type %s; add one here", where, typ)
 	}

@@ -53,6 +53,11 @@ type CreateVMRequest struct {
 type UpdateVMRequest struct {
 	Weight *uint32  `json:"weight,omitempty"` // 1..1000000
 	Cap    *float64 `json:"cap,omitempty"`    // (0, 1]: hard maximum share under policy cap; 0 clears it
+	// SyscallWindowNs is the GPU system calls' coalescing window (0..1s);
+	// SyscallBatch the most calls per batch to the proxy (1..1024). Both
+	// apply to the next batch.
+	SyscallWindowNs *int64 `json:"syscall_window_ns,omitempty"`
+	SyscallBatch    *int   `json:"syscall_batch,omitempty"`
 }
 
 // Scheduling policies.
@@ -71,20 +76,22 @@ type PolicyState struct {
 
 // VM describes one VM endpoint.
 type VM struct {
-	Name        string    `json:"name"`
-	ID          uint32    `json:"id"`
-	Weight      uint32    `json:"weight"`
-	Cap         float64   `json:"cap"` // 0: none
-	Channels    int       `json:"channels"`
-	RingEntries int       `json:"ring_entries"`
-	RegionSize  uint64    `json:"region_size"`
-	HeapSize    uint64    `json:"heap_size"`
-	Endpoint    string    `json:"endpoint"`         // ivshmem server socket for QEMU or a process guest
-	Volume      string    `json:"volume,omitempty"` // the VM's system-call root, shared with its guest over 9p
-	Vectors     int       `json:"vectors"`          // MSI vectors the ivshmem device needs
-	State       string    `json:"state"`
-	Peers       int       `json:"peers"`
-	Created     time.Time `json:"created"`
+	Name        string  `json:"name"`
+	ID          uint32  `json:"id"`
+	Weight      uint32  `json:"weight"`
+	Cap         float64 `json:"cap"` // 0: none
+	Channels    int     `json:"channels"`
+	RingEntries int     `json:"ring_entries"`
+	RegionSize  uint64  `json:"region_size"`
+	HeapSize    uint64  `json:"heap_size"`
+	Endpoint    string  `json:"endpoint"`         // ivshmem server socket for QEMU or a process guest
+	Volume      string  `json:"volume,omitempty"` // the VM's system-call root, shared with its guest over 9p
+	// Syscalls is the VM's GPU system calls (nil: the VM serves none).
+	Syscalls *SyscallStats `json:"syscalls,omitempty"`
+	Vectors  int           `json:"vectors"` // MSI vectors the ivshmem device needs
+	State    string        `json:"state"`
+	Peers    int           `json:"peers"`
+	Created  time.Time     `json:"created"`
 }
 
 // Usage is a VM's cumulative use of the GPU. It is billing data: it survives
@@ -119,6 +126,24 @@ type VMStats struct {
 	Held        bool    `json:"held"`         // doorbells latched now
 	HeldNs      int64   `json:"held_ns"`      // total time held
 	LagNs       int64   `json:"lag_ns"`       // virtual time ahead of the slowest active VM
+}
+
+// SyscallStats counts a VM's GPU system calls since its endpoint started.
+type SyscallStats struct {
+	Calls         map[string]uint64 `json:"calls"`  // by call name; "fastcall", "unknown"
+	Errnos        map[string]uint64 `json:"errnos"` // by errno name; "OK" for success
+	InFlight      int               `json:"in_flight"`
+	Batches       uint64            `json:"batches"`
+	NonBlocking   uint64            `json:"non_blocking"`
+	Fastcalls     uint64            `json:"fastcalls"`
+	Raced         uint64            `json:"raced"` // slots the guest rewrote between copy and take
+	Lost          uint64            `json:"lost"`  // results the guest's rewrites kept out
+	ProxyState    string            `json:"proxy_state"`
+	ProxyPID      int               `json:"proxy_pid,omitempty"`
+	ProxyCPUNs    int64             `json:"proxy_cpu_ns"`
+	ProxyRestarts uint64            `json:"proxy_restarts"`
+	WindowNs      int64             `json:"window_ns"`
+	Batch         int               `json:"batch"`
 }
 
 // Stats is a snapshot for live views: sample it twice and divide the deltas

@@ -182,7 +182,7 @@ var commandTests = []commandTest{
 	{name: "set json", args: []string{"vm", "set", "web", "--cap", "0.5", "--json"},
 		want: result{stdout: "{\n  \"name\": \"web\",\n  \"id\": 1,\n  \"weight\": 2,\n  \"cap\": 0.5,\n"}, prefix: true},
 	{name: "set nothing", args: []string{"vm", "set", "web"},
-		want:  result{stderr: "sluicectl: nothing to change: give --weight, --cap or both\n" + setHint, code: 2},
+		want:  result{stderr: "sluicectl: nothing to change: give --weight, --cap, --syscall-window or --syscall-batch\n" + setHint, code: 2},
 		check: func(t *testing.T, f *fakeDaemon) { wantUpdates(t, f) }},
 	{name: "set zero weight", args: []string{"vm", "set", "web", "--weight", "0"},
 		want:  result{stderr: "sluicectl: --weight must be at least 1\n" + setHint, code: 2},

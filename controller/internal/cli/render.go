@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -89,7 +90,7 @@ func RenderVMTable(vms []hostapi.VM) string {
 
 // RenderVM renders one VM as "key: value" lines for "vm get".
 func RenderVM(vm hostapi.VM) string {
-	return renderFields([][2]string{
+	fields := [][2]string{
 		{"Name", clean(vm.Name)},
 		{"ID", u64(uint64(vm.ID))},
 		{"Weight", u64(uint64(vm.Weight))},
@@ -103,7 +104,45 @@ func RenderVM(vm hostapi.VM) string {
 		{"Region size", sizeWithBytes(vm.RegionSize)},
 		{"Heap size", sizeWithBytes(vm.HeapSize)},
 		{"Created", formatTime(vm.Created)},
-	})
+	}
+	if vm.Volume != "" {
+		fields = append(fields, [2]string{"Volume", clean(vm.Volume)})
+	}
+	if s := vm.Syscalls; s != nil {
+		fields = append(fields,
+			[2]string{"Syscall proxy", proxyField(s)},
+			[2]string{"Syscalls", countsField(s.Calls)},
+			[2]string{"Syscall errnos", countsField(s.Errnos)},
+			[2]string{"Syscalls in flight", strconv.Itoa(s.InFlight)},
+			[2]string{"Syscall batching", fmt.Sprintf("window %v, batch %d, %d batches, %d fastcalls", time.Duration(s.WindowNs), s.Batch, s.Batches, s.Fastcalls)},
+		)
+	}
+	return renderFields(fields)
+}
+
+func proxyField(s *hostapi.SyscallStats) string {
+	out := clean(s.ProxyState)
+	if s.ProxyPID != 0 {
+		out += fmt.Sprintf(" (pid %d)", s.ProxyPID)
+	}
+	return out + fmt.Sprintf(", cpu %v, %d restarts", time.Duration(s.ProxyCPUNs).Round(time.Microsecond), s.ProxyRestarts)
+}
+
+// countsField renders name→count pairs sorted by name: "close 2, openat 3".
+func countsField(m map[string]uint64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", clean(k), m[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // FormatShare renders a share of the GPU (0..1) as a percentage with at

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -86,6 +87,9 @@ the number of MSI vectors the ivshmem device needs.`,
 	f.IntVar(&req.RingEntries, "ring-entries", 0, "entries per channel ring (daemon default 256)")
 	f.Var(sizeValue{&req.RegionSize}, "region-size",
 		"shared-memory region size: bytes or with a KiB/MiB/GiB suffix, a power of two (daemon default 4MiB)")
+	f.StringVar(&req.Volume, "volume", "", "host directory that is the root of the VM's GPU system calls and that its QEMU guest mounts over 9p (daemon default: STATE_DIR/volumes/NAME)")
+	f.StringVar(&req.NetNS, "netns", "", "network namespace (/run/netns/NAME) the VM's syscall proxy joins for socket calls (default: an isolated one)")
+	f.StringVar(&req.Cgroup, "cgroup", "", "cgroup v2 directory the VM's syscall proxy runs in, so its CPU is charged to the VM")
 	f.BoolVar(&asJSON, "json", false, "print the created VM as JSON instead of its endpoint path")
 	return cmd
 }
@@ -167,10 +171,12 @@ func newVMSetCommand(a *app) *cobra.Command {
 	var req hostapi.UpdateVMRequest
 	var weight uint32
 	var capShare float64
+	var window time.Duration
+	var batch int
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "set NAME [--weight W] [--cap SHARE]",
-		Short: "Change a running VM's weight or cap",
+		Use:   "set NAME [--weight W] [--cap SHARE] [--syscall-window D] [--syscall-batch N]",
+		Short: "Change a running VM's weight, cap or system-call batching",
 		Long: `Change the scheduling weight or the cap of VM NAME while it runs, then print
 the VM as changed. Give at least one of the flags; what is not given stays as
 it is. The change applies from the scheduler's next period and is kept when
@@ -179,17 +185,32 @@ sluiced restarts.
 --weight is the VM's share of the GPU relative to the other VMs' weights
 (policy dfq; under timeslice, the periods its turn lasts). --cap is a hard maximum share of the GPU, as a fraction or a
 percentage; it is enforced only under policy cap, where the GPU may idle
-rather than let the VM exceed it. --cap 0 removes the cap.`,
+rather than let the VM exceed it. --cap 0 removes the cap.
+
+--syscall-window and --syscall-batch tune how the VM's GPU system calls travel
+to its proxy: calls found within the window of a batch's first call go
+together, up to the batch size (1..1024). A window of 0 sends a batch as soon
+as a scan finds no more calls. They apply to the next batch and last as long
+as the VM's endpoint (sluiced --syscall-window/--syscall-batch set the
+defaults).`,
 		Example: `  sluicectl vm set web --weight 4
   sluicectl vm set batch --cap 0.25
   sluicectl vm set batch --cap 25%
   sluicectl vm set batch --cap 0            # remove the cap
-  sluicectl vm set web --weight 2 --cap 50% --json`,
+  sluicectl vm set web --weight 2 --cap 50% --json
+  sluicectl vm set web --syscall-window 20us --syscall-batch 64`,
 		Args: argsNamed("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
-			if !f.Changed("weight") && !f.Changed("cap") {
-				return usageErrorf("nothing to change: give --weight, --cap or both")
+			if !f.Changed("weight") && !f.Changed("cap") && !f.Changed("syscall-window") && !f.Changed("syscall-batch") {
+				return usageErrorf("nothing to change: give --weight, --cap, --syscall-window or --syscall-batch")
+			}
+			if f.Changed("syscall-window") {
+				ns := int64(window)
+				req.SyscallWindowNs = &ns
+			}
+			if f.Changed("syscall-batch") {
+				req.SyscallBatch = &batch
 			}
 			if f.Changed("weight") {
 				if weight == 0 {
@@ -214,6 +235,8 @@ rather than let the VM exceed it. --cap 0 removes the cap.`,
 	f := cmd.Flags()
 	f.Uint32Var(&weight, "weight", 0, "new share of the GPU relative to other VMs, at least 1")
 	f.Var(shareValue{&capShare}, "cap", "new hard maximum share of the GPU under policy cap, e.g. 0.25 or 25%; 0 removes it")
+	f.DurationVar(&window, "syscall-window", 0, "coalescing window of the VM's GPU system calls, e.g. 0, 20us, 1ms (at most 1s)")
+	f.IntVar(&batch, "syscall-batch", 0, "most GPU system calls in one batch to the VM's proxy (1..1024)")
 	f.BoolVar(&asJSON, "json", false, "print the changed VM as JSON")
 	return cmd
 }

@@ -61,7 +61,7 @@ Choose how to reach the region:
 	f.DurationVar(&g.poll.Spin, "spin", g.poll.Spin, "completion polling: busy-poll this long before yielding")
 	f.DurationVar(&g.poll.Yield, "yield", g.poll.Yield, "completion polling: then yield the CPU between polls this long")
 	f.DurationVar(&g.poll.MaxSleep, "max-sleep", g.poll.MaxSleep, "completion polling: then sleep between polls, at most this long")
-	root.AddCommand(newInfoCmd(g), newRunCmd(g), newServeCmd(g), newFSCmd(g))
+	root.AddCommand(newInfoCmd(g), newRunCmd(g), newServeCmd(g), newFSCmd(g), newContextCmd(g), newFastcallCmd(g))
 	return root
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-gpu/sluice/internal/shm"
 	"github.com/sluice-gpu/sluice/mediator/backend"
 	"github.com/sluice-gpu/sluice/mediator/internal/channel"
+	"github.com/sluice-gpu/sluice/mediator/internal/syscalls"
 	"github.com/sluice-gpu/sluice/vmm-plugin/ivshmem"
 	"golang.org/x/sys/unix"
 )
@@ -31,7 +32,18 @@ type Config struct {
 	SocketMode os.FileMode // 0 means 0660
 	Epoch      uint64      // the mediator's epoch, published in the header
 	MaxPeers   int         // guest peers allowed on the socket (0: the server's default)
+	// StartProxy starts the VM's syscall proxy; nil, or a layout without
+	// syscall slots, leaves the syscall area unserved (FeatureSyscalls off).
+	StartProxy ProxyStarter
+	Syscalls   syscalls.Config // the forwarder's tuning
+	// GPUBaseNs is the VM's GPU time before this endpoint (from the usage
+	// ledger), which getrusage adds to the endpoint's own.
+	GPUBaseNs uint64
 }
+
+// ProxyStarter starts a VM's syscall proxy, which maps the heap from the
+// VM's memfd (heapOff, heapSize).
+type ProxyStarter func(memfd int, heapOff int64, heapSize uint64) (syscalls.Proxy, error)
 
 // VM is a live endpoint.
 type VM struct {
@@ -43,6 +55,7 @@ type VM struct {
 	server   *ivshmem.Server
 	gpu      backend.VM
 	channels []*channel.Channel
+	sys      *syscalls.Forwarder // nil without a syscall area
 
 	mu sync.Mutex // guards server and mem against Close
 
@@ -68,7 +81,7 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 	}
 	v.region = shm.New(v.mem)
 	v.writeHeader(0)
-	v.gpu, err = be.Attach(backend.VMSpec{
+	spec := backend.VMSpec{
 		ID:       cfg.ID,
 		Name:     cfg.Name,
 		Channels: int(l.Channels),
@@ -78,13 +91,23 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		HeapFile:    &backend.FileRange{FD: v.memfd, Offset: int64(l.HeapOff)},
 		MaxInFlight: int(l.RingEntries),
 		Complete:    v.complete,
-	})
+	}
+	if v.serveSyscalls() {
+		spec.Syscalls = v.region.Bytes(l.SyscallOff, l.SyscallSize)
+		spec.SyscallFile = &backend.FileRange{FD: v.memfd, Offset: int64(l.SyscallOff)}
+	}
+	v.gpu, err = be.Attach(spec)
 	if err != nil {
 		return nil, fmt.Errorf("attaching vm %q to the backend: %w", cfg.Name, err)
 	}
 	v.channels = make([]*channel.Channel, l.Channels)
 	for i := range v.channels {
 		v.channels[i] = channel.New(i, v.region, l, cfg.Limits, submitter{v.gpu})
+	}
+	if v.serveSyscalls() {
+		if err = v.startSyscalls(); err != nil {
+			return nil, err
+		}
 	}
 	v.server, err = ivshmem.NewServer(ivshmem.ServerConfig{
 		SocketPath: cfg.Socket,
@@ -100,11 +123,41 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 	return v, nil
 }
 
+func (v *VM) serveSyscalls() bool {
+	return v.cfg.StartProxy != nil && v.cfg.Layout.SyscallSlots > 0
+}
+
+// startSyscalls starts the forwarder, which starts (and keeps) the proxy.
+func (v *VM) startSyscalls() error {
+	l := v.cfg.Layout
+	start := v.cfg.StartProxy
+	sys, err := syscalls.New(syscalls.Spec{
+		Name:  v.cfg.Name,
+		Area:  shm.New(v.region.Bytes(l.SyscallOff, l.SyscallSize)),
+		Slots: int(l.SyscallSlots),
+		Heap:  v.region.Bytes(l.HeapOff, l.HeapSize),
+		Start: func() (syscalls.Proxy, error) {
+			return start(v.memfd, int64(l.HeapOff), l.HeapSize)
+		},
+		GPUNs: func() uint64 { return v.cfg.GPUBaseNs + v.Stats().Total.BusyNs },
+	}, v.cfg.Syscalls)
+	if err != nil {
+		return fmt.Errorf("serving the syscalls of vm %q: %w", v.cfg.Name, err)
+	}
+	v.sys = sys
+	return nil
+}
+
 func (v *VM) writeHeader(heartbeat uint64) {
 	var b [abi.HeaderSize]byte
+	var features uint64
+	if v.serveSyscalls() {
+		features |= abi.FeatureSyscalls
+	}
 	abi.EncodeHeader(b[:], abi.Header{
 		VersionMajor: abi.VersionMajor,
 		VersionMinor: abi.VersionMinor,
+		Features:     features,
 		HostPeerID:   0,
 		Layout:       v.cfg.Layout,
 		Epoch:        v.cfg.Epoch,
@@ -121,8 +174,12 @@ func (v *VM) doorbell(vector int, _ uint64) {
 		v.channels[vector].Poll()
 		return
 	}
-	// Syscall and control vectors are served by later ABI features; a
-	// vector out of range is the guest's garbage and is only counted.
+	if vector == abi.SyscallVector(len(v.channels)) && v.sys != nil {
+		v.sys.Kick()
+		return
+	}
+	// The control vector is served by a later ABI feature; a vector out of
+	// range is the guest's garbage and is only counted.
 	v.other.Add(1)
 }
 
@@ -180,6 +237,9 @@ func (v *VM) Peers() []uint16 {
 	return srv.Peers()
 }
 
+// Syscalls is the VM's syscall forwarder, nil when the VM serves none.
+func (v *VM) Syscalls() *syscalls.Forwarder { return v.sys }
+
 // Stats is a snapshot of the VM's channels and counters.
 type Stats struct {
 	Doorbells uint64
@@ -229,6 +289,11 @@ func (v *VM) Close() error {
 
 func (v *VM) release() error {
 	errs := []error{v.StopDoorbells()}
+	// Before the GPU: calls in flight fail with EIO, so kernels waiting on
+	// them end instead of holding the backend's Close.
+	if v.sys != nil {
+		errs = append(errs, v.sys.Close())
+	}
 	if v.gpu != nil {
 		errs = append(errs, v.gpu.Close())
 		v.gpu = nil
