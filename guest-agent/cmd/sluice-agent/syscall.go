@@ -17,8 +17,8 @@ import (
 
 // gpuFlags are the flags of every command that runs a GPU program.
 type gpuFlags struct {
-	backend string
-	channel int
+	backend  string
+	channel  int
 	context  uint8
 	asJSON   bool
 	heapBase uint64
@@ -189,4 +189,3 @@ func parseIntArg(a string) (uint64, error) {
 	}
 	return uint64(v), nil
 }
-
