@@ -11,13 +11,13 @@ import (
 
 // exec is a launch's running state.
 type exec struct {
-	stop    chan struct{} // closed to end the program: abort or fault
-	once    sync.Once
-	code    atomic.Uint32 // abi.ErrorCode the command completes with
-	res     residency
-	inCall  atomic.Int64 // callers in a call now
-	peak    atomic.Int64 // the most callers in a call at once
-	calls   atomic.Int64 // calls made
+	stop   chan struct{} // closed to end the program: abort or fault
+	once   sync.Once
+	code   atomic.Uint32 // abi.ErrorCode the command completes with
+	res    residency
+	inCall atomic.Int64 // callers in a call now
+	peak   atomic.Int64 // the most callers in a call at once
+	calls  atomic.Int64 // calls made
 }
 
 // end stops the program with code (the first code wins).
