@@ -67,6 +67,7 @@ type Guest struct {
 	Accel       string  `json:"accel"`
 	RunDir      string  `json:"run_dir"`
 	Endpoint    string  `json:"endpoint"`
+	Volume      string  `json:"volume"` // the VM's volume on the host, /volume in the guest; "": none
 	Agent       string  `json:"agent"`
 	SerialLog   string  `json:"serial_log"`
 	BootSeconds float64 `json:"boot_seconds"`

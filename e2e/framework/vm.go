@@ -17,6 +17,7 @@ type VMSpec struct {
 	Channels    int
 	RingEntries int
 	RegionSize  string // as sluicectl takes it: bytes or with a KiB/MiB/GiB suffix
+	Volume      string // host directory, the VM's system-call root and its guest's /volume
 }
 
 // VMOption sets one property of a VMSpec.
@@ -43,6 +44,10 @@ func WithRingEntries(n int) VMOption { return func(s *VMSpec) { s.RingEntries = 
 // WithRegionSize sets the shared-memory region size, e.g. "8MiB".
 func WithRegionSize(size string) VMOption { return func(s *VMSpec) { s.RegionSize = size } }
 
+// WithVolume sets the VM's volume: the host directory its GPU system calls
+// see as their root and its QEMU guest mounts at /volume (GuestVolumeDir).
+func WithVolume(dir string) VMOption { return func(s *VMSpec) { s.Volume = dir } }
+
 // CreateArgs is the sluicectl command line that creates the VM (printing it
 // as JSON).
 func (s VMSpec) CreateArgs() []string {
@@ -59,6 +64,9 @@ func (s VMSpec) CreateArgs() []string {
 	if s.RegionSize != "" {
 		args = append(args, "--region-size", s.RegionSize)
 	}
+	if s.Volume != "" {
+		args = append(args, "--volume", s.Volume)
+	}
 	return args
 }
 
@@ -74,6 +82,9 @@ func (d *Daemon) CreateVM(s VMSpec) hostapi.VM {
 	}
 	if s.Channels != 0 {
 		gomega.Expect(vm.Channels).To(gomega.Equal(s.Channels))
+	}
+	if s.Volume != "" {
+		gomega.Expect(vm.Volume).To(gomega.Equal(s.Volume), "the daemon should report the volume vm %q was created with (hostapi.VM.Volume)", vm.Name)
 	}
 	gomega.Expect(IsSocket(vm.Endpoint)).To(gomega.BeTrue(), "endpoint %q of vm %q should be a socket", vm.Endpoint, vm.Name)
 	return vm
