@@ -23,12 +23,59 @@
 // and COPY a fixed cost plus their length over a bandwidth. A command's effect
 // on memory (ALLOC, FREE, MEMSET, COPY) happens when it starts; a guest must
 // not look before the completion anyway, and it means nothing touches a VM's
-// heap once its running commands have started. A command whose effect fails
-// (a bad or reused handle, a range outside a buffer, no device memory, or
-// LOAD_MODULE and LAUNCH, which this version does not implement) never runs:
-// it completes with its error code, Start = End = 0, and occupies no engine
-// time. The channel goes on with its next command; stopping a failed channel
-// is the mediator's business.
+// heap once its running commands have started (programs aside, below). A
+// command whose effect fails (a bad or reused handle, a range outside a
+// buffer, no device memory, an invalid LAUNCH) never runs: it completes with
+// its error code, Start = End = 0, and occupies no engine time. The channel
+// goes on with its next command; stopping a failed channel is the mediator's
+// business.
+//
+// # Programs
+//
+// The sim runs no GPU code, but it has the GPU programs of abi/kernels.go
+// built in: the ones that make system calls through the VM's syscall area
+// (VMSpec.Syscalls). LOAD_MODULE with abi.ModuleSim and the image
+// abi.SimModuleImage (a trailing NUL allowed) loads them as a module; another
+// image is ErrBadRecord, PTX and cubin ErrUnsupported. LAUNCH names a program
+// by its kernel name (another name: ErrUnsupported; a module not loaded:
+// ErrBadHandle). The argument blob is copied out of the heap when the
+// command starts and relocated: the sim has no device addresses, so
+// RelocHeap only checks its heap offset (ErrHeapRange) and leaves it, and
+// RelocSyscall (whose u64 must be 0) names the syscall area (a VM without
+// one: ErrUnsupported); RelocBuffer is ErrUnsupported. The blob must hold
+// the program's arguments (more bytes are ignored), with RelocSyscall on sys
+// and RelocHeap on out and the heap fields (SweepHeap, WCHeap, which must be
+// 0); slots inside the area, a known granularity, ordering and flags,
+// iterations at most 65536, a grid of at most 2^20 work-groups of at most
+// 1024 work-items, no more than Params.Resident: otherwise ErrBadRecord, or
+// ErrHeapRange for an out, buffer or paths range outside the heap. The sim
+// is stricter here than a GPU, which cannot refuse a kernel's arguments.
+//
+// A program runs like a GPU's: work-groups become resident in grid order,
+// as many as Params.Resident work-items allow at once (a grid larger than
+// that runs in waves), each in a goroutine, and its callers (every
+// work-item, one per work-group, or one for the kernel, by granularity)
+// make their calls through package slotcall, as GPU threads would: claim a
+// slot, publish, poll for the result. With strong ordering at work-group
+// granularity the group's other work-items wait at the barriers around the
+// call and stay resident; relaxed, they leave at once and make room for
+// other groups. Run-time failures of calls go into the program's out; a slot
+// lost under a caller (a scribbling guest, a broken host) is a kernel fault:
+// the program ends and the command completes with ErrDevice.
+//
+// A LAUNCH occupies the compute engine from its start until its program
+// ends, an open-ended command: ReadStatus shows its channel running all the
+// while. With the wall clock it ends at the wall time the program finished.
+// With the virtual clock the program holds the timeline: while it runs,
+// time does not pass its start (events at later times wait, Run and
+// RunUntilIdle of drive=manual block until it ends), and it costs its
+// measured wall duration: its End is its Start plus that, and the commands
+// of the other engine that were due meanwhile come after on the timeline as
+// if they had overlapped with it. Closing the VM (or the backend) aborts its
+// programs: their slot waits end, the command completes with ErrShutdown,
+// and Close returns once the program goroutines are gone (they touch the
+// heap and the syscall area, which the caller may unmap next). A program
+// whose calls are never served runs until then.
 //
 // Device buffers are Go byte slices owned by the VM that allocated them, by
 // the VM's own handles; the backend's capacity (Params.Memory) bounds their
@@ -60,7 +107,9 @@
 //
 // # Locking
 //
-// One mutex (Sim.mu) guards the whole model. Completions and After functions
+// One mutex (Sim.mu) guards the whole model; a program's goroutines never
+// hold it while they wait for slots, and take it once, to end the command.
+// Completions and After functions
 // are called without it held, one at a time, by the goroutine that drives the
 // timeline; they may call Submit and After but must not call VM.Close or
 // Close in the "loop" drive, which wait for that same goroutine.

@@ -157,26 +157,7 @@ func TestHostileParties(t *testing.T) {
 		defer mu.Unlock()
 		return slotcall.Result{Ret: int64(r.Uint64()), Errno: abi.Errno(r.Uint32())}
 	}, slotcalltest.Options{})
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // the scribbler
-		defer wg.Done()
-		reg := shm.New(e.area)
-		rs := rand.New(rand.NewPCG(7, 8))
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			i := uint32(rs.IntN(8))
-			reg.Store32(abi.SlotOff(i), rs.Uint32()&0x107)
-			reg.Store64(abi.SlotOff(i)+abi.SysRet, rs.Uint64())
-			time.Sleep(50 * time.Microsecond)
-		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
+	defer scribble(e.area)()
 	blobs := []struct {
 		name string
 		b    []byte
@@ -217,4 +198,29 @@ func TestHostileParties(t *testing.T) {
 			t.Errorf("%+v", c)
 		}
 	}
+}
+
+// scribble writes random state words and results into the first slots of
+// area, as a hostile guest thread would, until the returned func is called.
+func scribble(area []byte) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		reg := shm.New(area)
+		rs := rand.New(rand.NewPCG(7, 8))
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			i := uint32(rs.IntN(8))
+			reg.Store32(abi.SlotOff(i), rs.Uint32()&0x107)
+			reg.Store64(abi.SlotOff(i)+abi.SysRet, rs.Uint64())
+			time.Sleep(50 * time.Microsecond)
+		}
+	}()
+	return func() { close(done); wg.Wait() }
 }

@@ -58,7 +58,7 @@ func (l *launch) run() abi.ErrorCode {
 // have nothing to do and leave at once, making room for other groups.
 func (l *launch) runGroup(g int) {
 	switch {
-	case l.prog.group != nil && l.a.order == abi.ProgStrong:
+	case l.prog.group != nil && l.strong():
 		l.fail(l.prog.group(l, g))
 		l.res.release(l.items)
 	case l.prog.group != nil: // relaxed: the caller works alone
@@ -76,7 +76,7 @@ func (l *launch) runGroup(g int) {
 			}()
 		}
 		wg.Wait()
-	case l.a.gran == abi.ProgWorkGroup && l.a.order == abi.ProgStrong:
+	case l.a.gran == abi.ProgWorkGroup && l.strong():
 		l.fail(l.prog.call(l, g))
 		l.res.release(l.items)
 	case l.a.gran == abi.ProgWorkGroup || g == 0:
@@ -86,6 +86,12 @@ func (l *launch) runGroup(g int) {
 	default: // kernel granularity: groups other than 0 make no call
 		l.res.release(l.items)
 	}
+}
+
+// strong reports whether the group's work-items wait at barriers around the
+// calls: strong ordering, except at kernel granularity (always relaxed).
+func (l *launch) strong() bool {
+	return l.a.order == abi.ProgStrong && l.a.gran != abi.ProgKernel
 }
 
 // fail ends the program on a caller's error: an abort is the aborter's code

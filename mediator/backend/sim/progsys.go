@@ -87,17 +87,18 @@ func callSweep(l *launch, c int) error {
 	for range max(l.a.iterations, 1) {
 		for k := uint64(c); k < chunks; k += n {
 			off := k * chunk
-			want := min(chunk, size-off)
+			want := min(chunk, size-off) // the last chunk may be short
 			r, err := l.call(c, slotcall.Request{Number: abi.SysPread64, Flags: l.a.flags | abi.SysFlagBlocking,
 				Args: [6]uint64{uint64(l.u32(abi.SweepFD)), buf, want, off}})
 			if err != nil {
 				return err
 			}
-			if r.Errno != 0 || r.Ret < 0 {
+			if r.Errno != 0 {
 				failed++
-			} else {
-				bytes += uint64(r.Ret)
-				sum += sumBytes(l.heap, buf, min(uint64(r.Ret), want))
+			} else if r.Ret > 0 {
+				got := min(uint64(r.Ret), chunk)
+				bytes += got
+				sum += sumBytes(l.heap, buf, got)
 			}
 			if k > chunks-n { // k+n would wrap
 				break

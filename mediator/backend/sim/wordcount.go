@@ -111,13 +111,13 @@ func (l *launch) wcFile(g int, path int64, w *wcCount) error {
 			w.failed(r.Errno)
 			break
 		}
-		if r.Ret == 0 {
+		if r.Ret <= 0 {
 			break
 		}
 		n := min(uint64(r.Ret), chunk)
 		b, _ := span(l.heap, buf, n)
 		parts := 1
-		if l.a.order == abi.ProgStrong {
+		if l.strong() {
 			parts = l.items // the whole group counts, a part each
 		}
 		var words uint64
@@ -132,18 +132,13 @@ func (l *launch) wcFile(g int, path int64, w *wcCount) error {
 	return err
 }
 
-// wcCall makes one blocking call from group g's caller. A negative return
-// with errno 0 (a broken host) counts as EIO.
+// wcCall makes one blocking call from group g's caller.
 func (l *launch) wcCall(g int, nr uint16, a0, a1, a2, a3 uint64) (slotcall.Result, error) {
 	c := g
 	if l.a.gran == abi.ProgWorkItem {
 		c = g * l.items // the group's first work-item
 	}
-	r, err := l.call(c, slotcall.Request{Number: nr, Flags: l.a.flags | abi.SysFlagBlocking, Args: [6]uint64{a0, a1, a2, a3}})
-	if err == nil && r.Errno == 0 && r.Ret < 0 {
-		r.Errno = abi.ErrnoIO
-	}
-	return r, err
+	return l.call(c, slotcall.Request{Number: nr, Flags: l.a.flags | abi.SysFlagBlocking, Args: [6]uint64{a0, a1, a2, a3}})
 }
 
 // countWords counts the words that start in b, split into parts as the
