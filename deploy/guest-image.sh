@@ -38,7 +38,7 @@ add_module() { # PATH (relative to $kdir, as modules.dep names it)
   local path=$1 line dep
   [ -z "${added[$path]:-}" ] || return 0
   added[$path]=1
-  line=$(grep -m1 -F "$path:" "$kdir/modules.dep" | cut -d: -f2-) || true
+  line=$(awk -F: -v p="$path" '$1 == p { print $2; exit }' "$kdir/modules.dep")
   for dep in $line; do add_module "$dep"; done
   [ -f "$kdir/$path" ] || die "$kdir/$path is missing (linux-image-amd64 $kver incomplete?)"
   modules+=("$kdir/$path")
