@@ -106,3 +106,17 @@ func (f *DomainFilesystem) UnmarshalXML(d *xml.Decoder, start xml.StartElement) 
 func MarshalFilesystem(f DomainFilesystem) ([]byte, error) {
 	return marshalIndent(f, "filesystem")
 }
+
+// SluiceVolume returns the host directory of d's Sluice volume: the source
+// of its mount filesystem with target VolumeTag. ok is false without one.
+func SluiceVolume(d Domain) (dir string, ok bool) {
+	if d.Devices == nil {
+		return "", false
+	}
+	for _, f := range d.Devices.Filesystems {
+		if f.Target != nil && f.Target.Dir == VolumeTag && f.Source != nil && f.Source.Mount != nil {
+			return f.Source.Mount.Dir, true
+		}
+	}
+	return "", false
+}

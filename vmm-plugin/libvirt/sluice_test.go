@@ -197,3 +197,28 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestSluiceVolume(t *testing.T) {
+	o := testOptions(DomainTypeQEMU)
+	if dir, ok := SluiceVolume(ExampleDomain(o)); ok {
+		t.Errorf("volume %q in a domain without one", dir)
+	}
+	o.VM.Volume = testVolume
+	b, err := Marshal(ExampleDomain(o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := ParseDomain(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir, ok := SluiceVolume(d); !ok || dir != testVolume {
+		t.Errorf("SluiceVolume = %q, %v; want %q", dir, ok, testVolume)
+	}
+	other := `<domain><devices><filesystem type="mount"><source dir="/srv/data"/><target dir="data"/></filesystem></devices></domain>`
+	if d, err := ParseDomain([]byte(other)); err != nil {
+		t.Fatal(err)
+	} else if dir, ok := SluiceVolume(d); ok {
+		t.Errorf("a filesystem of another tag taken for the volume: %q", dir)
+	}
+}

@@ -181,9 +181,10 @@ func prepare(ctx context.Context, api API, name string, d libvirt.Domain) error 
 	if err != nil {
 		return fmt.Errorf("domain %q: %w", name, err)
 	}
+	volume, _ := libvirt.SluiceVolume(d) // "": the daemon's default
 	vm, err := api.CreateVM(ctx, hostapi.CreateVMRequest{
 		Name: name, Weight: set.Weight, Cap: set.Cap, Channels: set.Channels,
-		RingEntries: set.RingEntries, RegionSize: set.RegionSize,
+		RingEntries: set.RingEntries, RegionSize: set.RegionSize, Volume: volume,
 	})
 	created := err == nil
 	if errors.Is(err, hostapi.ErrExists) {
@@ -192,7 +193,13 @@ func prepare(ctx context.Context, api API, name string, d libvirt.Domain) error 
 	if err != nil {
 		return fmt.Errorf("creating vm %q in sluiced: %w", name, err)
 	}
-	if err := checkDevice(name, dev, vm); err != nil {
+	err = checkDevice(name, dev, vm)
+	if err == nil && volume != "" && filepath.Clean(volume) != filepath.Clean(vm.Volume) {
+		// The guest would see other files than the VM's GPU system calls.
+		err = fmt.Errorf("domain %q: <filesystem> shares %q as %s, but the vm's volume is %q: regenerate the domain with 'sluicectl libvirt xml %s --domain'",
+			name, volume, libvirt.VolumeTag, vm.Volume, name)
+	}
+	if err != nil {
 		if created {
 			if derr := api.DeleteVM(ctx, name); derr != nil && !errors.Is(derr, hostapi.ErrNotFound) {
 				return fmt.Errorf("%w (and deleting the vm again failed: %v)", err, derr)

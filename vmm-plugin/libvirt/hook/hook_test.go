@@ -44,8 +44,12 @@ func newFakeAPI(vms ...hostapi.VM) *fakeAPI {
 func (f *fakeAPI) CreateVM(_ context.Context, req hostapi.CreateVMRequest) (hostapi.VM, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, fmt.Sprintf("create %s weight=%d cap=%g channels=%d ring=%d region=%d",
-		req.Name, req.Weight, req.Cap, req.Channels, req.RingEntries, req.RegionSize))
+	call := fmt.Sprintf("create %s weight=%d cap=%g channels=%d ring=%d region=%d",
+		req.Name, req.Weight, req.Cap, req.Channels, req.RingEntries, req.RegionSize)
+	if req.Volume != "" {
+		call += " volume=" + req.Volume
+	}
+	f.calls = append(f.calls, call)
 	if f.createErr != nil {
 		return hostapi.VM{}, f.createErr
 	}
@@ -56,7 +60,10 @@ func (f *fakeAPI) CreateVM(_ context.Context, req hostapi.CreateVMRequest) (host
 	if vectors == 0 {
 		vectors = 5
 	}
-	vm := hostapi.VM{Name: req.Name, Endpoint: "/run/sluice/vms/" + req.Name + ".sock", Vectors: vectors}
+	vm := hostapi.VM{Name: req.Name, Endpoint: "/run/sluice/vms/" + req.Name + ".sock", Vectors: vectors, Volume: req.Volume}
+	if vm.Volume == "" {
+		vm.Volume = "/var/lib/sluice/volumes/" + req.Name
+	}
 	f.vms[req.Name] = vm
 	return vm, nil
 }
@@ -88,9 +95,15 @@ func (f *fakeAPI) DeleteVM(_ context.Context, name string) error {
 // domainXML is a Sluice domain named web whose device points at path.
 func domainXML(t *testing.T, name, path string, vectors uint, set libvirt.Settings) string {
 	t.Helper()
+	return volumeDomainXML(t, name, path, vectors, set, "")
+}
+
+// volumeDomainXML is domainXML with the VM's volume shared over 9p.
+func volumeDomainXML(t *testing.T, name, path string, vectors uint, set libvirt.Settings, volume string) string {
+	t.Helper()
 	d := libvirt.ExampleDomain(libvirt.DomainOptions{
 		Name: name, Kernel: "/boot/vmlinux",
-		VM: libvirt.VMInfo{Endpoint: path, Vectors: vectors, Settings: set},
+		VM: libvirt.VMInfo{Endpoint: path, Vectors: vectors, Settings: set, Volume: volume},
 	})
 	b, err := libvirt.Marshal(d)
 	if err != nil {
@@ -148,6 +161,16 @@ func TestHook(t *testing.T) {
 			stdin:    good, args: []string{"web", "prepare", "begin", "-"}, code: ExitError,
 			calls:  []string{"create web weight=2 cap=0.5 channels=4 ring=128 region=8388608", "get web"},
 			stderr: "<msi vectors='5'>, but the vm needs 9", left: []string{"web"}},
+		{name: "prepare creates the vm with the domain's volume",
+			stdin: volumeDomainXML(t, "web", "/run/sluice/vms/web.sock", 5, set, "/srv/vol/web"),
+			args:  []string{"web", "prepare", "begin", "-"},
+			calls: []string{"create web weight=2 cap=0.5 channels=4 ring=128 region=8388608 volume=/srv/vol/web"}, left: []string{"web"}},
+		{name: "prepare with another volume than the vm's keeps an existing vm",
+			existing: []hostapi.VM{{Name: "web", Endpoint: "/run/sluice/vms/web.sock", Vectors: 5, Volume: "/srv/other"}},
+			stdin:    volumeDomainXML(t, "web", "/run/sluice/vms/web.sock", 5, set, "/srv/vol/web"),
+			args:     []string{"web", "prepare", "begin", "-"}, code: ExitError,
+			calls:  []string{"create web weight=2 cap=0.5 channels=4 ring=128 region=8388608 volume=/srv/vol/web", "get web"},
+			stderr: `<filesystem> shares "/srv/vol/web" as sluice-volume, but the vm's volume is "/srv/other"`, left: []string{"web"}},
 		{name: "prepare with bad metadata",
 			stdin: strings.Replace(good, `weight="2"`, `weight="heavy"`, 1),
 			args:  []string{"web", "prepare", "begin", "-"}, code: ExitError,
