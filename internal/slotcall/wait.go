@@ -76,10 +76,14 @@ func (a *Area) State(slot uint32) (abi.SlotState, uint32) {
 
 // Polling: spinPolls tight polls, then yieldPolls with runtime.Gosched, then
 // sleeps from minSleep doubling to maxSleep. A GPU thread would spin; on a
-// CPU with few cores, spinning goroutines would starve the host.
+// CPU with few cores, spinning goroutines would starve the host, so they
+// yield. Yielding lasts long enough (tens of thousands of polls, a few
+// milliseconds when other goroutines run) to cover a round trip through
+// the mediator and the proxy: a sleep costs what the machine's timers make
+// of it, about a millisecond here, whatever minSleep says.
 const (
 	spinPolls  = 64
-	yieldPolls = 256
+	yieldPolls = 1 << 15
 	minSleep   = time.Microsecond
 	maxSleep   = 100 * time.Microsecond
 )

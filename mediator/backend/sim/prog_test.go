@@ -167,3 +167,14 @@ func TestNull(t *testing.T) {
 		}
 	}
 }
+
+func TestResidentParam(t *testing.T) {
+	for _, v := range []string{"0", "2Gi", "x"} {
+		if _, err := ParseParams(map[string]string{"resident": v}); err == nil {
+			t.Errorf("resident=%s accepted", v)
+		}
+	}
+	if p, err := ParseParams(map[string]string{"resident": "4Ki"}); err != nil || p.Resident != 4096 {
+		t.Errorf("%+v %v", p, err)
+	}
+}
