@@ -1,0 +1,192 @@
+// Command sluice-proxy serves one VM's GPU system calls, in a sandbox.
+// sluiced starts it (proxy.Start), one per VM, and talks to it over the
+// socket on fd 3 (mediator/internal/proxyproto); fd 4 is the VM heap's
+// memfd, of which the proxy maps the range the flags name.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-gpu/sluice/mediator/internal/proxy"
+	"github.com/sluice-gpu/sluice/mediator/internal/proxy/sandbox"
+	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
+)
+
+var version = "dev"
+
+const usageText = `sluice-proxy: serves one VM's GPU system calls in a sandbox.
+
+Usage:
+  sluice-proxy --vm NAME --volume DIR --heap-offset N --heap-size N [flags]
+
+sluiced starts it, one per VM, already inside new user, mount, network, PID,
+IPC and UTS namespaces (or in --netns's network namespace, which sluiced
+joins for it). Descriptors:
+  3  the SOCK_SEQPACKET socket to sluiced (protocol: proxyproto)
+  4  the VM heap's memfd; the proxy maps [--heap-offset, +--heap-size)
+
+Before serving it pivots into --volume (which becomes "/"), sets its resource
+limits, no_new_privs, Landlock and a seccomp allowlist. On any setup failure
+it sends sluiced a Fatal message with the reason and exits 1.
+
+Flags:
+`
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+type options struct {
+	vm, volume         string
+	heapOff, heapSize  uint64
+	maxFiles           uint64
+	maxFileSize        uint64
+	addressSpace       uint64
+	noSandbox, showVer bool
+	probe              string
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("sluice-proxy", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageText)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.vm, "vm", "", "the VM's name (log messages)")
+	fs.StringVar(&o.volume, "volume", "", "host directory that becomes the proxy's / (required)")
+	fs.Uint64Var(&o.heapOff, "heap-offset", 0, "offset of the VM heap in fd 4")
+	fs.Uint64Var(&o.heapSize, "heap-size", 0, "size of the VM heap in bytes (0: no heap, no fd 4)")
+	fs.Uint64Var(&o.maxFiles, "max-files", 256, "RLIMIT_NOFILE: open files of all guest contexts together (EMFILE past it)")
+	fs.Uint64Var(&o.maxFileSize, "max-file-size", 0, "RLIMIT_FSIZE in bytes (0: unlimited)")
+	fs.Uint64Var(&o.addressSpace, "max-address-space", 0, "RLIMIT_AS in bytes (0: the heap plus 8 GiB for the Go runtime)")
+	fs.BoolVar(&o.noSandbox, "no-sandbox", false, "serve without confinement, in --volume (tests only)")
+	fs.StringVar(&o.probe, "probe-syscall", "", "test helper: once sandboxed, make this forbidden call (mount, ptrace, execve, reboot, unshare-net) and report its errno as Fatal")
+	fs.BoolVar(&o.showVer, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.showVer {
+		fmt.Println("sluice-proxy", version)
+		return o, flag.ErrHelp
+	}
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+	case o.volume == "":
+		return o, errors.New("--volume is required (see --help)")
+	}
+	if o.addressSpace == 0 {
+		o.addressSpace = o.heapSize + 8<<30
+	}
+	return o, nil
+}
+
+func run(args []string) int {
+	o, err := parseFlags(args)
+	if err == flag.ErrHelp {
+		return 0
+	}
+	conn, cerr := mediatorConn()
+	if err != nil {
+		return fatal(conn, err, 2)
+	}
+	if cerr != nil {
+		return fatal(nil, cerr, 1)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("vm", o.vm)
+	heap, err := mapHeap(o.heapOff, o.heapSize)
+	if err != nil {
+		return fatal(conn, err, 1)
+	}
+	cfg := proxy.DefaultServeConfig()
+	if o.noSandbox {
+		cfg.Dir = o.volume
+	} else {
+		sc := sandbox.DefaultConfig(o.volume)
+		sc.MaxFiles, sc.MaxFileSize, sc.AddressSpace = o.maxFiles, o.maxFileSize, o.addressSpace
+		rep, err := sandbox.Enter(sc)
+		if err != nil {
+			return fatal(conn, fmt.Errorf("sandbox: %w", err), 1)
+		}
+		log.Info("sandboxed", "landlock_abi", rep.LandlockABI, "max_files", o.maxFiles)
+	}
+	if o.probe != "" {
+		return fatal(conn, probe(o.probe), 1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := proxy.Serve(ctx, conn, heap, cfg); err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// mediatorConn returns the socket on fd 3.
+func mediatorConn() (*net.UnixConn, error) {
+	f := os.NewFile(proxy.FDConn, "mediator")
+	defer f.Close()
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, fmt.Errorf("fd %d is not the mediator's socket: %w", proxy.FDConn, err)
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return nil, fmt.Errorf("fd %d is not a UNIX socket", proxy.FDConn)
+	}
+	return uc, nil
+}
+
+// mapHeap maps the heap range of fd 4, shared, read/write, and closes fd 4.
+func mapHeap(off, size uint64) ([]byte, error) {
+	if size == 0 {
+		return nil, nil
+	}
+	defer unix.Close(proxy.FDHeap)
+	page := uint64(unix.Getpagesize())
+	base := off &^ (page - 1)
+	m, err := unix.Mmap(proxy.FDHeap, int64(base), int(off-base+size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mapping the heap (fd %d, %d bytes at %d): %w", proxy.FDHeap, size, off, err)
+	}
+	return m[off-base:], nil
+}
+
+// fatal tells the mediator why the proxy stops, and returns code.
+func fatal(conn *net.UnixConn, err error, code int) int {
+	fmt.Fprintln(os.Stderr, "sluice-proxy:", err)
+	if conn != nil {
+		_, _ = conn.Write(proxyproto.AppendFatal(nil, err.Error()))
+	}
+	return code
+}
+
+// probe makes a forbidden call for the sandbox tests: a call the seccomp
+// policy kills never returns.
+func probe(name string) error {
+	var e syscall.Errno
+	switch name {
+	case "mount":
+		_, _, e = unix.Syscall6(unix.SYS_MOUNT, 0, 0, 0, 0, 0, 0)
+	case "ptrace":
+		_, _, e = unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_TRACEME, 0, 0, 0, 0, 0)
+	case "execve":
+		_, _, e = unix.Syscall(unix.SYS_EXECVE, 0, 0, 0)
+	case "reboot":
+		_, _, e = unix.Syscall6(unix.SYS_REBOOT, 0, 0, 0, 0, 0, 0)
+	case "unshare-net":
+		_, _, e = unix.Syscall(unix.SYS_UNSHARE, unix.CLONE_NEWNET, 0, 0)
+	default:
+		return fmt.Errorf("probe %s: unknown", name)
+	}
+	return fmt.Errorf("probe %s: errno %d", name, int(e))
+}
