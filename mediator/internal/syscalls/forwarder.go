@@ -52,6 +52,7 @@ type Forwarder struct {
 
 	mu       sync.Mutex
 	proxy    Proxy
+	sock     *sock    // the running proxy's socket
 	state    string   // "starting", "running", or why the proxy is down
 	inflight []uint32 // per slot: seq+1 while a blocking call is with the proxy
 	nIn      int
@@ -132,12 +133,14 @@ func (f *Forwarder) Close() error {
 		return nil
 	}
 	f.closed = true
-	p := f.proxy
+	p, s := f.proxy, f.sock
 	f.mu.Unlock()
 	close(f.stop)
 	var err error
+	if s != nil {
+		s.shutdown() // ends the receiver, which fails what the proxy held
+	}
 	if p != nil {
-		// Ends the receiver, which fails what the proxy held.
 		err = p.Close()
 	}
 	f.wg.Wait()
@@ -150,14 +153,14 @@ func (f *Forwarder) Close() error {
 	return nil
 }
 
-// current is the running proxy, nil while there is none.
-func (f *Forwarder) current() Proxy {
+// current is the running proxy's socket, nil while there is none.
+func (f *Forwarder) current() *sock {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.state != "running" {
 		return nil
 	}
-	return f.proxy
+	return f.sock
 }
 
 // finish writes a blocking call's result and hands the slot back.

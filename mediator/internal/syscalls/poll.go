@@ -45,7 +45,7 @@ func (f *Forwarder) poll() {
 			f.stats.batches.Add(1)
 			// A failed write means the proxy is gone: the supervisor fails
 			// what it held (these calls included) with EIO.
-			_, _ = p.Conn().Write(msg)
+			_ = p.write(msg)
 			continue
 		}
 		if f.stats.activity.Swap(false) {
@@ -63,7 +63,7 @@ func (f *Forwarder) poll() {
 
 // coalesce keeps scanning until the batch is full or the window since its
 // first call has passed.
-func (f *Forwarder) coalesce(batch []proxyproto.Request, cfg *Config, next *uint32, p Proxy) []proxyproto.Request {
+func (f *Forwarder) coalesce(batch []proxyproto.Request, cfg *Config, next *uint32, p *sock) []proxyproto.Request {
 	deadline := time.Now().Add(cfg.Window)
 	for len(batch) < cfg.Batch && time.Now().Before(deadline) {
 		n := len(batch)
@@ -98,7 +98,7 @@ func (f *Forwarder) sleep(t *time.Timer, d time.Duration) bool {
 // scan walks every slot once from *next, taking READY ones until batch has
 // max calls. Calls the forwarder serves itself (fastcalls, revocations,
 // malformed slots) are answered on the spot.
-func (f *Forwarder) scan(batch []proxyproto.Request, max int, next *uint32, p Proxy) []proxyproto.Request {
+func (f *Forwarder) scan(batch []proxyproto.Request, max int, next *uint32, p *sock) []proxyproto.Request {
 	n := uint32(f.spec.Slots)
 	var raw [abi.SyscallSlotSize]byte
 	for k := uint32(0); k < n && len(batch) < max; k++ {
@@ -174,9 +174,9 @@ func (f *Forwarder) serveLocally(i uint32, s *abi.Slot) (proxyproto.Request, boo
 
 // track records a blocking call handed to proxy p; if p is no longer the
 // running proxy the call fails with EIO at once (false: do not send it).
-func (f *Forwarder) track(i uint32, s *abi.Slot, p Proxy) bool {
+func (f *Forwarder) track(i uint32, s *abi.Slot, p *sock) bool {
 	f.mu.Lock()
-	ok := f.proxy == p && f.state == "running"
+	ok := f.sock == p && f.state == "running"
 	if ok && s.Blocking() {
 		if f.inflight[i] == 0 {
 			f.nIn++

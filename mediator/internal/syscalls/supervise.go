@@ -58,7 +58,12 @@ func (f *Forwarder) runProxy() error {
 	if err != nil {
 		return fmt.Errorf("starting the proxy: %w", err)
 	}
-	if err := handshake(p); err != nil {
+	s, err := newSock(p.Conn())
+	if err != nil {
+		return errors.Join(err, p.Close())
+	}
+	defer s.close()
+	if err := handshake(s); err != nil {
 		return errors.Join(err, p.Close())
 	}
 	f.mu.Lock()
@@ -66,25 +71,23 @@ func (f *Forwarder) runProxy() error {
 		f.mu.Unlock()
 		return p.Close()
 	}
-	f.proxy, f.state = p, "running"
+	f.proxy, f.sock, f.state = p, s, "running"
 	f.mu.Unlock()
 	f.log.Info("syscall proxy running", "pid", p.Pid())
 	f.Kick()
-	err = f.receive(p)
+	err = f.receive(s)
 	f.mu.Lock()
-	f.proxy = nil
+	f.proxy, f.sock = nil, nil
 	f.state = "down"
 	f.failInflightLocked()
 	f.mu.Unlock()
+	s.shutdown()
 	return errors.Join(err, p.Close())
 }
 
-func handshake(p Proxy) error {
+func handshake(s *sock) error {
 	buf := make([]byte, 4096)
-	if err := p.Conn().SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
-		return err
-	}
-	n, err := p.Conn().Read(buf)
+	n, err := s.recvTimeout(buf, 10*time.Second)
 	if err != nil {
 		return fmt.Errorf("waiting for the proxy to be ready: %w", err)
 	}
@@ -99,7 +102,7 @@ func handshake(p Proxy) error {
 	if v != proxyproto.Version {
 		return fmt.Errorf("proxy speaks protocol %d, this mediator %d", v, proxyproto.Version)
 	}
-	return p.Conn().SetReadDeadline(time.Time{})
+	return nil
 }
 
 // failInflightLocked fails every call the dead proxy held with EIO.
@@ -114,12 +117,13 @@ func (f *Forwarder) failInflightLocked() {
 }
 
 // receive reads the proxy's messages until its socket fails.
-func (f *Forwarder) receive(p Proxy) error {
+func (f *Forwarder) receive(s *sock) error {
+	defer lockThread()()
 	buf := make([]byte, proxyproto.MaxMessage)
 	oob := make([]byte, unix.CmsgSpace(4))
 	var res []proxyproto.Result
 	for {
-		n, oobn, _, _, err := p.Conn().ReadMsgUnix(buf, oob)
+		n, oobn, err := s.recv(buf, oob)
 		if err != nil {
 			return fmt.Errorf("reading from the proxy: %w", err)
 		}

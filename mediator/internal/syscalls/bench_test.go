@@ -1,0 +1,120 @@
+package syscalls
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/slotcall"
+)
+
+// The benchmarks drive the forwarder and a real (in-process, unsandboxed)
+// proxy from guest threads of this process that play the GPU's work-items
+// through internal/slotcall, as the sim's programs do. On the H100 the same
+// paths are measured from real kernels (bench/results/h100).
+
+// BenchmarkNullRoundTrip is one caller's blocking null call: p50 and p99.
+func BenchmarkNullRoundTrip(b *testing.B) {
+	v := newRealVM(b, 64, DefaultConfig())
+	v.call(b, 0, abi.SysNull) // the proxy is up
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		v.call(b, 0, abi.SysNull)
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	reportPercentiles(b, lat)
+}
+
+func reportPercentiles(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+}
+
+// BenchmarkNullThroughput is null calls per second from 1, 32 and 1024
+// concurrent callers, each with a slot of its own, with and without a
+// coalescing window.
+func BenchmarkNullThroughput(b *testing.B) {
+	for _, callers := range []int{1, 32, 1024} {
+		for _, window := range []time.Duration{0, 20 * time.Microsecond} {
+			b.Run(fmt.Sprintf("callers=%d/window=%v", callers, window), func(b *testing.B) {
+				cfg := DefaultConfig()
+				cfg.Window, cfg.Batch = window, 1024
+				v := newRealVM(b, 1024, cfg)
+				v.call(b, 0, abi.SysNull)
+				per := max(b.N/callers, 1)
+				b.ResetTimer()
+				t0 := time.Now()
+				var wg sync.WaitGroup
+				for c := range callers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range per {
+							if _, err := v.guest.Call(uint32(c), slotcall.Request{Number: abi.SysNull, Flags: abi.SysFlagBlocking}); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				b.ReportMetric(float64(per*callers)/time.Since(t0).Seconds(), "calls/s")
+				b.ReportMetric(float64(v.f.Stats().Batches), "batches")
+			})
+		}
+	}
+}
+
+// BenchmarkPread4K compares a generic pread64 of 4 KiB with the fastcall
+// currying the same call, interleaved, and reports their ratio along with
+// the host CPU (user + system of this process, which holds the forwarder,
+// the proxy and the caller) per call.
+func BenchmarkPread4K(b *testing.B) {
+	v := newRealVM(b, 64, DefaultConfig())
+	if err := os.WriteFile(filepath.Join(v.dir, "blob"), make([]byte, 1<<20), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	fd := v.call(b, 0, abi.SysOpenat, atFDCWD, v.putString(0, "blob"), 0, 0)
+	num := v.call(b, 0, abi.SysFastcallRegister, uint64(abi.SysPread64), uint64(fd.Ret), 8192, 4096, 4096)
+	if fd.Errno != 0 || num.Errno != 0 {
+		b.Fatalf("open %+v, register %+v", fd, num)
+	}
+	generic := slotcall.Request{Number: abi.SysPread64, Flags: abi.SysFlagBlocking, Args: [6]uint64{uint64(fd.Ret), 8192, 4096, 4096}}
+	fast := slotcall.Request{Number: uint16(num.Ret), Flags: abi.SysFlagBlocking | abi.SysFlagFastcall}
+	var wall, cpu [2]time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		for k, req := range []slotcall.Request{generic, fast} {
+			c0, t0 := processCPU(), time.Now()
+			res, err := v.guest.Call(1, req)
+			wall[k] += time.Since(t0)
+			cpu[k] += processCPU() - c0
+			if err != nil || res.Ret != 4096 {
+				b.Fatalf("call %d (%d): %+v %v", i, k, res, err)
+			}
+		}
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(float64(wall[0].Nanoseconds())/n, "generic-ns")
+	b.ReportMetric(float64(wall[1].Nanoseconds())/n, "fastcall-ns")
+	b.ReportMetric(float64(wall[0])/float64(wall[1]), "ratio")
+	b.ReportMetric(float64(cpu[0].Nanoseconds())/n, "generic-cpu-ns")
+	b.ReportMetric(float64(cpu[1].Nanoseconds())/n, "fastcall-cpu-ns")
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
