@@ -24,7 +24,7 @@ type inProcess struct {
 	done   chan struct{}
 }
 
-func (p *inProcess) Conn() *net.UnixConn     { return p.conn }
+func (p *inProcess) Conn() *net.UnixConn    { return p.conn }
 func (p *inProcess) CPUTime() time.Duration { return 0 }
 func (p *inProcess) Pid() int               { return os.Getpid() }
 func (p *inProcess) Close() error {
