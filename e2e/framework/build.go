@@ -31,7 +31,7 @@ func Build() (Binaries, error) {
 	defer cancel()
 	// One go build for all three lets the toolchain share and parallelise work.
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator),
-		"./mediator/cmd/sluiced", "./controller/cmd/sluicectl", "./guest-agent/cmd/sluice-agent",
+		"./mediator/cmd/sluiced", "./mediator/cmd/sluice-proxy", "./controller/cmd/sluicectl", "./guest-agent/cmd/sluice-agent",
 		"./guest-agent/cmd/sluice-init", "./vmm-plugin/cmd/sluice-libvirt-hook")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

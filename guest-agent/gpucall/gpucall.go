@@ -70,7 +70,13 @@ func NewRunner(ctx context.Context, dev *sdk.Device, o Options) (*Runner, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.run(ctx, abi.Command{Op: abi.OpLoadModule, Handle: moduleHandle, Format: format, HeapOff: off, Length: uint64(len(image))}); err != nil {
+	err = r.run(ctx, abi.Command{Op: abi.OpLoadModule, Handle: moduleHandle, Format: format, HeapOff: off, Length: uint64(len(image))})
+	if errors.Is(err, abi.ErrBadHandle) {
+		// An earlier run loaded the programs under this handle (modules
+		// live as long as the VM's context): use them.
+		err = ch.Reset(ctx)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("loading the syscall programs: %w", err)
 	}
 	r.base = r.next // the module image stays

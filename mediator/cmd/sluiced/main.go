@@ -88,6 +88,12 @@ func parseFlags(args []string) (daemon.Config, slog.Level, error) {
 	method := fs.String("accounting", string(cfg.Accounting.Method), "accounting method: loga, loga-segment-average, off (scheduling needs the wall clock)")
 	fs.Float64Var(&cfg.Accounting.Ratio, "poll-ratio", 0, "non-poll : poll phase length ratio (0: default 51, i.e. 1.9% polling)")
 	fs.Int64Var(&cfg.Accounting.PollNs, "poll-ns", 0, "poll phase length per active channel in ns (0: default)")
+	fs.StringVar(&cfg.Proxy.Binary, "proxy", env("SLUICE_PROXY", ""), "sluice-proxy binary serving each VM's GPU system calls (default: beside sluiced), or off")
+	fs.StringVar(&cfg.Proxy.VolumeDir, "volume-dir", "", "directory of the VMs' default volumes (default: volumes/ in --state-dir)")
+	fs.IntVar(&cfg.Proxy.MaxFiles, "proxy-max-files", cfg.Proxy.MaxFiles, "files one VM's proxy may hold open (its RLIMIT_NOFILE)")
+	fs.DurationVar(&cfg.Syscalls.Window, "syscall-window", cfg.Syscalls.Window, "default coalescing window of GPU system calls (sluicectl vm set changes one VM's)")
+	fs.IntVar(&cfg.Syscalls.Batch, "syscall-batch", cfg.Syscalls.Batch, "default most GPU system calls per batch to a proxy (1..1024)")
+	fs.DurationVar(&cfg.Syscalls.Spin, "syscall-spin", cfg.Syscalls.Spin, "how long a VM's syscall poller keeps scanning after the last call before it idles")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {

@@ -2,12 +2,14 @@ package daemon
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
 	"github.com/sluice-gpu/sluice/mediator/internal/sched"
+	"github.com/sluice-gpu/sluice/mediator/internal/syscalls"
 )
 
 // Config is sluiced's configuration. Every field documents its default;
@@ -46,6 +48,26 @@ type Config struct {
 	// clock only: on the virtual clock the daemon accounts from completions
 	// and `sluicectl bench` is the place for scheduled what-if runs.
 	Accounting accounting.Config
+	// Syscalls is every new VM's syscall forwarder tuning (coalescing window
+	// 0, batch 256, spin 200µs, idle scan 1ms); `sluicectl vm set` changes
+	// one VM's window and batch at run time.
+	Syscalls syscalls.Config
+	// Proxy is how the VMs' syscall proxies run.
+	Proxy ProxyConfig
+}
+
+// ProxyConfig configures the per-VM sluice-proxy processes.
+type ProxyConfig struct {
+	// Binary is the sluice-proxy executable. Default: sluice-proxy in the
+	// directory of sluiced's own binary. "off" serves no VM's syscall area
+	// (guests see FeatureSyscalls clear).
+	Binary string
+	// VolumeDir holds the VMs' default volumes (NAME/). Default
+	// STATE_DIR/volumes.
+	VolumeDir string
+	// MaxFiles is each proxy's RLIMIT_NOFILE: the files a VM's GPU programs
+	// may hold open at once, over all its contexts. Default 256.
+	MaxFiles int
 }
 
 // DefaultConfig returns the defaults.
@@ -62,6 +84,8 @@ func DefaultConfig() Config {
 		MaxPeers:   4,
 		Policy:     "dfq",
 		Accounting: accounting.Config{Method: accounting.MethodLoga},
+		Syscalls:   syscalls.DefaultConfig(),
+		Proxy:      ProxyConfig{MaxFiles: 256},
 	}
 }
 
@@ -93,6 +117,27 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Accounting.Validate(); err != nil {
 		return fmt.Errorf("config: accounting: %w", err)
+	}
+	if err := c.Syscalls.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if c.Proxy.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("config: finding sluice-proxy beside this binary: %w", err)
+		}
+		c.Proxy.Binary = filepath.Join(filepath.Dir(exe), "sluice-proxy")
+	}
+	if c.Proxy.Binary != "off" {
+		if _, err := os.Stat(c.Proxy.Binary); err != nil {
+			return fmt.Errorf("config: the syscall proxy: %w (build it with make sluice-proxy, or pass --proxy off)", err)
+		}
+	}
+	if c.Proxy.VolumeDir == "" {
+		c.Proxy.VolumeDir = filepath.Join(c.StateDir, "volumes")
+	}
+	if c.Proxy.MaxFiles < 16 || c.Proxy.MaxFiles > 1<<20 {
+		return fmt.Errorf("config: proxy max files %d: want 16..%d", c.Proxy.MaxFiles, 1<<20)
 	}
 	return nil
 }

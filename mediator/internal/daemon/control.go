@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sluice-gpu/sluice/api/hostapi"
 	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
@@ -18,8 +19,11 @@ func (d *Daemon) UpdateVM(_ context.Context, name string, req hostapi.UpdateVMRe
 	if !ok {
 		return hostapi.VM{}, fmt.Errorf("vm %q: %w", name, hostapi.ErrNotFound)
 	}
-	if req.Weight == nil && req.Cap == nil {
+	if req.Weight == nil && req.Cap == nil && req.SyscallWindowNs == nil && req.SyscallBatch == nil {
 		return hostapi.VM{}, fmt.Errorf("vm %q: nothing to change: %w", name, hostapi.ErrInvalid)
+	}
+	if err := setSyscalls(e, req); err != nil {
+		return hostapi.VM{}, err
 	}
 	id := e.vm.Config().ID
 	if req.Weight != nil {
@@ -38,6 +42,29 @@ func (d *Daemon) UpdateVM(_ context.Context, name string, req hostapi.UpdateVMRe
 		return hostapi.VM{}, err
 	}
 	return describe(e), nil
+}
+
+// setSyscalls applies a new coalescing window or batch to the VM's
+// forwarder; it lasts as long as the endpoint.
+func setSyscalls(e *entry, req hostapi.UpdateVMRequest) error {
+	if req.SyscallWindowNs == nil && req.SyscallBatch == nil {
+		return nil
+	}
+	f := e.vm.Syscalls()
+	if f == nil {
+		return fmt.Errorf("vm %q serves no system calls: %w", e.req.Name, hostapi.ErrInvalid)
+	}
+	c := f.Config()
+	if req.SyscallWindowNs != nil {
+		c.Window = time.Duration(*req.SyscallWindowNs)
+	}
+	if req.SyscallBatch != nil {
+		c.Batch = *req.SyscallBatch
+	}
+	if err := f.SetConfig(c); err != nil {
+		return fmt.Errorf("vm %q: %w: %w", e.req.Name, hostapi.ErrInvalid, err)
+	}
+	return nil
 }
 
 // Policy reports the scheduling policy and the accounting method.

@@ -65,6 +65,18 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, fmt.Errorf("creating %s: %w", dir, err)
 		}
 	}
+	if cfg.Proxy.Binary != "off" {
+		// The VMs' sandboxes must reach their volumes: search (o+x) but no
+		// listing for others on the state dir and the volumes' dir.
+		if err := os.MkdirAll(cfg.Proxy.VolumeDir, 0o711); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", cfg.Proxy.VolumeDir, err)
+		}
+		for _, dir := range []string{cfg.StateDir, cfg.Proxy.VolumeDir} {
+			if err := addSearch(dir); err != nil {
+				return nil, err
+			}
+		}
+	}
 	ledger, err := usage.Open(filepath.Join(cfg.StateDir, "usage.json"))
 	if err != nil {
 		return nil, err
@@ -155,6 +167,9 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 		return hostapi.VM{}, fmt.Errorf("vm %q: limit of %d vms reached: %w", req.Name, d.cfg.MaxVMs, hostapi.ErrUnavailable)
 	}
 	req = d.withDefaults(req)
+	if err := d.prepareVolume(&req); err != nil {
+		return hostapi.VM{}, err
+	}
 	l, err := abi.NewLayout(abi.LayoutConfig{
 		RegionSize:   req.RegionSize,
 		Channels:     req.Channels,
@@ -166,6 +181,10 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 	}
 	id := d.nextID
 	d.nextID++
+	base, ok := d.ledger.Get(req.Name)
+	if !ok {
+		base = usage.Record{Since: time.Now().UTC()}
+	}
 	v, err := vm.New(vm.Config{
 		Name:       req.Name,
 		ID:         id,
@@ -176,6 +195,9 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 		SocketMode: os.FileMode(d.cfg.SocketMode),
 		Epoch:      d.epoch,
 		MaxPeers:   d.cfg.MaxPeers,
+		StartProxy: d.proxyStarter(req, id),
+		Syscalls:   d.cfg.Syscalls,
+		GPUBaseNs:  base.GPUNs,
 	}, d.be)
 	if err != nil {
 		return hostapi.VM{}, fmt.Errorf("creating vm %q: %w", req.Name, classify(err))
@@ -187,9 +209,7 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 	if err := d.engine.AddVM(id, req.Name, req.Weight, req.Cap, chans); err != nil {
 		return hostapi.VM{}, errors.Join(fmt.Errorf("vm %q: %w: %w", req.Name, hostapi.ErrInvalid, err), v.Close())
 	}
-	base, ok := d.ledger.Get(req.Name)
 	if !ok {
-		base = usage.Record{Since: time.Now().UTC()}
 		d.ledger.Put(req.Name, base)
 	}
 	e := &entry{vm: v, req: req, base: base}

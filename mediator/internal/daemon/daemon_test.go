@@ -25,6 +25,7 @@ func newDaemon(t *testing.T, clock, stateDir string) *Daemon {
 	cfg.Socket = filepath.Join(dir, "sluiced.sock")
 	cfg.StateDir = stateDir
 	cfg.Clock = clock
+	cfg.Proxy.Binary = "off" // syscall_test.go starts real proxies
 	d, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package daemon
 import (
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/api/hostapi"
+	"github.com/sluice-gpu/sluice/mediator/internal/syscalls"
 	"github.com/sluice-gpu/sluice/mediator/internal/usage"
 )
 
@@ -19,7 +20,12 @@ func describe(e *entry) hostapi.VM {
 	if peers > 0 {
 		state = hostapi.StateConnected
 	}
+	var sys *hostapi.SyscallStats
+	if f := e.vm.Syscalls(); f != nil {
+		sys = syscallStats(f.Stats())
+	}
 	return hostapi.VM{
+		Syscalls:    sys,
 		Name:        c.Name,
 		ID:          c.ID,
 		Weight:      e.req.Weight,
@@ -29,6 +35,7 @@ func describe(e *entry) hostapi.VM {
 		RegionSize:  c.Layout.RegionSize,
 		HeapSize:    c.Layout.HeapSize,
 		Endpoint:    c.Socket,
+		Volume:      e.req.Volume,
 		Vectors:     abi.Vectors(int(c.Layout.Channels)),
 		State:       state,
 		Peers:       peers,
@@ -55,4 +62,13 @@ func statsOf(e *entry) hostapi.VMStats {
 		vs.ChannelStats = append(vs.ChannelStats, cs)
 	}
 	return vs
+}
+
+func syscallStats(s syscalls.Stats) *hostapi.SyscallStats {
+	return &hostapi.SyscallStats{
+		Calls: s.Calls, Errnos: s.Errnos, InFlight: s.InFlight, Batches: s.Batches,
+		NonBlocking: s.NonBlocking, Fastcalls: s.Fastcalls, Raced: s.Raced, Lost: s.Lost,
+		ProxyState: s.ProxyState, ProxyPID: s.ProxyPID, ProxyCPUNs: int64(s.ProxyCPU),
+		ProxyRestarts: s.ProxyRestarts, WindowNs: int64(s.Window), Batch: s.Batch,
+	}
 }

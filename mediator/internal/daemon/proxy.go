@@ -1,0 +1,182 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/hostapi"
+	"github.com/sluice-gpu/sluice/mediator/internal/proxy"
+	"github.com/sluice-gpu/sluice/mediator/internal/syscalls"
+	"github.com/sluice-gpu/sluice/mediator/internal/vm"
+)
+
+// Each VM's proxy runs in a user namespace whose 65536 ids map to a host
+// range of its own, uidBase(slot) upwards, far from real users. The range a
+// VM got is the owner of its volume's root, so it survives restarts without
+// a record of its own.
+const (
+	idRangeStart = 1 << 20
+	idRangeSize  = 1 << 16
+	idRanges     = 60000 // 1 MiB + 60000 × 64 Ki < 2^32
+)
+
+func uidBase(slot int) uint32 { return uint32(idRangeStart + slot*idRangeSize) }
+
+// prepareVolume fills in the VM's volume (default VolumeDir/NAME), creates
+// it, and gives its root to the VM's id range.
+func (d *Daemon) prepareVolume(req *hostapi.CreateVMRequest) error {
+	if d.cfg.Proxy.Binary == "off" {
+		return nil
+	}
+	if req.Volume == "" {
+		req.Volume = filepath.Join(d.cfg.Proxy.VolumeDir, req.Name)
+	}
+	if !filepath.IsAbs(req.Volume) {
+		return fmt.Errorf("vm %q: volume %q must be an absolute path: %w", req.Name, req.Volume, hostapi.ErrInvalid)
+	}
+	if err := os.MkdirAll(req.Volume, 0o750); err != nil {
+		return fmt.Errorf("vm %q: creating its volume: %w", req.Name, err)
+	}
+	if err := searchable(filepath.Dir(req.Volume)); err != nil {
+		return fmt.Errorf("vm %q: volume %q: %w: %w", req.Name, req.Volume, hostapi.ErrInvalid, err)
+	}
+	fi, err := os.Stat(req.Volume)
+	if err != nil {
+		return fmt.Errorf("vm %q: volume: %w", req.Name, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("vm %q: volume %q is not a directory: %w", req.Name, req.Volume, hostapi.ErrInvalid)
+	}
+	if _, ok := volumeBase(fi); ok {
+		return nil
+	}
+	base, err := d.freeBaseLocked()
+	if err != nil {
+		return fmt.Errorf("vm %q: %w", req.Name, err)
+	}
+	// The sandbox's root (uid 0 inside) owns the volume's root; the guest's
+	// files arriving over 9p keep their own owners.
+	if err := os.Chown(req.Volume, int(base), int(base)); err != nil {
+		return fmt.Errorf("vm %q: giving its volume to its sandbox: %w", req.Name, err)
+	}
+	return nil
+}
+
+// searchable checks that the sandbox, whose ids are nobody's on the host,
+// can reach a volume in dir: every directory up to / must let others
+// search it (o+x).
+func searchable(dir string) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("the sandbox cannot reach it: %s is mode %v, needs o+x (chmod o+x %s)", d, fi.Mode().Perm(), d)
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+// volumeBase reads the id range a volume's owner names.
+func volumeBase(fi os.FileInfo) (uint32, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || st.Uid < idRangeStart || (st.Uid-idRangeStart)%idRangeSize != 0 || st.Uid >= uidBase(idRanges) {
+		return 0, false
+	}
+	return st.Uid, true
+}
+
+// freeBaseLocked picks an id range no VM's volume has.
+func (d *Daemon) freeBaseLocked() (uint32, error) {
+	used := map[uint32]bool{}
+	for _, e := range d.vms {
+		if fi, err := os.Stat(e.req.Volume); err == nil {
+			if b, ok := volumeBase(fi); ok {
+				used[b] = true
+			}
+		}
+	}
+	for slot := range idRanges {
+		if !used[uidBase(slot)] {
+			return uidBase(slot), nil
+		}
+	}
+	return 0, errors.New("no free id range for a sandbox")
+}
+
+// proxyStarter is how the VM's forwarder starts its sluice-proxy: in the
+// sandbox, rooted at the VM's volume, with the VM's heap mapped.
+func (d *Daemon) proxyStarter(req hostapi.CreateVMRequest, id uint32) vm.ProxyStarter {
+	if d.cfg.Proxy.Binary == "off" {
+		return nil
+	}
+	bin := d.cfg.Proxy.Binary
+	return func(memfd int, heapOff int64, heapSize uint64) (syscalls.Proxy, error) {
+		fi, err := os.Stat(req.Volume)
+		if err != nil {
+			return nil, fmt.Errorf("volume of vm %q: %w", req.Name, err)
+		}
+		base, ok := volumeBase(fi)
+		if !ok {
+			return nil, fmt.Errorf("volume %q of vm %q is not owned by a sandbox id range (was it chowned?)", req.Volume, req.Name)
+		}
+		p, err := proxy.Start(proxy.StartConfig{
+			Binary:   bin,
+			VM:       req.Name,
+			Volume:   req.Volume,
+			HeapFD:   memfd,
+			HeapOff:  uint64(heapOff),
+			HeapSize: heapSize,
+			MaxFiles: d.cfg.Proxy.MaxFiles,
+			NetNS:    req.NetNS,
+			Cgroup:   req.Cgroup,
+			UIDBase:  base,
+			Stderr:   os.Stderr,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return runningProxy{p}, nil
+	}
+}
+
+// runningProxy is a proxy process as the forwarder uses it.
+type runningProxy struct{ p *proxy.Process }
+
+func (r runningProxy) Conn() *net.UnixConn { return r.p.Conn }
+func (r runningProxy) Pid() int            { return r.p.Pid }
+
+func (r runningProxy) CPUTime() time.Duration {
+	t, _ := r.p.CPUTime()
+	return t
+}
+
+func (r runningProxy) Close() error {
+	err := r.p.Kill() // closes Conn too
+	_ = r.p.Wait()    // killed: its exit status says so
+	return err
+}
+
+// addSearch lets others search dir (o+x), which the sandboxes need to reach
+// their volumes; it adds nothing else.
+func addSearch(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o001 != 0 {
+		return nil
+	}
+	if err := os.Chmod(dir, fi.Mode().Perm()|0o001); err != nil {
+		return fmt.Errorf("letting the syscall sandboxes reach %s: %w", dir, err)
+	}
+	return nil
+}
