@@ -23,8 +23,11 @@ package abi
 //
 // A caller is a work-item, a work-group's first work-item or the kernel's
 // first work-item, by granularity; caller c uses slot first_slot + c %
-// nslots, claimed with compare-and-swap FREE → POPULATING, so callers that
-// share a slot take turns. Callers are numbered by linear id: work-item
+// nslots, and callers that share a slot take turns. (The PTX programs take
+// turns with a lock in the low word of the slot's cookie and then move
+// FREE → POPULATING with a plain store: a GPU without PCIe atomics cannot
+// compare-and-swap a word the host writes, see sluice_syscall.h. The host
+// sees the same states either way; the sim's programs may use the CAS.) Callers are numbered by linear id: work-item
 // granularity, the work-item's index in the grid (block id × block size +
 // thread id, x fastest); work-group granularity, the work-group's index in
 // the grid; kernel granularity, a single caller 0. With nslots 0, or a

@@ -15,11 +15,26 @@
  * sharing a slot): that needs the independent thread scheduling of sm_70
  * and later.
  *
+ * No GPU atomic touches a word the host writes. Where the platform lacks
+ * PCIe atomics (CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED 0, as on
+ * an H200 behind an x86 root port), a GPU atomic on host memory is atomic
+ * among GPU threads only: it reads, modifies and writes back, even when a
+ * compare-and-swap fails, and so can undo a host store that landed in
+ * between (a slot the host had taken or freed turns READY again and runs
+ * twice). So on a GPU, callers sharing a slot exclude each other with a
+ * lock in the low 32 bits of the slot's cookie (the guest's own word, which
+ * the host never writes), and the lock holder moves the state word with
+ * plain stores: it waits for FREE|s, stores POPULATING|s, then READY|s.
+ * The host sees the protocol of sluice_abi.h unchanged. Consequences: on a
+ * GPU the library owns the cookie (it must be 0 when a slot is first used:
+ * the area starts zeroed), and a slot must not be shared between GPU and
+ * CPU callers. A CPU caller claims by compare-and-swap on the state word.
+ *
  * The protocol (sluice_abi.h, struct sluice_syscall_slot):
  *
  *   seq = sluice_sys_claim(slot);          FREE|s -> POPULATING|s
  *   sluice_sys_populate(slot, nr, flags, context, args);
- *   sluice_sys_ring(slot, seq);            READY|s, release
+ *   sluice_sys_ring(slot, seq, flags);     READY|s, release
  *   r = sluice_sys_wait(slot, seq);        FINISHED|s: ret, errno; FREE|s+1
  *
  * or sluice_syscall() for all four. A call without SLUICE_SYS_FLAG_BLOCKING
@@ -104,8 +119,10 @@ SLUICE_SYS_FN void sluice_sys_store_release(uint32_t *p, uint32_t v)
 #endif
 }
 
-/* Compare-and-swap a state word, acquire ordering on success; returns the
- * word it found (== old when the swap happened). */
+/* Compare-and-swap a word, acquire ordering on success; returns the word it
+ * found (== old when the swap happened). On a GPU without host-native
+ * atomics it is atomic among GPU threads only (see above): the claim does
+ * not use it there. */
 SLUICE_SYS_FN uint32_t sluice_sys_cas_acquire(uint32_t *p, uint32_t old, uint32_t nw)
 {
 #ifdef __CUDA_ARCH__
@@ -118,6 +135,25 @@ SLUICE_SYS_FN uint32_t sluice_sys_cas_acquire(uint32_t *p, uint32_t old, uint32_
 	return seen;
 #endif
 }
+
+#ifdef __CUDA_ARCH__
+/* The GPU callers' lock on a slot: the low word of its cookie. */
+SLUICE_SYS_FN uint32_t *sluice_sys_lock_word(struct sluice_syscall_slot *slot) { return (uint32_t *)&slot->cookie; }
+
+/* Take the lock if it is free (acquire, among the GPU's threads). */
+SLUICE_SYS_FN int sluice_sys_try_lock(struct sluice_syscall_slot *slot)
+{
+	uint32_t v;
+	asm volatile("atom.acquire.gpu.cas.b32 %0, [%1], 0, 1;" : "=r"(v) : "l"(sluice_sys_lock_word(slot)) : "memory");
+	return v == 0;
+}
+
+/* Release the lock: what the holder did to the slot comes first. */
+SLUICE_SYS_FN void sluice_sys_unlock(struct sluice_syscall_slot *slot)
+{
+	asm volatile("st.release.gpu.u32 [%0], 0;" ::"l"(sluice_sys_lock_word(slot)) : "memory");
+}
+#endif
 
 /* A sequentially consistent fence at system scope (the GPU and the host). */
 SLUICE_SYS_FN void sluice_fence_system(void)
@@ -160,15 +196,30 @@ SLUICE_SYS_FN struct sluice_syscall_slot *sluice_sys_slot(void *sys, uint32_t i)
 
 /* Try once to take the slot: FREE|s -> POPULATING|s. Returns 1 with *seq = s
  * when this caller owns the slot now, 0 when it is busy (or another caller
- * won the race). */
+ * won the race). On a GPU the caller holds the slot's lock from here until
+ * the slot is freed (blocking) or rung (non-blocking). */
 SLUICE_SYS_FN int sluice_sys_try_claim(struct sluice_syscall_slot *slot, uint32_t *seq)
 {
-	uint32_t w = sluice_sys_load_acquire(&slot->state);
-	uint32_t s = sluice_slot_seq(w);
+	uint32_t w, s;
+#ifdef __CUDA_ARCH__
+	if (!sluice_sys_try_lock(slot))
+		return 0;
+	w = sluice_sys_load_acquire(&slot->state);
+	s = sluice_slot_seq(w);
+	if (sluice_slot_state(w) != SLUICE_SLOT_FREE) {
+		sluice_sys_unlock(slot);
+		return 0;
+	}
+	/* Only the lock holder writes the word while it is FREE. */
+	((volatile struct sluice_syscall_slot *)slot)->state = sluice_slot_word(SLUICE_SLOT_POPULATING, s);
+#else
+	w = sluice_sys_load_acquire(&slot->state);
+	s = sluice_slot_seq(w);
 	if (sluice_slot_state(w) != SLUICE_SLOT_FREE)
 		return 0;
 	if (sluice_sys_cas_acquire(&slot->state, w, sluice_slot_word(SLUICE_SLOT_POPULATING, s)) != w)
 		return 0;
+#endif
 	*seq = s;
 	return 1;
 }
@@ -187,7 +238,7 @@ SLUICE_SYS_FN uint32_t sluice_sys_claim(struct sluice_syscall_slot *slot)
 /* Fill a claimed slot: the call number (or fastcall number, with
  * SLUICE_SYS_FLAG_FASTCALL), the flags, the guest context (0: the VM's
  * default), and the six arguments (args NULL: all zero). The cookie is left
- * as it is. */
+ * as it is (a CPU caller may set it; on a GPU it is the lock). */
 SLUICE_SYS_FN void sluice_sys_populate(struct sluice_syscall_slot *slot, uint16_t number, uint8_t flags,
                                        uint8_t context, const uint64_t *args)
 {
@@ -202,10 +253,18 @@ SLUICE_SYS_FN void sluice_sys_populate(struct sluice_syscall_slot *slot, uint16_
 
 /* Hand a populated slot to the host: READY|seq, with release ordering so
  * that the host sees the arguments (and, for a strongly ordered work-group
- * call, what the group wrote before its barrier). */
-SLUICE_SYS_FN void sluice_sys_ring(struct sluice_syscall_slot *slot, uint32_t seq)
+ * call, what the group wrote before its barrier). flags are the call's, as
+ * populated: a non-blocking call is over for the caller here. */
+SLUICE_SYS_FN void sluice_sys_ring(struct sluice_syscall_slot *slot, uint32_t seq, uint8_t flags)
 {
 	sluice_sys_store_release(&slot->state, sluice_slot_word(SLUICE_SLOT_READY, seq));
+#ifdef __CUDA_ARCH__
+	/* The next holder waits for the host's FREE|seq+1. */
+	if (!(flags & SLUICE_SYS_FLAG_BLOCKING))
+		sluice_sys_unlock(slot);
+#else
+	(void)flags;
+#endif
 }
 
 /* Check once whether the blocking call rung with seq has finished. If so,
@@ -220,6 +279,9 @@ SLUICE_SYS_FN int sluice_sys_poll(struct sluice_syscall_slot *slot, uint32_t seq
 	r->err = v->args[1];
 	/* Release: the result is read before the slot can be reused. */
 	sluice_sys_store_release(&slot->state, sluice_slot_word(SLUICE_SLOT_FREE, sluice_next_seq(seq)));
+#ifdef __CUDA_ARCH__
+	sluice_sys_unlock(slot);
+#endif
 	return 1;
 }
 
@@ -243,7 +305,7 @@ SLUICE_SYS_FN struct sluice_sysret sluice_syscall(struct sluice_syscall_slot *sl
 	struct sluice_sysret r = {0, 0};
 	uint32_t seq = sluice_sys_claim(slot);
 	sluice_sys_populate(slot, number, flags, context, args);
-	sluice_sys_ring(slot, seq);
+	sluice_sys_ring(slot, seq, flags);
 	if (flags & SLUICE_SYS_FLAG_BLOCKING)
 		r = sluice_sys_wait(slot, seq);
 	return r;

@@ -52,7 +52,7 @@ static void *work(void *arg)
 				sluice_sys_backoff(&ns);
 			sluice_sys_populate(slot, SLUICE_SYS_NULL, flags, (uint8_t)(w->id % 3), args);
 			slot->cookie = ((uint64_t)w->id << 32) | i;
-			sluice_sys_ring(slot, seq);
+			sluice_sys_ring(slot, seq, flags);
 			if (flags & SLUICE_SYS_FLAG_BLOCKING)
 				while (!sluice_sys_poll(slot, seq, &r))
 					sched_yield();
@@ -61,7 +61,7 @@ static void *work(void *arg)
 			uint32_t seq = sluice_sys_claim(slot);
 			sluice_sys_populate(slot, SLUICE_SYS_NULL, flags, (uint8_t)(w->id % 3), args);
 			slot->cookie = ((uint64_t)w->id << 32) | i;
-			sluice_sys_ring(slot, seq);
+			sluice_sys_ring(slot, seq, flags);
 			if (flags & SLUICE_SYS_FLAG_BLOCKING)
 				r = sluice_sys_wait(slot, seq);
 		}
