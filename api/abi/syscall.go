@@ -31,7 +31,12 @@ import (
 // # The protocol
 //
 // A slot belongs to the guest while FREE. The caller moves it FREE|s →
-// POPULATING|s, writes number, flags, context and arguments, and publishes
+// POPULATING|s (callers that share a slot must exclude each other: CPU
+// callers by compare-and-swap on the state word; GPU callers, whose
+// compare-and-swap on host memory over PCIe is not atomic against the host
+// and can write back a stale READY, by a lock in the cookie's low 32 bits,
+// which the host never writes: include/sluice_syscall.h), writes number,
+// flags, context and arguments, and publishes
 // READY|s with release ordering (on a GPU: a system-scope fence before the
 // store). The host copies the slot out, validates the copy and moves it
 // READY|s → PROCESSING|s by compare-and-swap (a guest that rewrote the slot

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -44,8 +45,59 @@ func writeMetrics(w io.Writer, st hostapi.Stats) {
 			fmt.Fprintf(w, "%s{vm=\"%s\"} %s\n", m.name, escapeLabel(v.Name), m.val(v))
 		}
 	}
+	writeSyscallMetrics(w, st.VMs)
 	header(w, "sluice_poller_cpu_seconds_total", "CPU time the accounting poller used since the daemon started.", "counter")
 	fmt.Fprintf(w, "sluice_poller_cpu_seconds_total %s\n", seconds(nonNegative(st.PollerCPUNs)))
+}
+
+// writeSyscallMetrics renders the VMs' GPU system calls: by call and by
+// errno (labelled), in flight, and their proxy's CPU and restarts.
+func writeSyscallMetrics(w io.Writer, vms []hostapi.VMStats) {
+	labelled := []struct {
+		name, help, label string
+		m               func(*hostapi.SyscallStats) map[string]uint64
+	}{
+		{"sluice_vm_syscalls_total", "GPU system calls taken, by call.", "call",
+			func(s *hostapi.SyscallStats) map[string]uint64 { return s.Calls }},
+		{"sluice_vm_syscall_results_total", "GPU system call results, by errno (OK for success).", "errno",
+			func(s *hostapi.SyscallStats) map[string]uint64 { return s.Errnos }},
+	}
+	for _, m := range labelled {
+		header(w, m.name, m.help, "counter")
+		for _, v := range vms {
+			if v.Syscalls == nil {
+				continue
+			}
+			vals := m.m(v.Syscalls)
+			keys := make([]string, 0, len(vals))
+			for k := range vals {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				fmt.Fprintf(w, "%s{vm=\"%s\",%s=\"%s\"} %d\n", m.name, escapeLabel(v.Name), m.label, escapeLabel(k), vals[k])
+			}
+		}
+	}
+	plain := []struct {
+		name, help, typ string
+		val             func(*hostapi.SyscallStats) string
+	}{
+		{"sluice_vm_syscalls_in_flight", "GPU system calls with the VM's proxy now.", "gauge",
+			func(s *hostapi.SyscallStats) string { return strconv.Itoa(s.InFlight) }},
+		{"sluice_vm_syscall_proxy_cpu_seconds_total", "CPU time of the VM's running syscall proxy.", "counter",
+			func(s *hostapi.SyscallStats) string { return seconds(nonNegative(s.ProxyCPUNs)) }},
+		{"sluice_vm_syscall_proxy_restarts_total", "Times the VM's syscall proxy ended and was started again.", "counter",
+			func(s *hostapi.SyscallStats) string { return count(s.ProxyRestarts) }},
+	}
+	for _, m := range plain {
+		header(w, m.name, m.help, m.typ)
+		for _, v := range vms {
+			if v.Syscalls != nil {
+				fmt.Fprintf(w, "%s{vm=\"%s\"} %s\n", m.name, escapeLabel(v.Name), m.val(v.Syscalls))
+			}
+		}
+	}
 }
 
 func header(w io.Writer, name, help, typ string) {

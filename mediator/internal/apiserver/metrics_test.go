@@ -100,6 +100,11 @@ func TestMetrics(t *testing.T) {
 		{"sluice_vm_held_seconds_total", "counter"},
 		{"sluice_vm_held", "gauge"},
 		{"sluice_vm_share", "gauge"},
+		{"sluice_vm_syscalls_total", "counter"},
+		{"sluice_vm_syscall_results_total", "counter"},
+		{"sluice_vm_syscalls_in_flight", "gauge"},
+		{"sluice_vm_syscall_proxy_cpu_seconds_total", "counter"},
+		{"sluice_vm_syscall_proxy_restarts_total", "counter"},
 		{"sluice_poller_cpu_seconds_total", "counter"},
 	}
 	var names []string
@@ -160,8 +165,8 @@ func TestMetricsNoVMs(t *testing.T) {
 	var b bytes.Buffer
 	writeMetrics(&b, hostapi.Stats{})
 	fams, order := parseProm(t, b.String())
-	if len(order) != 11 {
-		t.Errorf("families %q, want all eleven with HELP and TYPE", order)
+	if len(order) != 16 {
+		t.Errorf("families %q, want all sixteen with HELP and TYPE", order)
 	}
 	for name, f := range fams {
 		if name == "sluice_poller_cpu_seconds_total" {
@@ -207,4 +212,32 @@ func FuzzEscapeLabel(f *testing.F) {
 			t.Fatalf("escapeLabel(%q) reads back as %q", s, back)
 		}
 	})
+}
+
+func TestSyscallMetrics(t *testing.T) {
+	st := hostapi.Stats{VMs: []hostapi.VMStats{
+		{VM: hostapi.VM{Name: "gpu", Syscalls: &hostapi.SyscallStats{
+			Calls: map[string]uint64{"openat": 3, "null": 10}, Errnos: map[string]uint64{"OK": 12, "ENOENT": 1},
+			InFlight: 2, ProxyCPUNs: 1500000000, ProxyRestarts: 1,
+		}}},
+		{VM: hostapi.VM{Name: "none"}},
+	}}
+	f := newFake()
+	f.stats = st
+	body := do(t, Handler(f), "GET", "/metrics", "").Body.String()
+	for _, want := range []string{
+		`sluice_vm_syscalls_total{vm="gpu",call="null"} 10`,
+		`sluice_vm_syscalls_total{vm="gpu",call="openat"} 3`,
+		`sluice_vm_syscall_results_total{vm="gpu",errno="ENOENT"} 1`,
+		`sluice_vm_syscalls_in_flight{vm="gpu"} 2`,
+		`sluice_vm_syscall_proxy_cpu_seconds_total{vm="gpu"} 1.500000000`,
+		`sluice_vm_syscall_proxy_restarts_total{vm="gpu"} 1`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("no line %q in\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, `syscalls_in_flight{vm="none"}`) {
+		t.Error("a VM without syscalls has syscall samples")
+	}
 }
