@@ -55,7 +55,7 @@ func writeMetrics(w io.Writer, st hostapi.Stats) {
 func writeSyscallMetrics(w io.Writer, vms []hostapi.VMStats) {
 	labelled := []struct {
 		name, help, label string
-		m               func(*hostapi.SyscallStats) map[string]uint64
+		m                 func(*hostapi.SyscallStats) map[string]uint64
 	}{
 		{"sluice_vm_syscalls_total", "GPU system calls taken, by call.", "call",
 			func(s *hostapi.SyscallStats) map[string]uint64 { return s.Calls }},
