@@ -21,7 +21,12 @@
 // A worker gets the VM's shared block (a memfd, shared.go), the heap's
 // file, a doorbell eventfd and a socket for its start, its end and its
 // faults; it registers the heap and the shared block with the GPU, makes
-// one non-blocking stream per channel and loads the throttle kernel.
+// one non-blocking stream per channel and loads the throttle kernel. A VM
+// with a syscall area (ABI 1.1, VMSpec.SyscallFile) has it mapped and
+// registered the same way (page locked, mapped into the context, portable):
+// the VM's kernels write its slots with system-scope stores and claim them
+// with atomics, and the mediator's syscall forwarder serves them from its
+// own mapping of the same pages.
 //
 // Submit writes the command into the shared block's ring and rings the
 // doorbell only if the worker sleeps; the worker puts it on its channel's
@@ -40,8 +45,11 @@
 // image out of the heap (cuModuleLoadData is synchronous: it holds up only
 // its own VM's worker); LAUNCH copies the kernel's name and argument blob
 // out of the heap, relocates buffer handles to device addresses and heap
-// offsets to the registered heap's device address, and launches with the
-// packed blob. Commands the worker can judge (an unknown handle, a range
+// offsets to the registered heap's device address, a syscall relocation
+// (abi.RelocSyscall, whose u64 must be 0) to the registered syscall area's
+// (abi.ErrUnsupported for a VM without one), and launches with the packed
+// blob. LOAD_MODULE of abi.ModuleSim (the sim backend's built-in programs)
+// is abi.ErrUnsupported: a GPU runs their PTX (guest-agent/kernels). Commands the worker can judge (an unknown handle, a range
 // outside a buffer or the heap, an image the driver refuses) get their
 // code and only their markers, so they complete in their place in the
 // channel's order.

@@ -363,7 +363,7 @@ type inProcess struct {
 }
 
 func (p *inProcess) spawn(cfg workerConfig, f workerFiles) (proc, error) {
-	w := newWorker(p.d, cfg, f.shared, f.heapMem, f.sock, f.efd)
+	w := newWorker(p.d, cfg, f.shared, f.heapMem, f.sock, f.efd).withSyscalls(f.sysMem)
 	p.mu.Lock()
 	if p.ws == nil {
 		p.ws = map[uint32]*worker{}

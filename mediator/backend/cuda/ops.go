@@ -118,6 +118,10 @@ func (w *worker) loadModule(c *abi.Command) abi.ErrorCode {
 	if _, used := w.mods[c.Handle]; used {
 		return abi.ErrBadHandle
 	}
+	if c.Format == abi.ModuleSim {
+		// The sim backend's built-in programs: a GPU runs their PTX.
+		return abi.ErrUnsupported
+	}
 	if !inside(uint64(len(w.heap)), c.HeapOff, c.Length) || c.Length == 0 {
 		return abi.ErrHeapRange
 	}
@@ -172,7 +176,9 @@ func (w *worker) prepareLaunch(c *abi.Command) (work, abi.ErrorCode) {
 }
 
 // relocate rewrites the u64 at each relocation's offset: a buffer handle
-// becomes its device address, a heap offset the registered heap's.
+// becomes its device address, a heap offset the registered heap's, and a
+// syscall relocation (whose u64 must be 0) the registered syscall area's
+// (ErrUnsupported for a VM without one).
 func (w *worker) relocate(args, relocs []byte) abi.ErrorCode {
 	for i := 0; i+abi.RelocSize <= len(relocs); i += abi.RelocSize {
 		off := uint64(le.Uint32(relocs[i:]))
@@ -196,6 +202,14 @@ func (w *worker) relocate(args, relocs []byte) abi.ErrorCode {
 				return abi.ErrHeapRange
 			}
 			le.PutUint64(args[off:], uint64(w.heapDev)+val)
+		case abi.RelocSyscall:
+			if val != 0 {
+				return abi.ErrBadRecord
+			}
+			if w.sysDev == 0 {
+				return abi.ErrUnsupported
+			}
+			le.PutUint64(args[off:], uint64(w.sysDev))
 		default:
 			return abi.ErrBadRecord
 		}

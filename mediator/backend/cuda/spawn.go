@@ -17,13 +17,16 @@ import (
 // A GPU worker is this very binary, started again with workerEnv set: the
 // package's init turns the process into the worker before main runs. Its
 // descriptors: the socket (3), the shared block (4), the doorbell eventfd
-// (5) and, for a VM with a heap, the heap's file (6).
+// (5), for a VM with a heap the heap's file (6) and, for a VM with a
+// syscall area, the area's file (7). A descriptor a VM lacks is closed in
+// the worker: the others keep their numbers.
 const (
 	workerEnv  = "SLUICE_CUDA_WORKER"
 	fdSock     = 3
 	fdShared   = 4
 	fdDoorbell = 5
 	fdHeap     = 6
+	fdSyscall  = 7
 )
 
 func init() {
@@ -107,12 +110,13 @@ func readMsg(fd int) (message, error) {
 }
 
 // workerFiles are what a worker is started with. The spawner owns sock
-// (the worker's end) from then on; shared and heap are the mediator's
-// mappings (for a worker in this process) and files.
+// (the worker's end) from then on; shared, heap and syscall area are the
+// mediator's mappings (for a worker in this process) and files.
 type workerFiles struct {
-	sock, efd, sharedFD int
-	heapFD              int // -1 without a heap
-	shared, heapMem     []byte
+	sock, efd, sharedFD     int
+	heapFD                  int // -1 without a heap
+	sysFD                   int // -1 without a syscall area
+	shared, heapMem, sysMem []byte
 }
 
 // proc is a running worker.
@@ -128,14 +132,19 @@ type spawner func(cfg workerConfig, f workerFiles) (proc, error)
 func spawnProcess(cfg workerConfig, f workerFiles) (proc, error) {
 	defer unix.Close(f.sock)
 	// The child gets copies: the caller keeps its descriptors.
+	// A nil entry (a descriptor the VM lacks) is closed in the child, so
+	// that the ones after it keep their numbers.
 	var extra []*os.File
 	defer func() {
 		for _, fl := range extra {
-			_ = fl.Close()
+			if fl != nil {
+				_ = fl.Close()
+			}
 		}
 	}()
-	for _, fd := range []int{f.sock, f.sharedFD, f.efd, f.heapFD} {
+	for _, fd := range []int{f.sock, f.sharedFD, f.efd, f.heapFD, f.sysFD} {
 		if fd < 0 {
+			extra = append(extra, nil)
 			continue
 		}
 		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
@@ -194,11 +203,20 @@ func workerMain() int {
 			return fail(fmt.Errorf("mapping the heap: %w", err))
 		}
 	}
+	var sys []byte
+	if cfg.SyscallSize > 0 {
+		if cfg.SyscallOff%int64(os.Getpagesize()) != 0 {
+			return fail(fmt.Errorf("the syscall area's offset %d in its file is not page aligned", cfg.SyscallOff))
+		}
+		if sys, err = mapRange(fdSyscall, cfg.SyscallOff, int(cfg.SyscallSize)); err != nil {
+			return fail(fmt.Errorf("mapping the syscall area: %w", err))
+		}
+	}
 	lib, err := loadLibcuda(cfg.Library)
 	if err != nil {
 		return fail(err)
 	}
-	err = newWorker(lib, cfg, shared, heap, fdSock, fdDoorbell).serve()
+	err = newWorker(lib, cfg, shared, heap, fdSock, fdDoorbell).withSyscalls(sys).serve()
 	var f faultError
 	switch {
 	case errors.Is(err, errWorkerStop): // serve ends only with an error

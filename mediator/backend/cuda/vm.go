@@ -28,6 +28,9 @@ type cudaVM struct {
 	heap   []byte
 	heapFD int // our copy of the heap's file; -1 without
 	heapAt int64
+	sys    []byte // the syscall area; nil without
+	sysFD  int    // our copy of its file; -1 without
+	sysAt  int64
 	memfd  int // the shared block's file, its mapping and layout
 	mem    []byte
 	blk    block
@@ -102,6 +105,10 @@ func (b *Backend) Attach(spec backend.VMSpec) (backend.VM, error) {
 		return nil, fmt.Errorf("attaching VM %d: %w: %d commands in flight", spec.ID, backend.ErrInvalid, spec.MaxInFlight)
 	case len(spec.Heap) > 0 && spec.HeapFile == nil && b.needFiles:
 		return nil, fmt.Errorf("attaching VM %d: %w: the heap's file is needed to map it into the VM's GPU worker", spec.ID, backend.ErrInvalid)
+	case len(spec.Syscalls) > 0 && spec.SyscallFile == nil && b.needFiles:
+		return nil, fmt.Errorf("attaching VM %d: %w: the syscall area's file is needed to map it into the VM's GPU worker", spec.ID, backend.ErrInvalid)
+	case len(spec.Syscalls) > 0 && spec.SyscallFile != nil && spec.SyscallFile.Offset%int64(unix.Getpagesize()) != 0:
+		return nil, fmt.Errorf("attaching VM %d: %w: the syscall area starts at %d in its file, not on a page", spec.ID, backend.ErrInvalid, spec.SyscallFile.Offset)
 	}
 	inflight := spec.MaxInFlight
 	if inflight == 0 {
@@ -119,7 +126,7 @@ func (b *Backend) Attach(spec backend.VMSpec) (backend.VM, error) {
 	b.nextEngine++
 	v := &cudaVM{
 		b: b, id: spec.ID, name: spec.Name, engine: b.nextEngine, complete: spec.Complete, heap: spec.Heap,
-		heapFD: -1, memfd: -1, efd: -1, backoff: b.restartDelay, drained: make(chan struct{}, 1),
+		sys: spec.Syscalls, heapFD: -1, sysFD: -1, memfd: -1, efd: -1, backoff: b.restartDelay, drained: make(chan struct{}, 1),
 	}
 	b.vms[spec.ID] = v // reserved; its channels are published once it runs
 	b.mu.Unlock()
@@ -160,6 +167,12 @@ func (v *cudaVM) setup(spec backend.VMSpec, l blockLayout) (err error) {
 		}
 		v.heapAt = spec.HeapFile.Offset
 	}
+	if spec.SyscallFile != nil && len(spec.Syscalls) > 0 {
+		if v.sysFD, err = unix.FcntlInt(uintptr(spec.SyscallFile.FD), unix.F_DUPFD_CLOEXEC, 0); err != nil {
+			return fmt.Errorf("keeping the syscall area's file: %w", err)
+		}
+		v.sysAt = spec.SyscallFile.Offset
+	}
 	if v.memfd, err = shm.NewMemfd(fmt.Sprintf("sluice-cuda-%d", spec.ID), int64(l.size)); err != nil {
 		return fmt.Errorf("creating the shared block: %w", err)
 	}
@@ -178,12 +191,12 @@ func (v *cudaVM) setup(spec backend.VMSpec, l blockLayout) (err error) {
 
 // release frees what setup made.
 func (v *cudaVM) release() {
-	for _, fd := range []int{v.heapFD, v.memfd, v.efd} {
+	for _, fd := range []int{v.heapFD, v.sysFD, v.memfd, v.efd} {
 		if fd >= 0 {
 			_ = unix.Close(fd)
 		}
 	}
-	v.heapFD, v.memfd, v.efd = -1, -1, -1
+	v.heapFD, v.sysFD, v.memfd, v.efd = -1, -1, -1, -1
 	if v.mem != nil {
 		_ = shm.Unmap(v.mem)
 		v.mem = nil
@@ -209,9 +222,12 @@ func (v *cudaVM) start() (*workerConn, error) {
 	cfg := workerConfig{
 		VM: v.id, Name: v.name, Device: b.ordinal, Library: b.library, GapNs: b.gap, StallNs: b.stall,
 		Channels: len(v.chans), Slots: v.blk.l.slots, HeapSize: uint64(len(v.heap)), HeapOff: v.heapAt,
-		SharedSize: v.blk.l.size,
+		SharedSize: v.blk.l.size, SyscallSize: uint64(len(v.sys)), SyscallOff: v.sysAt,
 	}
-	p, err := b.spawn(cfg, workerFiles{sock: sp[1], efd: v.efd, sharedFD: v.memfd, heapFD: v.heapFD, shared: v.mem, heapMem: v.heap})
+	p, err := b.spawn(cfg, workerFiles{
+		sock: sp[1], efd: v.efd, sharedFD: v.memfd, heapFD: v.heapFD, sysFD: v.sysFD,
+		shared: v.mem, heapMem: v.heap, sysMem: v.sys,
+	})
 	if err != nil {
 		_ = unix.Close(sp[0])
 		return nil, err

@@ -25,6 +25,10 @@ type workerConfig struct {
 	HeapSize   uint64 `json:"heap_size"`
 	HeapOff    int64  `json:"heap_off"` // in the heap file
 	SharedSize int    `json:"shared_size"`
+	// The syscall area (ABI 1.1): its size (0 without one) and where it
+	// starts in its file (page aligned).
+	SyscallSize uint64 `json:"syscall_size,omitempty"`
+	SyscallOff  int64  `json:"syscall_off,omitempty"`
 }
 
 func (c workerConfig) layout() blockLayout { return newBlockLayout(c.Channels, c.Slots) }
@@ -40,8 +44,9 @@ type worker struct {
 	cfg   workerConfig
 	blk   block
 	heap  []byte
-	sock  int // messages to and from the mediator
-	efd   int // the mediator's doorbell: the ring has work
+	sys   []byte // the syscall area; nil without one
+	sock  int    // messages to and from the mediator
+	efd   int    // the mediator's doorbell: the ring has work
 	lim   abi.Layout
 	chans []*wchan
 
@@ -50,6 +55,7 @@ type worker struct {
 	throttle  cuFunction
 	sharedDev devptr // the shared block's GPU area's device address
 	heapDev   devptr // the registered heap's; 0 without a heap
+	sysDev    devptr // the registered syscall area's; 0 without one
 
 	bufs map[uint32]buffer
 	mods map[uint32]*module
@@ -93,6 +99,15 @@ func newWorker(d driver, cfg workerConfig, shared, heap []byte, sock, efd int) *
 		lim:  abi.Layout{HeapSize: uint64(len(heap))},
 		bufs: map[uint32]buffer{}, mods: map[uint32]*module{},
 	}
+}
+
+// withSyscalls gives the worker the VM's syscall area (nil: none), which it
+// registers with the GPU like the heap: the VM's kernels write its slots
+// (LAUNCH relocations of kind abi.RelocSyscall) and the mediator's
+// forwarder serves them.
+func (w *worker) withSyscalls(sys []byte) *worker {
+	w.sys = sys
+	return w
 }
 
 // serve runs the worker to its end. The calling goroutine must be locked to
@@ -168,6 +183,18 @@ func (w *worker) create() (err error) {
 		}
 		if w.heapDev, err = d.MemHostGetDevicePointer(p); err != nil {
 			return fmt.Errorf("mapping the heap: %w", err)
+		}
+	}
+	if len(w.sys) > 0 {
+		// Kernels poll its slots with system-scope loads and claim them
+		// with atomics on this mapping; the forwarder sees their stores in
+		// the same pages (the memfd the guest and the mediator map).
+		p := unsafe.Pointer(&w.sys[0])
+		if err = d.MemHostRegister(p, uint64(len(w.sys))); err != nil {
+			return fmt.Errorf("registering the %d-byte syscall area: %w", len(w.sys), err)
+		}
+		if w.sysDev, err = d.MemHostGetDevicePointer(p); err != nil {
+			return fmt.Errorf("mapping the syscall area: %w", err)
 		}
 	}
 	for i := range w.cfg.Channels {

@@ -1,0 +1,372 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/guest-agent/gpucall"
+)
+
+// benchNull is one null-call measurement: callers work-items each making
+// iterations blocking SysNull calls (or, with the fastcall flag, the curried
+// call numbered SysNull).
+type benchNull struct {
+	Callers    int     `json:"callers"`
+	Grid       uint32  `json:"grid"`
+	Block      uint32  `json:"block"`
+	Iterations uint32  `json:"iterations"`
+	Calls      int     `json:"calls"`
+	WallS      float64 `json:"wall_s"` // the launch, submit to completion
+	CallsPerS  float64 `json:"calls_per_s"`
+	P50Ns      uint32  `json:"p50_ns"` // per-call round trips on the GPU's %globaltimer
+	P99Ns      uint32  `json:"p99_ns"`
+	MaxNs      uint32  `json:"max_ns"`
+	hostCPU
+}
+
+// hostCPU is the CPU the host processes named by --cpu-pid spent during a
+// measurement (the sum of their threads' run time, /proc/PID/task/*/schedstat).
+type hostCPU struct {
+	HostCPUNs      int64            `json:"host_cpu_ns,omitempty"`
+	HostCPUNsCall  float64          `json:"host_cpu_ns_per_call,omitempty"`
+	HostCPUByPID   map[string]int64 `json:"host_cpu_ns_by_pid,omitempty"`
+	HostCPUPerWall float64          `json:"host_cpus_busy,omitempty"` // host CPU / wall: cores kept busy
+}
+
+type benchPread struct {
+	Kind      string  `json:"kind"` // generic (sluice_pread_sweep) or fastcall (sluice_sys_null with the fastcall flag)
+	Callers   int     `json:"callers"`
+	Calls     int     `json:"calls"`
+	Bytes     uint64  `json:"bytes,omitempty"`
+	Failed    uint64  `json:"failed,omitempty"`
+	WallS     float64 `json:"wall_s"`
+	CallsPerS float64 `json:"calls_per_s"`
+	P50Ns     uint32  `json:"p50_ns,omitempty"`
+	P99Ns     uint32  `json:"p99_ns,omitempty"`
+	hostCPU
+}
+
+type benchResult struct {
+	Label string       `json:"label,omitempty"`
+	Slots int          `json:"slots"`
+	Null  []benchNull  `json:"null"`
+	Pread []benchPread `json:"pread,omitempty"`
+	// FastcallNumber is the curried pread's number; the fastcall run needs
+	// it to be SysNull (the null program's call number), see the command's
+	// help.
+	FastcallNumber uint16 `json:"fastcall_number,omitempty"`
+	// GenericOverFastcallCPU is the host CPU per generic pread over that
+	// per fastcall pread.
+	GenericOverFastcallCPU float64 `json:"generic_over_fastcall_cpu,omitempty"`
+	Note                   string  `json:"note,omitempty"`
+}
+
+func newSyscallBenchCmd(g *globals) *cobra.Command {
+	var (
+		f            gpuFlags
+		callers      []int
+		calls        int
+		blockMax     uint32
+		pids         []int
+		label        string
+		preadPath    string
+		preadCalls   int
+		preadCallers int
+	)
+	cmd := &cobra.Command{
+		Use:   "syscall-bench",
+		Short: "Measure GPU system calls: null round trips and calls/s by callers, host CPU per call, generic vs fastcall pread",
+		Long: `For each caller count (work-item granularity, grid × block work-items),
+launch sluice_sys_null with every caller making blocking null calls, and report
+the per-call round trips the GPU threads measured on %globaltimer (p50, p99),
+the calls per second over the launch, and, for the host processes given with
+--cpu-pid (sluiced, the VM's proxy, its GPU worker), the CPU they spent per
+call (their threads' run time from /proc/PID/task/*/schedstat).
+
+With --pread-path, it also compares a 4 KiB pread made the generic way (the
+sluice_pread_sweep program: the proxy checks and serves each call) with the
+same pread as a fastcall (the forwarder runs it with no checks and no trip to
+the proxy), at --pread-callers concurrent callers. The fastcall run reuses the
+null program with the fastcall flag, so the curried pread must carry the null
+call's number (0x400: index 0, generation 1); the command registers, revokes
+and registers again until it does (a VM whose fastcall entry 0 is taken by
+someone else cannot run it). Set the coalescing window with sluicectl vm set
+between runs and tell them apart with --label.`,
+		Example: `  sluice-agent run syscall-bench --backend cuda --cpu-pid $(pidof sluiced) --cpu-pid $PROXY \
+      --pread-path /bench.bin --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withRunner(cmd, g, &f, func(ctx context.Context, r *gpucall.Runner) error {
+				res := benchResult{Label: label, Slots: r.Slots()}
+				// A first launch pays for what is done once (the module's
+				// functions, the poller waking): not measured.
+				if _, err := r.Null(ctx, 1, 1, abi.ProgWorkItem, 8, true); err != nil {
+					return fmt.Errorf("warming up: %w", err)
+				}
+				r.Reset()
+				for _, n := range callers {
+					if n <= 0 {
+						return fmt.Errorf("--callers %d", n)
+					}
+					block := min(uint32(n), blockMax)
+					grid := uint32(n) / block
+					if grid*block != uint32(n) {
+						return fmt.Errorf("--callers %d is not a multiple of --block-max %d", n, blockMax)
+					}
+					iters := uint32(max(1, calls/n))
+					m, err := benchNullRun(ctx, r, grid, block, iters, abi.SysFlagBlocking, pids)
+					r.Reset()
+					if err != nil {
+						return fmt.Errorf("%d callers: %w", n, err)
+					}
+					res.Null = append(res.Null, m)
+				}
+				if preadPath != "" {
+					if err := benchPreads(ctx, r, &f, &res, preadPath, preadCalls, preadCallers, pids); err != nil {
+						return err
+					}
+				}
+				if f.asJSON {
+					return writeJSON(g.out, res)
+				}
+				printBench(g.out, res)
+				return nil
+			})
+		},
+	}
+	f.add(cmd)
+	fl := cmd.Flags()
+	fl.IntSliceVar(&callers, "callers", []int{1, 32, 1024}, "concurrent callers (work-items) of each run")
+	fl.IntVar(&calls, "calls", 20000, "calls per run, about (iterations = calls / callers, at least 1)")
+	fl.Uint32Var(&blockMax, "block-max", 256, "work-items per work-group at most (grid = callers / block)")
+	fl.IntSliceVar(&pids, "cpu-pid", nil, "host process whose CPU time counts (repeat: sluiced, the proxy, the GPU worker)")
+	fl.StringVar(&label, "label", "", "a label for the result (the coalescing window, say)")
+	fl.StringVar(&preadPath, "pread-path", "", "file in the volume for the pread comparison (at least --pread-calls × 4 KiB); empty: none")
+	fl.IntVar(&preadCalls, "pread-calls", 16384, "4 KiB preads per pread run")
+	fl.IntVar(&preadCallers, "pread-callers", 32, "concurrent callers of the pread runs (one work-group)")
+	return cmd
+}
+
+// benchNullRun launches the null program with flags and measures it.
+func benchNullRun(ctx context.Context, r *gpucall.Runner, grid, block, iters uint32, flags uint8, pids []int) (benchNull, error) {
+	callers := int(grid * block)
+	m := benchNull{Callers: callers, Grid: grid, Block: block, Iterations: iters, Calls: callers * int(iters)}
+	n := uint64(m.Calls) * abi.NullOutPerCall
+	out, err := r.Alloc(n)
+	if err != nil {
+		return m, err
+	}
+	before := readCPU(pids)
+	start := time.Now()
+	err = r.Launch(ctx, gpucall.Launch{
+		Kernel: abi.KernelSysNull, Grid: grid, Block: block, Granularity: abi.ProgWorkItem,
+		Flags: flags, Iterations: iters, Out: out,
+	})
+	wall := time.Since(start)
+	after := readCPU(pids)
+	if err != nil {
+		return m, err
+	}
+	b, err := r.Read(out, n)
+	if err != nil {
+		return m, err
+	}
+	rts := make([]uint32, m.Calls)
+	for i := range rts {
+		rts[i] = le32(b[4*i:])
+	}
+	m.WallS = wall.Seconds()
+	m.CallsPerS = float64(m.Calls) / m.WallS
+	m.P50Ns, m.P99Ns, m.MaxNs = percentiles(rts)
+	m.hostCPU = cpuDelta(before, after, m.Calls, wall)
+	return m, nil
+}
+
+// benchPreads runs the generic and the fastcall pread of 4 KiB.
+func benchPreads(ctx context.Context, r *gpucall.Runner, f *gpuFlags, res *benchResult, path string, calls, callers int, pids []int) error {
+	const chunk = 4096
+	block := uint32(callers)
+	iters := max(1, calls/callers)
+	calls = iters * callers
+	p, err := r.PutString(path)
+	if err != nil {
+		return err
+	}
+	fd, err := oneCall(ctx, r, abi.SysOpenat, f.context, atFDCWD, p, 0)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", path, err)
+	}
+	// Generic: the sweep program preads [0, calls × 4 KiB) in 4 KiB chunks.
+	before := readCPU(pids)
+	start := time.Now()
+	bytes, failed, _, err := r.Sweep(ctx, uint32(fd), uint64(calls)*chunk, chunk, 1, block, abi.ProgWorkItem, abi.ProgStrong, f.context)
+	wall := time.Since(start)
+	after := readCPU(pids)
+	if err != nil {
+		return fmt.Errorf("generic pread: %w", err)
+	}
+	gen := benchPread{Kind: "generic", Callers: callers, Calls: calls, Bytes: bytes, Failed: failed,
+		WallS: wall.Seconds(), CallsPerS: float64(calls) / wall.Seconds(), hostCPU: cpuDelta(before, after, calls, wall)}
+	res.Pread = append(res.Pread, gen)
+	if failed != 0 || bytes != uint64(calls)*chunk {
+		res.Note = fmt.Sprintf("the generic sweep read %d bytes of %d (%d failed calls): is %s at least %d bytes?", bytes, calls*chunk, failed, path, calls*chunk)
+	}
+	// Fastcall: a curried pread numbered SysNull.
+	buf, err := r.Alloc(chunk)
+	if err != nil {
+		return err
+	}
+	var num int64
+	for range 2*abi.FastcallGenMask + 2 {
+		if num, err = oneCall(ctx, r, abi.SysFastcallRegister, f.context, uint64(abi.SysPread64), uint64(fd), buf, chunk, 0); err != nil {
+			return fmt.Errorf("registering the fastcall: %w", err)
+		}
+		if uint16(num) == abi.SysNull {
+			break
+		}
+		if _, err := oneCall(ctx, r, abi.SysFastcallRevoke, f.context, uint64(num)); err != nil {
+			return fmt.Errorf("revoking fastcall %#x: %w", num, err)
+		}
+	}
+	res.FastcallNumber = uint16(num)
+	if uint16(num) != abi.SysNull {
+		res.Note = strings.TrimSpace(res.Note + fmt.Sprintf(" no fastcall numbered %#x could be had (got %#x): no fastcall run", abi.SysNull, num))
+		return nil
+	}
+	m, err := benchNullRun(ctx, r, 1, block, uint32(iters), abi.SysFlagBlocking|abi.SysFlagFastcall, pids)
+	if err != nil {
+		// The sim's null program refuses the fastcall flag; the PTX takes it.
+		res.Note = strings.TrimSpace(res.Note + " fastcall pread: " + err.Error())
+		return nil
+	}
+	got, err := r.Read(buf, chunk)
+	if err != nil {
+		return err
+	}
+	fc := benchPread{Kind: "fastcall", Callers: callers, Calls: m.Calls, WallS: m.WallS, CallsPerS: m.CallsPerS,
+		P50Ns: m.P50Ns, P99Ns: m.P99Ns, hostCPU: m.hostCPU}
+	if slices.ContainsFunc(got, func(c byte) bool { return c != 0 }) {
+		fc.Bytes = uint64(m.Calls) * chunk // the buffer holds the file's bytes
+	}
+	res.Pread = append(res.Pread, fc)
+	if fc.HostCPUNsCall > 0 {
+		res.GenericOverFastcallCPU = gen.HostCPUNsCall / fc.HostCPUNsCall
+	}
+	_, _ = oneCall(ctx, r, abi.SysFastcallRevoke, f.context, uint64(num))
+	_, _ = oneCall(ctx, r, abi.SysClose, f.context, uint64(fd))
+	return nil
+}
+
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+// percentiles are the nearest-rank p50, p99 and the maximum.
+func percentiles(v []uint32) (p50, p99, mx uint32) {
+	if len(v) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	at := func(p int) uint32 { return s[min(len(s)-1, (len(s)*p+99)/100-1)] }
+	return at(50), at(99), s[len(s)-1]
+}
+
+// readCPU is each process's threads' run time in ns (-1 when unreadable).
+func readCPU(pids []int) map[int]int64 {
+	out := make(map[int]int64, len(pids))
+	for _, pid := range pids {
+		out[pid] = procCPU(pid)
+	}
+	return out
+}
+
+// procCPU sums the first field (ns on the CPU) of every thread's schedstat;
+// without schedstats it falls back to utime+stime of /proc/PID/stat.
+func procCPU(pid int) int64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	var sum int64
+	ok := false
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		fs := strings.Fields(string(b))
+		if len(fs) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseInt(fs[0], 10, 64); err == nil {
+			sum += v
+			ok = true
+		}
+	}
+	if ok {
+		return sum
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	s := string(b)
+	fs := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fs) < 13 {
+		return -1
+	}
+	ut, _ := strconv.ParseInt(fs[11], 10, 64)
+	st, _ := strconv.ParseInt(fs[12], 10, 64)
+	return (ut + st) * int64(time.Second/100) // USER_HZ
+}
+
+func cpuDelta(before, after map[int]int64, calls int, wall time.Duration) hostCPU {
+	var h hostCPU
+	if len(before) == 0 {
+		return h
+	}
+	h.HostCPUByPID = map[string]int64{}
+	for pid, b := range before {
+		a := after[pid]
+		if a < 0 || b < 0 {
+			continue
+		}
+		h.HostCPUByPID[strconv.Itoa(pid)] = a - b
+		h.HostCPUNs += a - b
+	}
+	if calls > 0 {
+		h.HostCPUNsCall = float64(h.HostCPUNs) / float64(calls)
+	}
+	if wall > 0 {
+		h.HostCPUPerWall = float64(h.HostCPUNs) / float64(wall)
+	}
+	return h
+}
+
+func printBench(w io.Writer, res benchResult) {
+	if res.Label != "" {
+		fmt.Fprintf(w, "%s (%d slots)\n", res.Label, res.Slots)
+	}
+	for _, m := range res.Null {
+		fmt.Fprintf(w, "null  %5d callers (%dx%d): %7d calls  p50 %6.1f us  p99 %7.1f us  %9.0f calls/s  host CPU %.0f ns/call\n",
+			m.Callers, m.Grid, m.Block, m.Calls, float64(m.P50Ns)/1e3, float64(m.P99Ns)/1e3, m.CallsPerS, m.HostCPUNsCall)
+	}
+	for _, p := range res.Pread {
+		fmt.Fprintf(w, "pread 4 KiB %-8s %3d callers: %7d calls  %9.0f calls/s  host CPU %.0f ns/call\n",
+			p.Kind, p.Callers, p.Calls, p.CallsPerS, p.HostCPUNsCall)
+	}
+	if res.GenericOverFastcallCPU > 0 {
+		fmt.Fprintf(w, "host CPU per call, generic / fastcall: %.2f\n", res.GenericOverFastcallCPU)
+	}
+	if res.Note != "" {
+		fmt.Fprintln(w, "note:", res.Note)
+	}
+}
