@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-gpu/sluice/api/hostapi"
 	"github.com/sluice-gpu/sluice/internal/sockfile"
+	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
 )
 
 // Service is what the host API needs from the daemon.
@@ -146,8 +147,14 @@ var policies = []string{hostapi.PolicyNone, hostapi.PolicyDFQ, hostapi.PolicyCap
 // checkUpdate refuses an update that changes nothing or is out of the
 // contract's range, so that every service sees the same valid requests.
 func checkUpdate(req hostapi.UpdateVMRequest) error {
-	if req.Weight == nil && req.Cap == nil {
-		return fmt.Errorf("nothing to change: set weight or cap: %w", hostapi.ErrInvalid)
+	if req.Weight == nil && req.Cap == nil && req.SyscallWindowNs == nil && req.SyscallBatch == nil {
+		return fmt.Errorf("nothing to change: set weight, cap, syscall_window_ns or syscall_batch: %w", hostapi.ErrInvalid)
+	}
+	if w := req.SyscallWindowNs; w != nil && (*w < 0 || *w > int64(time.Second)) {
+		return fmt.Errorf("syscall_window_ns %d: want 0 to %d: %w", *w, int64(time.Second), hostapi.ErrInvalid)
+	}
+	if b := req.SyscallBatch; b != nil && (*b < 1 || *b > proxyproto.MaxBatch) {
+		return fmt.Errorf("syscall_batch %d: want 1 to %d: %w", *b, proxyproto.MaxBatch, hostapi.ErrInvalid)
 	}
 	if w := req.Weight; w != nil && (*w < 1 || *w > maxWeight) {
 		return fmt.Errorf("weight %d: want 1 to %d: %w", *w, maxWeight, hostapi.ErrInvalid)
