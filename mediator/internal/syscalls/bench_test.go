@@ -14,14 +14,14 @@ import (
 	"github.com/sluice-gpu/sluice/internal/slotcall"
 )
 
-// The benchmarks drive the forwarder and a real (in-process, unsandboxed)
-// proxy from guest threads of this process that play the GPU's work-items
+// The benchmarks drive the forwarder and a sluice-proxy process (built
+// once, unsandboxed: the sandbox costs nothing per call) from guest threads of this process that play the GPU's work-items
 // through internal/slotcall, as the sim's programs do. On the H100 the same
 // paths are measured from real kernels (bench/results/h100).
 
 // BenchmarkNullRoundTrip is one caller's blocking null call: p50 and p99.
 func BenchmarkNullRoundTrip(b *testing.B) {
-	v := newRealVM(b, 64, DefaultConfig())
+	v := newVM(b, 64, DefaultConfig(), proxyBinary(b))
 	v.call(b, 0, abi.SysNull) // the proxy is up
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
@@ -49,7 +49,7 @@ func BenchmarkNullThroughput(b *testing.B) {
 			b.Run(fmt.Sprintf("callers=%d/window=%v", callers, window), func(b *testing.B) {
 				cfg := DefaultConfig()
 				cfg.Window, cfg.Batch = window, 1024
-				v := newRealVM(b, 1024, cfg)
+				v := newVM(b, 1024, cfg, proxyBinary(b))
 				v.call(b, 0, abi.SysNull)
 				per := max(b.N/callers, 1)
 				b.ResetTimer()
@@ -80,7 +80,7 @@ func BenchmarkNullThroughput(b *testing.B) {
 // the host CPU (user + system of this process, which holds the forwarder,
 // the proxy and the caller) per call.
 func BenchmarkPread4K(b *testing.B) {
-	v := newRealVM(b, 64, DefaultConfig())
+	v := newVM(b, 64, DefaultConfig(), proxyBinary(b))
 	if err := os.WriteFile(filepath.Join(v.dir, "blob"), make([]byte, 1<<20), 0o644); err != nil {
 		b.Fatal(err)
 	}

@@ -2,8 +2,10 @@ package syscalls
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -44,29 +46,46 @@ type realVM struct {
 }
 
 func newRealVM(tb testing.TB, slots int, cfg Config) *realVM {
+	return newVM(tb, slots, cfg, "")
+}
+
+// newVM serves the VM with the proxy code in this process, or with the
+// sluice-proxy binary bin (unsandboxed) when bin is set.
+func newVM(tb testing.TB, slots int, cfg Config, bin string) *realVM {
 	tb.Helper()
 	// Shared memory, as in production: the race detector does not watch
 	// mappings, whose ordering goes through the slots' atomics and the
 	// proxy's socket.
-	area := mapShared(tb, int(abi.SyscallAreaSize(slots)))
-	v := &realVM{heap: mapShared(tb, 1<<20), dir: tb.TempDir()}
+	area, _ := mapShared(tb, int(abi.SyscallAreaSize(slots)))
+	heap, heapFD := mapShared(tb, 1<<20)
+	v := &realVM{heap: heap, dir: tb.TempDir()}
 	var err error
+	start := func() (Proxy, error) {
+		mine, theirs := seqpacketPair(tb)
+		ctx, cancel := context.WithCancel(context.Background())
+		p := &inProcess{conn: mine, cancel: cancel, done: make(chan struct{})}
+		go func() {
+			defer close(p.done)
+			defer theirs.Close()
+			_ = proxy.Serve(ctx, theirs, v.heap, proxy.ServeConfig{Dir: v.dir})
+		}()
+		return p, nil
+	}
+	if bin != "" {
+		start = func() (Proxy, error) {
+			p, err := proxy.Start(proxy.StartConfig{Binary: bin, VM: "bench", Volume: v.dir, HeapFD: heapFD, HeapSize: uint64(len(heap)), NoSandbox: true})
+			if err != nil {
+				return nil, err
+			}
+			return process{p}, nil
+		}
+	}
 	if v.guest, err = slotcall.New(area); err != nil {
 		tb.Fatal(err)
 	}
 	v.f, err = New(Spec{
 		Name: "real", Area: shm.New(area), Slots: slots, Heap: v.heap, GPUNs: func() uint64 { return 7e9 },
-		Start: func() (Proxy, error) {
-			mine, theirs := seqpacketPair(tb)
-			ctx, cancel := context.WithCancel(context.Background())
-			p := &inProcess{conn: mine, cancel: cancel, done: make(chan struct{})}
-			go func() {
-				defer close(p.done)
-				defer theirs.Close()
-				_ = proxy.Serve(ctx, theirs, v.heap, proxy.ServeConfig{Dir: v.dir})
-			}()
-			return p, nil
-		},
+		Start: start,
 	}, cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -186,18 +205,59 @@ func TestFloodFromOneVMLeavesAnotherServed(t *testing.T) {
 	t.Logf("quiet VM's slowest of 100 null calls beside a 64-thread flood: %v", worst)
 }
 
-func mapShared(tb testing.TB, n int) []byte {
+// mapShared maps a fresh memfd of n bytes; the fd stays open for the test.
+func mapShared(tb testing.TB, n int) ([]byte, int) {
 	fd, err := shm.NewMemfd("sluice-test", int64(n))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	b, err := shm.Map(fd, n)
-	unix.Close(fd)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { shm.Unmap(b) })
-	return b
+	tb.Cleanup(func() { shm.Unmap(b); unix.Close(fd) })
+	return b, fd
+}
+
+// process is a sluice-proxy process.
+type process struct{ p *proxy.Process }
+
+func (p process) Conn() *net.UnixConn { return p.p.Conn }
+func (p process) Pid() int            { return p.p.Pid }
+func (p process) CPUTime() time.Duration {
+	t, _ := p.p.CPUTime()
+	return t
+}
+func (p process) Close() error {
+	err := p.p.Kill()
+	_ = p.p.Wait()
+	return err
+}
+
+var (
+	proxyOnce sync.Once
+	proxyBin  string
+	proxyErr  error
+)
+
+// proxyBinary builds sluice-proxy once for the package's benchmarks.
+func proxyBinary(tb testing.TB) string {
+	proxyOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sluice-proxy-bench-")
+		if err != nil {
+			proxyErr = err
+			return
+		}
+		proxyBin = filepath.Join(dir, "sluice-proxy")
+		out, err := exec.Command("go", "build", "-o", proxyBin, "github.com/sluice-gpu/sluice/mediator/cmd/sluice-proxy").CombinedOutput()
+		if err != nil {
+			proxyErr = fmt.Errorf("building sluice-proxy: %v\n%s", err, out)
+		}
+	})
+	if proxyErr != nil {
+		tb.Fatal(proxyErr)
+	}
+	return proxyBin
 }
 
 func le64(b []byte) uint64 {
