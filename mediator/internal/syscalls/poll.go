@@ -35,6 +35,7 @@ func (f *Forwarder) poll() {
 			}
 			continue
 		}
+		taken := f.stats.taken.Load()
 		batch = f.scan(batch[:0], cfg.Batch, &next, p)
 		if len(batch) > 0 && cfg.Window > 0 {
 			batch = f.coalesce(batch, cfg, &next, p)
@@ -48,7 +49,9 @@ func (f *Forwarder) poll() {
 			_ = p.write(msg)
 			continue
 		}
-		if f.stats.activity.Swap(false) {
+		// Activity: a slot taken (served here or not), a doorbell, a result
+		// delivered; and calls still with the proxy, whose callers come back.
+		if f.stats.activity.Swap(false) || f.stats.taken.Load() != taken || f.inFlight() > 0 {
 			lastActive = time.Now()
 		}
 		if time.Since(lastActive) < cfg.Spin {
@@ -116,6 +119,7 @@ func (f *Forwarder) scan(batch []proxyproto.Request, max int, next *uint32, p *s
 			f.stats.raced.Add(1)
 			continue
 		}
+		f.stats.taken.Add(1)
 		f.stats.call(&s)
 		if errno != 0 {
 			f.answer(i, &s, -1, errno)
@@ -190,4 +194,11 @@ func (f *Forwarder) track(i uint32, s *abi.Slot, p *sock) bool {
 		f.answer(i, s, -1, abi.ErrnoIO)
 	}
 	return ok
+}
+
+// inFlight is the number of blocking calls with the proxy.
+func (f *Forwarder) inFlight() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nIn
 }
