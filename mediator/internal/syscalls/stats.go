@@ -11,7 +11,7 @@ import (
 )
 
 type stats struct {
-	activity    atomic.Bool // a kick since the poller last looked
+	activity    atomic.Bool   // a kick since the poller last looked
 	taken       atomic.Uint64 // slots taken, every kind
 	batches     atomic.Uint64
 	nonBlocking atomic.Uint64
