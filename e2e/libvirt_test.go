@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-gpu/sluice/e2e/framework"
+	"golang.org/x/sys/unix"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -64,6 +65,14 @@ var _ = Describe("libvirt domains", Label("libvirt"), func() {
 
 		By("waiting for the guest to run the workload and power off")
 		dom.WaitState("shut off", 2*time.Minute)
+		// libvirt runs QEMU as libvirt-qemu, which the hook let into the
+		// volume (its root is the sandbox's, mode 0750) with an ACL: else
+		// QEMU could not open it for the 9p device and would not start.
+		Expect(got.Volume).NotTo(BeEmpty())
+		Expect(os.ReadFile(dom.Console)).To(ContainSubstring("sluice-init: volume mounted at "+framework.GuestVolumeDir),
+			"the guest mounts the VM's volume over 9p")
+		_, err := unix.Getxattr(got.Volume, "system.posix_acl_access", nil)
+		Expect(err).NotTo(HaveOccurred(), "the hook grants QEMU's user the volume with an ACL")
 		res := consoleThrottle(dom.Console)
 		Expect(res.Kernels).To(Equal(uint64(kernels)))
 		Expect(res.Errors).To(BeZero())

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/api/hostapi"
 	"github.com/sluice-gpu/sluice/e2e/framework"
 
@@ -24,7 +25,8 @@ var _ = Describe("QEMU guests", Label("qemu"), func() {
 		var vm hostapi.VM
 		d.CtlJSON(&vm, "vm", "get", "vm1", "--json")
 		Expect(vm.Peers).To(Equal(1), "QEMU joined the endpoint")
-		Expect(g.Exec("info").Stdout).To(ContainSubstring("ABI          1.0"))
+		// The guest's agent reads the ABI version the mediator wrote in the region.
+		Expect(g.Exec("info").Stdout).To(ContainSubstring(fmt.Sprintf("ABI          %d.%d", abi.VersionMajor, abi.VersionMinor)))
 
 		const n = 5000
 		lat := framework.Decode[framework.LatencyResult](g.Exec("run", "latency", "--count", fmt.Sprint(n), "--json"))

@@ -39,6 +39,20 @@ type LatencyResult struct {
 	RoundTrip Percentiles `json:"round_trip_ns"`
 }
 
+// WordCountResult is the output of `sluice-agent run wordcount --json`.
+type WordCountResult struct {
+	Files int    `json:"files"`
+	Words uint64 `json:"words"`
+	Bytes uint64 `json:"bytes"`
+	Errno int    `json:"errno"` // the first failed call's errno; 0: none failed
+}
+
+// SyscallResult is the output of `sluice-agent run syscall NAME ... --json`.
+type SyscallResult struct {
+	Ret   int64 `json:"ret"`
+	Errno int   `json:"errno"`
+}
+
 // Decode asserts that r succeeded and decodes its stdout as JSON into a T.
 func Decode[T any](r Result) T {
 	ginkgo.GinkgoHelper()

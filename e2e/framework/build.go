@@ -27,6 +27,12 @@ func Build() (Binaries, error) {
 	if err != nil {
 		return Binaries{}, err
 	}
+	// sluiced starts each VM's sluice-proxy from beside its own binary, as
+	// the proxy's unprivileged sandbox ids: they must reach it (o+x only).
+	if err := os.Chmod(dir, 0o711); err != nil {
+		os.RemoveAll(dir)
+		return Binaries{}, fmt.Errorf("making the binaries reachable: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
 	// One go build for all three lets the toolchain share and parallelise work.

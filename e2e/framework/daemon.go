@@ -66,6 +66,11 @@ func StartDaemon(opts DaemonOptions) *Daemon {
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		d.Dir = dir
 		ginkgo.DeferCleanup(os.RemoveAll, dir)
+		// Every VM's system-call proxy runs as an unprivileged id range and
+		// must reach its volume (default STATE_DIR/volumes/NAME) below
+		// Dir: sluiced refuses a volume whose path others cannot search.
+		// o+x only: nobody can list Dir.
+		gomega.Expect(os.Chmod(dir, 0o711)).To(gomega.Succeed())
 	}
 	if d.StateDir == "" {
 		d.StateDir = filepath.Join(d.Dir, "state")

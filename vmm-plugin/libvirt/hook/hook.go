@@ -51,8 +51,19 @@ type API interface {
 
 var _ API = (*hostapi.Client)(nil)
 
+// env is what a handler works with.
+type env struct {
+	api       API
+	qemuUser  string // --qemu-user: "" to find it (qemuUID)
+	qemuConf  string // --qemu-conf
+	domainXML []byte // as libvirt passed it
+}
+
 // handler acts on one operation of one domain.
-type handler func(ctx context.Context, api API, name string, d libvirt.Domain) error
+type handler func(ctx context.Context, e *env, name string, d libvirt.Domain) error
+
+// volumeAccess grants QEMU's user access to a volume; tests replace it.
+var volumeAccess = grantVolume
 
 // handlers maps "OPERATION SUBOP" to what the hook does; every other
 // operation is accepted and ignored.
@@ -71,8 +82,13 @@ ivshmem-doorbell (print one with "sluicectl libvirt xml NAME"):
   prepare begin  creates the VM NAME=DOMAIN in sluiced, with the settings of
                  <metadata><sluice:vm .../></metadata>, or accepts the VM if it
                  exists; then checks that the device's <server path> is the
-                 VM's endpoint and its <msi vectors> are enough. A failure
-                 aborts the start of the domain.
+                 VM's endpoint and its <msi vectors> are enough; when the
+                 domain shares the VM's volume (<filesystem> sluice-volume),
+                 grants the user QEMU runs as (--qemu-user, else the
+                 domain's static DAC <seclabel>, else user= in --qemu-conf,
+                 else libvirt-qemu or qemu, whichever exists) access to the
+                 volume's root with POSIX ACLs: u:USER:rwx, also as default
+                 ACL. A failure aborts the start of the domain.
   release end    deletes the VM if the device points at it (its usage stays
                  on record in sluiced).
 Every other operation, and every domain without a Sluice device, is left
@@ -106,6 +122,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	fs.StringVar(&socket, "socket", socket, "sluiced's host API socket (env "+SocketEnv+")")
 	timeout := fs.Duration("timeout", DefaultTimeout, "time allowed for the calls to sluiced")
+	qemuUser := fs.String("qemu-user", "", "user libvirt runs QEMU as, a name or +UID (default: from the domain or --qemu-conf)")
+	qemuConf := fs.String("qemu-conf", DefaultQEMUConf, "libvirt's QEMU driver configuration, read for user=")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -140,15 +158,16 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if err := dispatch(ctx, api, h, name, stdin); err != nil {
+	if err := dispatch(ctx, &env{api: api, qemuUser: *qemuUser, qemuConf: *qemuConf}, h, name, stdin); err != nil {
 		fmt.Fprintf(stderr, "sluice-libvirt-hook: %s: %s\n", op, oneLine(describe(err, socket, name)))
 		return ExitError
 	}
 	return ExitOK
 }
 
-func dispatch(ctx context.Context, api API, h handler, name string, stdin io.Reader) error {
+func dispatch(ctx context.Context, e *env, h handler, name string, stdin io.Reader) error {
 	d, data, err := libvirt.ReadDomain(stdin)
+	e.domainXML = data
 	if err != nil {
 		// The hook runs for every domain on the host: one that the small
 		// model cannot read is not stopped unless it is Sluice's.
@@ -157,7 +176,7 @@ func dispatch(ctx context.Context, api API, h handler, name string, stdin io.Rea
 		}
 		return fmt.Errorf("domain %q: %w", name, err)
 	}
-	return h(ctx, api, name, d)
+	return h(ctx, e, name, d)
 }
 
 // sluiceDevice returns the Sluice device of d; ok is false for a domain that
@@ -172,7 +191,8 @@ func sluiceDevice(name string, d libvirt.Domain) (dev libvirt.DomainShmem, ok bo
 }
 
 // prepare creates the VM of a Sluice domain and checks the device against it.
-func prepare(ctx context.Context, api API, name string, d libvirt.Domain) error {
+func prepare(ctx context.Context, e *env, name string, d libvirt.Domain) error {
+	api := e.api
 	dev, ok, err := sluiceDevice(name, d)
 	if !ok || err != nil {
 		return err
@@ -199,6 +219,9 @@ func prepare(ctx context.Context, api API, name string, d libvirt.Domain) error 
 		err = fmt.Errorf("domain %q: <filesystem> shares %q as %s, but the vm's volume is %q: regenerate the domain with 'sluicectl libvirt xml %s --domain'",
 			name, volume, libvirt.VolumeTag, vm.Volume, name)
 	}
+	if err == nil && volume != "" {
+		err = grantQEMU(e, name, vm.Volume)
+	}
 	if err != nil {
 		if created {
 			if derr := api.DeleteVM(ctx, name); derr != nil && !errors.Is(derr, hostapi.ErrNotFound) {
@@ -206,6 +229,23 @@ func prepare(ctx context.Context, api API, name string, d libvirt.Domain) error 
 			}
 		}
 		return err
+	}
+	return nil
+}
+
+// grantQEMU lets the user libvirt runs the domain's QEMU as open the VM's
+// volume: its root belongs to the VM's sandbox id range (mode 0750), which
+// QEMU, as libvirt-qemu on Debian, could not open for the 9p device.
+func grantQEMU(e *env, name, volume string) error {
+	uid, who, err := qemuUID(e.qemuUser, e.qemuConf, e.domainXML)
+	if err != nil {
+		return fmt.Errorf("domain %q: %w", name, err)
+	}
+	if uid == 0 {
+		return nil // root needs no grant
+	}
+	if err := volumeAccess(volume, uid); err != nil {
+		return fmt.Errorf("domain %q: letting QEMU's user, %s, uid %d, use the vm's volume: %w", name, who, uid, err)
 	}
 	return nil
 }
@@ -238,7 +278,8 @@ func checkDevice(name string, dev libvirt.DomainShmem, vm hostapi.VM) error {
 // libvirt also runs release after a failed prepare, so a VM that the
 // domain's device does not point at (the operator's, refused by prepare) is
 // left alone.
-func release(ctx context.Context, api API, name string, d libvirt.Domain) error {
+func release(ctx context.Context, e *env, name string, d libvirt.Domain) error {
+	api := e.api
 	dev, ok, err := sluiceDevice(name, d)
 	if !ok || err != nil {
 		return err
