@@ -32,6 +32,8 @@ func newTopCommand(a *app) *cobra.Command {
                VM without a baseline
   KERNELS/S    kernels completed per second; KERNELS and ERRORS are cumulative
   DOORBELLS/S  doorbells rung by the guest per second
+  SYSCALLS/S   GPU system calls the VM's programs made per second
+  PROXY CPU    CPU time of the VM's syscall proxy over the interval, in % of a core
 
 The header shows the backend, its clock, the interval and the GPU utilisation
 (all GPU busy time in the interval / length of the interval); then the

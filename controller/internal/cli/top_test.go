@@ -23,6 +23,12 @@ func scheduled(v hostapi.VMStats, accountedNs, heldNs int64, held bool) hostapi.
 	return v
 }
 
+// withSyscalls gives a VM GPU system-call counters.
+func withSyscalls(v hostapi.VMStats, nulls, opens uint64, proxyCPUNs int64) hostapi.VMStats {
+	v.Syscalls = &hostapi.SyscallStats{Calls: map[string]uint64{"null": nulls, "openat": opens}, ProxyCPUNs: proxyCPUNs}
+	return v
+}
+
 // statsA and statsB are 2 s of backend clock apart. In between the GPU was
 // busy 1 s: web 750 ms, batch 250 ms; accounting charged web 720 ms and
 // batch 280 ms; batch was held 500 ms and is held at B; "new" appeared,
@@ -31,13 +37,13 @@ var (
 	statsA = hostapi.Stats{Backend: "fake", Clock: "virtual", Policy: "dfq", Accounting: "loga",
 		PollerCPUNs: 100e6, Periods: 10, Now: 1e9, GPUBusyNs: 500e6,
 		VMs: []hostapi.VMStats{
-			scheduled(vmStats("web", 1, 2, "connected", 300e6, 100, 0, 50), 280e6, 0, false),
+			withSyscalls(scheduled(vmStats("web", 1, 2, "connected", 300e6, 100, 0, 50), 280e6, 0, false), 100, 10, 50e6),
 			scheduled(vmStats("batch", 12, 1, "connected", 200e6, 10, 0, 5), 220e6, 100e6, false),
 		}}
 	statsB = hostapi.Stats{Backend: "fake", Clock: "virtual", Policy: "dfq", Accounting: "loga",
 		PollerCPUNs: 130e6, Periods: 30, Now: 3e9, GPUBusyNs: 1500e6,
 		VMs: []hostapi.VMStats{
-			scheduled(vmStats("web", 1, 2, "connected", 1050e6, 300, 2, 150), 1000e6, 0, false),
+			withSyscalls(scheduled(vmStats("web", 1, 2, "connected", 1050e6, 300, 2, 150), 1000e6, 0, false), 2090, 20, 150e6),
 			scheduled(vmStats("batch", 12, 1, "connected", 450e6, 15, 0, 6), 500e6, 600e6, true),
 			scheduled(vmStats("new", 30, 1, "waiting", 0, 0, 0, 0), 0, 0, true),
 		}}
@@ -46,10 +52,10 @@ var (
 const wantFrameAB = `backend: fake  clock: virtual  interval: 2.000000 s  GPU busy: 50.0%  VMs: 3
 policy: dfq  accounting: loga  poller CPU: 1.5% of a core
 
-VM     WEIGHT  STATE        GPU TIME   GPU%  SHARE  ACCT%   HELD  KERNELS/S  KERNELS  ERRORS  DOORBELLS/S
-batch       1  connected  0.450000 s  12.5%  25.0%  28.0%  25.0%        2.5       15       0          0.5
-new         1  waiting    0.000000 s      -      -      -    yes          -        0       0            -
-web         2  connected  1.050000 s  37.5%  75.0%  72.0%   0.0%      100.0      300       2         50.0
+VM     WEIGHT  STATE        GPU TIME   GPU%  SHARE  ACCT%   HELD  KERNELS/S  KERNELS  ERRORS  DOORBELLS/S  SYSCALLS/S  PROXY CPU
+batch       1  connected  0.450000 s  12.5%  25.0%  28.0%  25.0%        2.5       15       0          0.5           -          -
+new         1  waiting    0.000000 s      -      -      -    yes          -        0       0            -           -          -
+web         2  connected  1.050000 s  37.5%  75.0%  72.0%   0.0%      100.0      300       2         50.0      1000.0       5.0%
 `
 
 func TestRenderTopFrame(t *testing.T) {
@@ -140,9 +146,9 @@ func TestRenderTopFrameNoInterval(t *testing.T) {
 	want := `backend: fake  clock: virtual  interval: -  GPU busy: -  VMs: 2
 policy: dfq  accounting: loga  poller CPU: -
 
-VM     WEIGHT  STATE        GPU TIME  GPU%  SHARE  ACCT%  HELD  KERNELS/S  KERNELS  ERRORS  DOORBELLS/S
-batch       1  connected  0.200000 s     -      -      -    no          -       10       0            -
-web         2  connected  0.300000 s     -      -      -    no          -      100       0            -
+VM     WEIGHT  STATE        GPU TIME  GPU%  SHARE  ACCT%  HELD  KERNELS/S  KERNELS  ERRORS  DOORBELLS/S  SYSCALLS/S  PROXY CPU
+batch       1  connected  0.200000 s     -      -      -    no          -       10       0            -           -          -
+web         2  connected  0.300000 s     -      -      -    no          -      100       0            -           -          -
 `
 	if got := RenderTopFrame(statsA, statsA); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)

@@ -25,6 +25,9 @@ type topRow struct {
 	hasAcct         bool // false when accounting charged nothing in the interval
 	kernelsPerSec   float64
 	doorbellsPerSec float64
+	hasSys          bool    // the VM serves GPU system calls and has a rate
+	syscallsPerSec  float64 // GPU system calls taken per second
+	proxyPct        float64 // its proxy's CPU time over the interval, % of a core
 }
 
 // topFrame is what one refresh of "top" shows.
@@ -70,6 +73,29 @@ func deltasOf(p, v hostapi.VMStats) (vmDeltas, bool) {
 	return d, ok == [5]bool{true, true, true, true, true}
 }
 
+// syscallRates is a VM's GPU system calls per second and its proxy's CPU
+// over the interval; false without syscalls or when a counter went back
+// (the proxy was restarted: its CPU time starts again).
+func syscallRates(p, v *hostapi.SyscallStats, intervalNs int64) (bool, float64, float64) {
+	if p == nil || v == nil {
+		return false, 0, 0
+	}
+	calls, ok := delta(sumCounts(p.Calls), sumCounts(v.Calls))
+	cpu, ok2 := deltaSigned(p.ProxyCPUNs, v.ProxyCPUNs)
+	if !ok || !ok2 {
+		return false, 0, 0
+	}
+	return true, float64(calls) / (float64(intervalNs) / 1e9), 100 * float64(cpu) / float64(intervalNs)
+}
+
+func sumCounts(m map[string]uint64) uint64 {
+	var n uint64
+	for _, c := range m {
+		n += c
+	}
+	return n
+}
+
 // computeTop derives per-VM rates and shares from two snapshots. A VM is
 // matched across snapshots by name and ID, so a recreated VM starts without
 // rates instead of showing a bogus negative delta.
@@ -95,6 +121,7 @@ func computeTop(prev, cur hostapi.Stats) topFrame {
 				r.doorbellsPerSec = float64(d.doorbells) / secs
 				ds[i] = d
 				sum.busy, sum.accounted = sum.busy+d.busy, sum.accounted+d.accounted
+				r.hasSys, r.syscallsPerSec, r.proxyPct = syscallRates(p.Syscalls, v.Syscalls, f.intervalNs)
 			}
 		}
 		f.rows = append(f.rows, r)
@@ -152,10 +179,14 @@ func RenderTopFrame(prev, cur hostapi.Stats) string {
 		{title: "ACCT%", right: true}, {title: "HELD", right: true},
 		{title: "KERNELS/S", right: true}, {title: "KERNELS", right: true},
 		{title: "ERRORS", right: true}, {title: "DOORBELLS/S", right: true},
+		{title: "SYSCALLS/S", right: true}, {title: "PROXY CPU", right: true},
 	}
 	rows := make([][]string, 0, len(f.rows))
 	for _, r := range f.rows {
-		gpu, share, acct, kps, dps := "-", "-", "-", "-", "-"
+		gpu, share, acct, kps, dps, sps, pcpu := "-", "-", "-", "-", "-", "-", "-"
+		if r.hasSys {
+			sps, pcpu = rate(r.syscallsPerSec), pct(r.proxyPct)
+		}
 		held := "no"
 		if r.held {
 			held = "yes"
@@ -171,7 +202,7 @@ func RenderTopFrame(prev, cur hostapi.Stats) string {
 		}
 		rows = append(rows, []string{
 			clean(r.name), u64(uint64(r.weight)), clean(r.state), FormatGPUTime(r.gpuNs),
-			gpu, share, acct, held, kps, u64(r.kernels), u64(r.errors), dps,
+			gpu, share, acct, held, kps, u64(r.kernels), u64(r.errors), dps, sps, pcpu,
 		})
 	}
 	b.WriteString(renderTable(cols, rows))
