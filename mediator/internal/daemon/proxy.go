@@ -39,7 +39,9 @@ func (d *Daemon) prepareVolume(req *hostapi.CreateVMRequest) error {
 	if !filepath.IsAbs(req.Volume) {
 		return fmt.Errorf("vm %q: volume %q must be an absolute path: %w", req.Name, req.Volume, hostapi.ErrInvalid)
 	}
-	if err := os.MkdirAll(req.Volume, 0o750); err != nil {
+	// 0711: the sandbox's contexts of other uids than its root must reach
+	// their working directories (search, no listing of the root).
+	if err := os.MkdirAll(req.Volume, 0o711); err != nil {
 		return fmt.Errorf("vm %q: creating its volume: %w", req.Name, err)
 	}
 	if err := searchable(filepath.Dir(req.Volume)); err != nil {
