@@ -49,6 +49,26 @@ var _ = Describe("The syscall proxy", Label("process"), func() {
 		Expect(call(b.Endpoint, "null")).To(Equal(framework.SyscallResult{}))
 	})
 
+	It("sweeps a file with pread from GPU work-items, work-groups and a kernel", func() {
+		framework.RequiresLinux()
+		d := framework.StartDaemon(framework.DaemonOptions{})
+		vm := d.CreateVM(framework.NewVM("sweep", framework.WithChannels(1)))
+		blob := make([]byte, 300_001)
+		var sum uint64
+		for i := range blob {
+			blob[i] = byte(i*7 + i/251)
+			sum += uint64(blob[i])
+		}
+		framework.WriteHostVolumeFiles(vm.Volume, map[string]string{"blob": string(blob)})
+		type sweep struct{ Size, Bytes, Failed, Sum uint64 }
+		for _, g := range []string{"work-item", "work-group", "kernel"} {
+			for _, o := range []string{"strong", "relaxed"} {
+				got := framework.Decode[sweep](d.Agent(vm.Endpoint, "run", "sweep", "--path", "/blob", "--granularity", g, "--ordering", o, "--json"))
+				Expect(got).To(Equal(sweep{Size: uint64(len(blob)), Bytes: uint64(len(blob)), Sum: sum}), "%s, %s", g, o)
+			}
+		}
+	})
+
 	It("runs each call in the context it names", func() {
 		framework.RequiresLinux()
 		d := framework.StartDaemon(framework.DaemonOptions{})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 
@@ -203,3 +204,81 @@ the volume (its root is /).`,
 
 // atFDCWD is AT_FDCWD (-100) as a slot argument.
 var atFDCWD = func() uint64 { v := int64(unix.AT_FDCWD); return uint64(v) }()
+
+func newSweepCmd(g *globals) *cobra.Command {
+	var f gpuFlags
+	var path, gran, order string
+	var grid, block uint32
+	var chunk uint64
+	cmd := &cobra.Command{
+		Use:   "sweep --path PATH [--granularity work-item|work-group|kernel] [--ordering strong|relaxed]",
+		Short: "Read a volume file with a GPU program whose callers pread it chunk by chunk",
+		Long: `Open PATH (a system call), then launch the pread sweep program: its callers
+(every work-item, one per work-group, or one for the kernel) pread the file's
+chunks in turn into their buffers and sum the bytes; print the bytes read,
+the failed calls and the sum, which a host can check against the file.`,
+		Example: `  sluice-agent run sweep --path /data/blob --granularity work-group --grid 8 --block 64 --json`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			gv, ok := map[string]uint8{"work-item": abi.ProgWorkItem, "work-group": abi.ProgWorkGroup, "kernel": abi.ProgKernel}[gran]
+			if !ok {
+				return fmt.Errorf("--granularity %q: want work-item, work-group or kernel", gran)
+			}
+			ov, ok := map[string]uint8{"strong": abi.ProgStrong, "relaxed": abi.ProgRelaxed}[order]
+			if !ok {
+				return fmt.Errorf("--ordering %q: want strong or relaxed", order)
+			}
+			return withRunner(cmd, g, &f, func(ctx context.Context, r *gpucall.Runner) error {
+				p, err := r.PutString(path)
+				if err != nil {
+					return err
+				}
+				fd, err := oneCall(ctx, r, abi.SysOpenat, f.context, atFDCWD, p, unix.O_RDONLY)
+				if err != nil {
+					return err
+				}
+				st, err := r.Alloc(256)
+				if err != nil {
+					return err
+				}
+				if _, err := oneCall(ctx, r, abi.SysFstat, f.context, uint64(fd), st); err != nil {
+					return err
+				}
+				statBuf, err := r.Read(st, 256)
+				if err != nil {
+					return err
+				}
+				size := binary.LittleEndian.Uint64(statBuf[statSizeOff:])
+				bytes, failed, sum, err := r.Sweep(ctx, uint32(fd), size, chunk, grid, block, gv, ov, f.context)
+				_, _ = oneCall(ctx, r, abi.SysClose, f.context, uint64(fd))
+				if err != nil {
+					return err
+				}
+				res := struct {
+					Size   uint64 `json:"size"`
+					Bytes  uint64 `json:"bytes"`
+					Failed uint64 `json:"failed"`
+					Sum    uint64 `json:"sum"`
+				}{size, bytes, failed, sum}
+				if f.asJSON {
+					return writeJSON(g.out, res)
+				}
+				_, err = fmt.Fprintf(g.out, "read %d of %d bytes, %d failed calls, byte sum %d\n", bytes, size, failed, sum)
+				return err
+			})
+		},
+	}
+	f.add(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&path, "path", "", "file in the volume")
+	fl.StringVar(&gran, "granularity", "work-item", "which work-items call: work-item, work-group or kernel")
+	fl.StringVar(&order, "ordering", "strong", "strong (barriers around a work-group's call) or relaxed")
+	fl.Uint32Var(&grid, "grid", 4, "work-groups")
+	fl.Uint32Var(&block, "block", 32, "work-items per group")
+	fl.Uint64Var(&chunk, "chunk", 4096, "bytes per pread")
+	return cmd
+}
+
+// statSizeOff is st_size's offset in Linux x86-64's struct stat, which fstat
+// writes.
+const statSizeOff = 48

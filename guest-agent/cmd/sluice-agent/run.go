@@ -17,7 +17,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		Short: "Run a workload on one channel",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newThrottleCmd(g), newLatencyCmd(g), newSyscallCmd(g), newSyscallBenchCmd(g), newWordCountCmd(g))
+	cmd.AddCommand(newThrottleCmd(g), newLatencyCmd(g), newSyscallCmd(g), newSyscallBenchCmd(g), newWordCountCmd(g), newSweepCmd(g))
 	return cmd
 }
 
