@@ -81,9 +81,10 @@ bench: sluicectl ## run the Go benchmarks and every bench/specs/*.yaml; JSON and
 
 GPU_RESULTS ?= bench/results/h100
 
-bench-gpu: sluicectl ## on an NVIDIA GPU machine: the cuda backend's GPU tests, then bench/specs-gpu into GPU_RESULTS
+bench-gpu: build ## on an NVIDIA GPU machine: the cuda backend's GPU tests, bench/specs-gpu and the GPU system calls into GPU_RESULTS
 	SLUICE_REQUIRE_GPU=1 CGO_ENABLED=0 $(GO) test -count=1 -run GPU -v ./mediator/backend/cuda
 	bench/gpu/run.sh $(BIN)/sluicectl $(GPU_RESULTS)
+	bench/gpu/syscalls.sh $(BIN) $(GPU_RESULTS)
 	$(GO) run ./bench/cmd/benchtable $(GPU_RESULTS)/*.json > $(GPU_RESULTS)/specs.md
 	@echo "wrote $(GPU_RESULTS)/specs.md"
 
