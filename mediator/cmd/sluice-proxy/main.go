@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -50,6 +51,7 @@ type options struct {
 	maxFiles           uint64
 	maxFileSize        uint64
 	addressSpace       uint64
+	spin, contextSpin  time.Duration
 	noSandbox, showVer bool
 	probe              string
 }
@@ -68,6 +70,8 @@ func parseFlags(args []string) (options, error) {
 	fs.Uint64Var(&o.maxFiles, "max-files", 256, "RLIMIT_NOFILE: open files of all guest contexts together (EMFILE past it)")
 	fs.Uint64Var(&o.maxFileSize, "max-file-size", 0, "RLIMIT_FSIZE in bytes (0: unlimited)")
 	fs.Uint64Var(&o.addressSpace, "max-address-space", 0, "RLIMIT_AS in bytes (0: the heap plus 8 GiB for the Go runtime)")
+	fs.DurationVar(&o.spin, "spin", proxy.DefaultSpin, "how long the receive loop watches the request ring after its last request before it sleeps on the socket (0: never spin)")
+	fs.DurationVar(&o.contextSpin, "context-spin", proxy.DefaultContextSpin, "how long an idle context thread watches its queue before it blocks (0: never spin)")
 	fs.BoolVar(&o.noSandbox, "no-sandbox", false, "serve without confinement, in --volume (tests only)")
 	fs.StringVar(&o.probe, "probe-syscall", "", "test helper: once sandboxed, make this forbidden call (mount, ptrace, execve, reboot, unshare-net) and report its errno as Fatal")
 	fs.BoolVar(&o.showVer, "version", false, "print the version and exit")
@@ -108,6 +112,7 @@ func run(args []string) int {
 		return fatal(conn, err, 1)
 	}
 	cfg := proxy.DefaultServeConfig()
+	cfg.Spin, cfg.ContextSpin = o.spin, o.contextSpin
 	if o.noSandbox {
 		cfg.Dir = o.volume
 	} else {

@@ -17,7 +17,7 @@ func BenchmarkContextSwitch(b *testing.B) {
 	heap := make([]byte, 4096)
 	w := newWriter(nil)
 	defer close(w.stop)
-	c, e := startContext(1, identity{keep: true, umask: 0o022, base: "/"}, heap, w, -1)
+	c, e := startContext(1, identity{keep: true, umask: 0o022, base: "/"}, heap, &sink{w: w}, -1, 0)
 	if e != 0 {
 		b.Fatal(e)
 	}

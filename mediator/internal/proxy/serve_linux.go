@@ -2,12 +2,13 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
+	"runtime"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
@@ -19,15 +20,34 @@ type ServeConfig struct {
 	// registered context's relative cwd starts from. Default "/" (in the
 	// sandbox: the VM's volume). Tests without a sandbox set a temp dir.
 	Dir string
+	// Spin is how long the receive loop keeps watching the request ring
+	// after its last request before it announces that it sleeps and blocks
+	// on the socket (0: at once; the mediator then kicks every batch).
+	Spin time.Duration
+	// ContextSpin is how long an idle context thread watches its queue
+	// before it blocks (0: at once). At most GOMAXPROCS-2 threads spin at a
+	// time, so that spinning never takes the last processors.
+	ContextSpin time.Duration
 }
 
+// Default spins of sluice-proxy.
+const (
+	DefaultSpin        = 200 * time.Microsecond
+	DefaultContextSpin = 50 * time.Microsecond
+)
+
 // DefaultServeConfig returns the configuration sluice-proxy serves with.
-func DefaultServeConfig() ServeConfig { return ServeConfig{Dir: "/"} }
+func DefaultServeConfig() ServeConfig {
+	return ServeConfig{Dir: "/", Spin: DefaultSpin, ContextSpin: DefaultContextSpin}
+}
 
 // Validate checks cfg.
 func (cfg ServeConfig) Validate() error {
-	if cfg.Dir == "" {
+	switch {
+	case cfg.Dir == "":
 		return fmt.Errorf("serve config: empty Dir")
+	case cfg.Spin < 0 || cfg.Spin > time.Second || cfg.ContextSpin < 0 || cfg.ContextSpin > time.Second:
+		return fmt.Errorf("serve config: spins %v, %v: want 0..1s", cfg.Spin, cfg.ContextSpin)
 	}
 	return nil
 }
@@ -37,22 +57,26 @@ func (cfg ServeConfig) Validate() error {
 const answered abi.Errno = 1 << 31
 
 // Serve serves the mediator on conn (SOCK_SEQPACKET) for a VM whose heap is
-// heap: it sends Ready, then answers every request of every Calls message,
-// until the mediator closes its end (nil), ctx ends (ctx.Err()) or the
-// connection fails. The default context (0) runs as the process's own
-// identity, in cfg.Dir, with umask 022.
+// heap: it sends Ready, maps the rings of the MsgRing that follows
+// (proxyproto's version 2) and answers every request published there,
+// through the result ring, until the mediator closes its end (nil), ctx
+// ends (ctx.Err()) or the connection fails. Calls messages on the socket
+// are served too, with Results datagrams (the serving tests' transport).
+// The default context (0) runs as the process's own identity, in cfg.Dir,
+// with umask 022.
 func Serve(ctx context.Context, conn *net.UnixConn, heap []byte, cfg ServeConfig) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	s := &server{conn: conn, heap: heap, dir: cfg.Dir, out: newWriter(conn)}
+	s := &server{conn: conn, heap: heap, dir: cfg.Dir, cfg: cfg}
+	s.out = &sink{w: newWriter(conn)}
 	if err := s.init(); err != nil {
 		return err
 	}
 	werr := make(chan error, 1)
-	go func() { werr <- s.out.run() }()
+	go func() { werr <- s.out.w.run() }()
 	defer func() {
-		close(s.out.stop)
+		close(s.out.w.stop)
 		for _, c := range s.contexts {
 			if c != nil {
 				close(c.in)
@@ -63,24 +87,74 @@ func Serve(ctx context.Context, conn *net.UnixConn, heap []byte, cfg ServeConfig
 	if _, err := conn.Write(proxyproto.AppendReady(nil, os.Getpid())); err != nil {
 		return fmt.Errorf("sending ready: %w", err)
 	}
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
 	buf := make([]byte, proxyproto.MaxMessage+1)
-	var reqs []proxyproto.Request
+	oob := make([]byte, unix.CmsgSpace(4))
+	var (
+		reqs []proxyproto.Request
+		ring *proxyproto.Ring
+		head uint64
+		last time.Time
+	)
 	for {
-		n, err := conn.Read(buf)
+		if ring != nil {
+			var err error
+			next := head
+			if reqs, next, err = ring.ProxyRequests(reqs[:0], head); err != nil {
+				return fmt.Errorf("receiving calls: %w", err)
+			}
+			if next != head {
+				head = next
+				ring.ProxyConsumed(head) // copied out: the records are free
+				s.dispatch(reqs)
+				last = time.Now()
+				continue
+			}
+			if time.Since(last) < cfg.Spin {
+				runtime.Gosched()
+				continue
+			}
+			// Announce the sleep, then look once more: a batch published
+			// before the announcement was seen is never left behind.
+			ring.ProxyIdle(true)
+			if ring.ProxyPending(head) {
+				ring.ProxyIdle(false)
+				continue
+			}
+		}
+		n, oobn, err := s.recv(ctx, buf, oob)
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case errors.Is(err, io.EOF) || err == nil && n == 0:
-			return nil
 		case err != nil:
 			return fmt.Errorf("receiving calls: %w", err)
+		case n == 0:
+			return nil
 		}
-		if reqs, err = proxyproto.DecodeCalls(reqs[:0], buf[:n]); err != nil {
-			return fmt.Errorf("receiving calls: %w", err)
+		msg := buf[:n]
+		switch proxyproto.Type(msg) {
+		case proxyproto.MsgKick:
+			if ring != nil {
+				ring.ProxyIdle(false)
+			}
+			last = time.Now()
+		case proxyproto.MsgRing:
+			if ring != nil {
+				closeRights(oob[:oobn])
+				return fmt.Errorf("receiving calls: %w: a second ring", proxyproto.ErrMessage)
+			}
+			if ring, err = mapRing(msg, oob[:oobn]); err != nil {
+				return fmt.Errorf("receiving the rings: %w", err)
+			}
+			s.out.ring.Store(&ringOut{rg: ring, fd: s.connFD, stop: s.out.w.stop})
+			ring.ProxyIdle(false)
+			last = time.Now()
+		default:
+			closeRights(oob[:oobn])
+			if reqs, err = proxyproto.DecodeCalls(reqs[:0], msg); err != nil {
+				return fmt.Errorf("receiving calls: %w", err)
+			}
+			s.dispatch(reqs)
 		}
-		s.dispatch(reqs)
 		select {
 		case err := <-werr:
 			werr <- err
@@ -90,13 +164,88 @@ func Serve(ctx context.Context, conn *net.UnixConn, heap []byte, cfg ServeConfig
 	}
 }
 
+// recv reads one datagram, blocking this thread in poll rather than Go's
+// network poller (which runs late while other goroutines spin); it looks at
+// ctx every 100 ms.
+func (s *server) recv(ctx context.Context, buf, oob []byte) (n, oobn int, err error) {
+	for {
+		n, oobn, _, _, err = unix.Recvmsg(s.connFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err != unix.EAGAIN && err != unix.EINTR {
+			if err == nil {
+				raceAcquireIO()
+			}
+			if err == nil && n > proxyproto.MaxMessage {
+				err = fmt.Errorf("%w: datagram of more than %d bytes", proxyproto.ErrMessage, proxyproto.MaxMessage)
+			}
+			return n, oobn, err
+		}
+		if ctx.Err() != nil {
+			return 0, 0, ctx.Err()
+		}
+		pfd := []unix.PollFd{{Fd: int32(s.connFD), Events: unix.POLLIN}}
+		if _, err := unix.Poll(pfd, 100); err != nil && err != unix.EINTR {
+			return 0, 0, err
+		}
+	}
+}
+
+// mapRing maps the ring memfd a MsgRing carries (shared, read/write) and
+// closes the descriptor. The mapping lives as long as the process: context
+// threads may still be answering when Serve returns.
+func mapRing(msg, oob []byte) (*proxyproto.Ring, error) {
+	fds := rights(oob)
+	if len(fds) != 1 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return nil, fmt.Errorf("%w: ring with %d descriptors", proxyproto.ErrMessage, len(fds))
+	}
+	defer unix.Close(fds[0])
+	l, size, err := proxyproto.DecodeRing(msg)
+	if err != nil {
+		return nil, err
+	}
+	mem, err := unix.Mmap(fds[0], 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mapping the rings: %w", err)
+	}
+	rg, err := proxyproto.OpenRing(mem, l)
+	if err != nil {
+		_ = unix.Munmap(mem)
+	}
+	return rg, err
+}
+
+func rights(oob []byte) []int {
+	cms, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for i := range cms {
+		if f, err := unix.ParseUnixRights(&cms[i]); err == nil {
+			fds = append(fds, f...)
+		}
+	}
+	return fds
+}
+
+// closeRights closes descriptors that came with a message that wants none.
+func closeRights(oob []byte) {
+	for _, fd := range rights(oob) {
+		unix.Close(fd)
+	}
+}
+
 // server is Serve's state; the receive loop alone touches it.
 type server struct {
 	conn     *net.UnixConn
 	connFD   int
 	heap     []byte
 	dir      string
-	out      *writer
+	cfg      ServeConfig
+	out      *sink
+	local    []proxyproto.Result
 	contexts [abi.MaxContexts + 1]*guestContext
 	pending  [abi.MaxContexts + 1][]proxyproto.Request
 	touched  []uint8
@@ -110,7 +259,7 @@ func (s *server) init() error {
 	if err := raw.Control(func(fd uintptr) { s.connFD = int(fd) }); err != nil {
 		return fmt.Errorf("serving: %w", err)
 	}
-	c, e := startContext(0, identity{keep: true, umask: 0o022, base: s.dir}, s.heap, s.out, s.connFD)
+	c, e := startContext(0, identity{keep: true, umask: 0o022, base: s.dir}, s.heap, s.out, s.connFD, s.cfg.ContextSpin)
 	if e != 0 {
 		return fmt.Errorf("starting the default context: %w", e)
 	}
@@ -122,7 +271,7 @@ func (s *server) init() error {
 // hand-off; null, the context table's own calls and every early failure are
 // answered here, together, in one slice.
 func (s *server) dispatch(reqs []proxyproto.Request) {
-	local := s.out.get()
+	local := s.local[:0]
 	for i := range reqs {
 		r := &reqs[i]
 		if r.Flags&abi.SysFlagFastcall != 0 {
@@ -160,6 +309,7 @@ func (s *server) dispatch(reqs []proxyproto.Request) {
 	if len(local) > 0 {
 		s.out.send(local)
 	}
+	s.local = local
 }
 
 // flush hands each context its pending group.
@@ -206,7 +356,7 @@ func (s *server) register(r *proxyproto.Request) (int64, abi.Errno) {
 		return 0, abi.ErrnoAGAIN
 	}
 	ident := identity{uid: uint32(uid), gid: uint32(gid), umask: uint32(umask), base: s.dir, cwd: cwd}
-	c, e := startContext(uint8(id), ident, s.heap, s.out, s.connFD)
+	c, e := startContext(uint8(id), ident, s.heap, s.out, s.connFD, s.cfg.ContextSpin)
 	if e != 0 {
 		return 0, e
 	}

@@ -61,6 +61,10 @@ type StartConfig struct {
 	// NoSandbox starts the proxy without namespaces or confinement, in
 	// Volume: for tests of the serving logic only.
 	NoSandbox bool
+	// Spin and ContextSpin are the proxy's spins (ServeConfig): 0 leaves
+	// the binary's defaults (DefaultSpin, DefaultContextSpin); negative
+	// turns spinning off.
+	Spin, ContextSpin time.Duration
 	// Stderr receives the proxy's log; default discarded.
 	Stderr io.Writer
 	// Args are extra flags for the binary (test helpers).
@@ -80,6 +84,8 @@ func (cfg StartConfig) Validate() error {
 		return errors.New("proxy: UIDBase 0 would map host root into the sandbox (use DefaultUIDBase)")
 	case cfg.UIDBase > 1<<32-1-UIDRange:
 		return fmt.Errorf("proxy: UIDBase %d leaves no room for %d ids", cfg.UIDBase, UIDRange)
+	case cfg.Spin > time.Second || cfg.ContextSpin > time.Second:
+		return fmt.Errorf("proxy: spins %v, %v: want at most 1s", cfg.Spin, cfg.ContextSpin)
 	case cfg.MaxFiles < 0:
 		return fmt.Errorf("proxy: max files %d", cfg.MaxFiles)
 	}
@@ -168,6 +174,12 @@ func (cfg StartConfig) args() []string {
 	}
 	if cfg.NoSandbox {
 		a = append(a, "--no-sandbox")
+	}
+	if cfg.Spin != 0 {
+		a = append(a, "--spin", max(cfg.Spin, 0).String())
+	}
+	if cfg.ContextSpin != 0 {
+		a = append(a, "--context-spin", max(cfg.ContextSpin, 0).String())
 	}
 	return append(a, cfg.Args...)
 }

@@ -2,9 +2,71 @@ package proxy
 
 import (
 	"net"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
 )
+
+// sink takes results from the receive loop and the context threads: into
+// the result ring once the mediator sent one, else to the writer (Results
+// datagrams). send never keeps rs.
+type sink struct {
+	w    *writer
+	ring atomic.Pointer[ringOut]
+}
+
+func (s *sink) send(rs []proxyproto.Result) {
+	if o := s.ring.Load(); o != nil {
+		o.send(rs)
+		return
+	}
+	s.w.send(append([]proxyproto.Result(nil), rs...))
+}
+
+// ringOut writes results straight into the result ring from whichever
+// thread made them (no hand-off), and kicks the mediator when it said it
+// sleeps.
+type ringOut struct {
+	rg   *proxyproto.Ring
+	tail atomic.Uint64 // the producers' reservation counter
+	fd   int           // the mediator socket (the same number in every thread's table)
+	stop <-chan struct{}
+}
+
+var kickMsg = []byte{proxyproto.MsgKick}
+
+func (o *ringOut) send(rs []proxyproto.Result) {
+	for _, r := range rs {
+		for spins := 0; !o.rg.ProxyTryPut(&o.tail, r); spins++ {
+			// Full: the mediator is behind. Make sure it looks, then wait.
+			o.kick()
+			select {
+			case <-o.stop:
+				return
+			default:
+			}
+			if spins < 64 {
+				runtime.Gosched()
+			} else {
+				time.Sleep(20 * time.Microsecond)
+			}
+		}
+	}
+	o.kick()
+}
+
+// kick wakes the mediator if it announced that it sleeps. The socket is
+// non-blocking: a full socket already holds kicks, so a failed one is
+// dropped.
+func (o *ringOut) kick() {
+	if o.rg.ProxyKickMediator() {
+		_, _ = unix.Write(o.fd, kickMsg)
+	}
+}
 
 // writer sends results to the mediator. Context threads and the receive loop
 // hand it slices of results; it writes whatever has gathered as one Results
@@ -23,10 +85,6 @@ func newWriter(conn *net.UnixConn) *writer {
 		stop: make(chan struct{}),
 	}
 }
-
-// get returns an empty result slice for send. Once sent, a slice belongs
-// to the writer.
-func (w *writer) get() []proxyproto.Result { return make([]proxyproto.Result, 0, 8) }
 
 // send queues results; after stop they are dropped (Serve has returned).
 func (w *writer) send(rs []proxyproto.Result) {

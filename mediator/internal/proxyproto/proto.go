@@ -20,7 +20,10 @@ import (
 
 // Version of this protocol; Ready carries the proxy's, and the mediator
 // refuses a proxy that speaks another.
-const Version = 1
+//
+// 2: calls and results travel through shared-memory rings (ring.go); the
+// socket keeps Ready, Fatal, MsgFastcall and kicks.
+const Version = 2
 
 // Message types.
 const (

@@ -60,14 +60,50 @@ func seqpacketPair(t testing.TB) (*net.UnixConn, *net.UnixConn) {
 func (p *fakeProxy) serve(fastFile string) {
 	p.theirs.Write(proxyproto.AppendReady(nil, p.pid))
 	buf := make([]byte, proxyproto.MaxMessage)
+	oob := make([]byte, unix.CmsgSpace(4))
+	var (
+		rg   *proxyproto.Ring
+		head uint64
+		tail atomic.Uint64
+	)
 	for {
-		n, err := p.theirs.Read(buf)
+		n, oobn, _, _, err := p.theirs.ReadMsgUnix(buf, oob)
 		if err != nil || n == 0 {
 			return
 		}
-		reqs, err := proxyproto.DecodeCalls(nil, buf[:n])
-		if err != nil {
-			return
+		var reqs []proxyproto.Request
+		switch proxyproto.Type(buf[:n]) {
+		case proxyproto.MsgRing:
+			l, size, err := proxyproto.DecodeRing(buf[:n])
+			if err != nil {
+				return
+			}
+			fd, err := onlyFD(oob[:oobn])
+			if err != nil {
+				return
+			}
+			mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+			unix.Close(fd)
+			if err != nil {
+				return
+			}
+			defer unix.Munmap(mem)
+			if rg, err = proxyproto.OpenRing(mem, l); err != nil {
+				return
+			}
+		case proxyproto.MsgKick:
+		default:
+			if reqs, err = proxyproto.DecodeCalls(nil, buf[:n]); err != nil {
+				return
+			}
+		}
+		if rg != nil {
+			// Never spins: idle before each look, so every batch kicks.
+			rg.ProxyIdle(true)
+			if reqs, head, err = rg.ProxyRequests(reqs, head); err != nil {
+				return
+			}
+			rg.ProxyConsumed(head)
 		}
 		var res []proxyproto.Result
 		for _, r := range reqs {
@@ -95,8 +131,19 @@ func (p *fakeProxy) serve(fastFile string) {
 				res = append(res, proxyproto.Result{Slot: r.Slot, Seq: r.Seq, Ret: int64(r.Args[0] + 1)})
 			}
 		}
-		if len(res) > 0 {
+		switch {
+		case len(res) == 0:
+		case rg == nil:
 			p.theirs.Write(proxyproto.AppendResults(nil, res))
+		default:
+			for _, r := range res {
+				for !rg.ProxyTryPut(&tail, r) {
+					time.Sleep(10 * time.Microsecond)
+				}
+			}
+			if rg.ProxyKickMediator() {
+				p.theirs.Write([]byte{proxyproto.MsgKick})
+			}
 		}
 	}
 }

@@ -60,6 +60,16 @@ func (f *Forwarder) addFastcall(msg, oob []byte) error {
 	return nil
 }
 
+func closeRights(oob []byte) {
+	cms, _ := unix.ParseSocketControlMessage(oob)
+	for i := range cms {
+		fds, _ := unix.ParseUnixRights(&cms[i])
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+}
+
 func onlyFD(oob []byte) (int, error) {
 	cms, err := unix.ParseSocketControlMessage(oob)
 	if err != nil || len(cms) != 1 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/internal/shm"
+	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
 )
 
 // Proxy is a running proxy process, as the forwarder needs it.
@@ -50,11 +51,17 @@ type Forwarder struct {
 	log   *slog.Logger
 	stats stats
 
+	// ringMu is held (read) by the poller while it writes requests into
+	// the running proxy's rings; runProxy unmaps them under the write lock.
+	ringMu sync.RWMutex
+
 	mu       sync.Mutex
 	proxy    Proxy
-	sock     *sock    // the running proxy's socket
-	state    string   // "starting", "running", or why the proxy is down
-	inflight []uint32 // per slot: seq+1 while a blocking call is with the proxy
+	sock     *sock            // the running proxy's socket
+	ring     *proxyproto.Ring // the running proxy's rings
+	resHead  uint64           // the result ring's consumer index (ours alone)
+	state    string           // "starting", "running", or why the proxy is down
+	inflight []uint32         // per slot: seq+1 while a blocking call is with the proxy
 	nIn      int
 	closed   bool
 
@@ -153,14 +160,31 @@ func (f *Forwarder) Close() error {
 	return nil
 }
 
-// current is the running proxy's socket, nil while there is none.
-func (f *Forwarder) current() *sock {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.state != "running" {
-		return nil
+// drainLocked consumes the result ring: each result whose slot still waits
+// for exactly that call is written back; anything else (a non-blocking
+// call's result, a stale one, or whatever a hostile proxy wrote) is dropped.
+// It reads at most one ring's worth, so a proxy that keeps republishing
+// cannot hold it. It returns how many records it consumed.
+func (f *Forwarder) drainLocked() int {
+	rg := f.ring
+	if rg == nil {
+		return 0
 	}
-	return f.sock
+	n := 0
+	for max := rg.ResultCap(); n < max; n++ {
+		r, ok := rg.MediatorNextResult(f.resHead)
+		if !ok {
+			break
+		}
+		f.resHead++
+		if f.claimLocked(r.Slot, r.Seq) {
+			f.finish(r.Slot, r.Seq, r.Ret, r.Errno)
+		}
+	}
+	if n > 0 {
+		rg.MediatorConsumed(f.resHead)
+	}
+	return n
 }
 
 // finish writes a blocking call's result and hands the slot back.

@@ -8,16 +8,21 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
 )
 
-// poll is the VM's poller goroutine: scan, batch, send; adaptive between
-// spinning and idle scans.
+// poll is the VM's poller goroutine: scan, batch, publish into the request
+// ring, consume the result ring; adaptive between spinning and idle scans.
+// While it spins it is the result ring's consumer, so results need no
+// thread's wakeup; before it sleeps it says so in the rings, and the proxy
+// then kicks the receiver instead.
 func (f *Forwarder) poll() {
 	defer f.wg.Done()
 	var (
 		batch      = make([]proxyproto.Request, 0, proxyproto.MaxBatch)
-		msg        = make([]byte, 0, proxyproto.MaxMessage)
 		next       uint32 // where the next scan starts (round robin over slots)
 		lastActive = time.Now()
 		idle       = time.NewTimer(time.Hour)
+		ring       *proxyproto.Ring // the rings tail counts in
+		tail       uint64           // requests published into ring
+		announced  bool             // ring's mediator-idle word is 1
 	)
 	defer idle.Stop()
 	for {
@@ -27,50 +32,91 @@ func (f *Forwarder) poll() {
 		default:
 		}
 		cfg := f.cfg.Load()
-		p := f.current()
+		f.ringMu.RLock()
+		p, rg, delivered := f.begin(announced)
+		announced = false
 		if p == nil {
+			f.ringMu.RUnlock()
 			// No proxy yet (or a restart's backoff): calls wait in their slots.
 			if !f.sleep(idle, 10*time.Millisecond) {
 				return
 			}
 			continue
 		}
+		if rg != ring {
+			ring, tail = rg, 0
+		}
+		room := min(cfg.Batch, rg.MediatorReqFree(tail))
 		taken := f.stats.taken.Load()
-		batch = f.scan(batch[:0], cfg.Batch, &next, p)
+		batch = f.scan(batch[:0], room, &next, p)
 		if len(batch) > 0 && cfg.Window > 0 {
-			batch = f.coalesce(batch, cfg, &next, p)
+			batch = f.coalesce(batch, room, cfg, &next, p)
 		}
 		if len(batch) > 0 {
-			lastActive = time.Now()
-			msg = proxyproto.AppendCalls(msg[:0], batch)
+			for i := range batch {
+				rg.MediatorPutRequest(tail, &batch[i])
+				tail++
+			}
 			f.stats.batches.Add(1)
-			// A failed write means the proxy is gone: the supervisor fails
-			// what it held (these calls included) with EIO.
-			_ = p.write(msg)
+			if rg.MediatorPublish(tail) {
+				p.kick()
+			}
+			f.ringMu.RUnlock()
+			lastActive = time.Now()
 			continue
 		}
 		// Activity: a slot taken (served here or not), a doorbell, a result
-		// delivered; and calls still with the proxy, whose callers come back.
-		if f.stats.activity.Swap(false) || f.stats.taken.Load() != taken || f.inFlight() > 0 {
+		// delivered (its caller comes back).
+		if f.stats.activity.Swap(false) || f.stats.taken.Load() != taken || delivered > 0 {
 			lastActive = time.Now()
 		}
 		if time.Since(lastActive) < cfg.Spin {
+			f.ringMu.RUnlock()
 			runtime.Gosched()
 			continue
 		}
+		// Going idle: announce it, then look at the results once more (a
+		// result published before the proxy could see the announcement
+		// would wait for no kick).
+		rg.MediatorIdle(true)
+		f.mu.Lock()
+		late := f.drainLocked()
+		f.mu.Unlock()
+		f.ringMu.RUnlock()
+		if late > 0 {
+			announced = true // begin clears it
+			lastActive = time.Now()
+			continue
+		}
+		announced = true
 		if !f.sleep(idle, cfg.IdleScan) {
 			return
 		}
 	}
 }
 
+// begin starts a pass: the running proxy's socket and rings (nil while
+// there is none) and the results consumed from the rings. clear says that
+// the poller had announced itself idle. The caller holds ringMu (read).
+func (f *Forwarder) begin(clear bool) (*sock, *proxyproto.Ring, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.state != "running" || f.ring == nil {
+		return nil, nil, 0
+	}
+	if clear {
+		f.ring.MediatorIdle(false)
+	}
+	return f.sock, f.ring, f.drainLocked()
+}
+
 // coalesce keeps scanning until the batch is full or the window since its
 // first call has passed.
-func (f *Forwarder) coalesce(batch []proxyproto.Request, cfg *Config, next *uint32, p *sock) []proxyproto.Request {
+func (f *Forwarder) coalesce(batch []proxyproto.Request, max int, cfg *Config, next *uint32, p *sock) []proxyproto.Request {
 	deadline := time.Now().Add(cfg.Window)
-	for len(batch) < cfg.Batch && time.Now().Before(deadline) {
+	for len(batch) < max && time.Now().Before(deadline) {
 		n := len(batch)
-		batch = f.scan(batch, cfg.Batch, next, p)
+		batch = f.scan(batch, max, next, p)
 		if len(batch) == n {
 			runtime.Gosched()
 		}
@@ -194,11 +240,4 @@ func (f *Forwarder) track(i uint32, s *abi.Slot, p *sock) bool {
 		f.answer(i, s, -1, abi.ErrnoIO)
 	}
 	return ok
-}
-
-// inFlight is the number of blocking calls with the proxy.
-func (f *Forwarder) inFlight() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.nIn
 }

@@ -240,9 +240,15 @@ var (
 	proxyErr  error
 )
 
-// proxyBinary builds sluice-proxy once for the package's benchmarks.
+// proxyBinary builds sluice-proxy once for the package's benchmarks, or
+// takes the one SLUICE_PROXY_BIN names (a machine without Go: build the test
+// binary and sluice-proxy elsewhere, carry both).
 func proxyBinary(tb testing.TB) string {
 	proxyOnce.Do(func() {
+		if bin := os.Getenv("SLUICE_PROXY_BIN"); bin != "" {
+			proxyBin = bin
+			return
+		}
 		dir, err := os.MkdirTemp("", "sluice-proxy-bench-")
 		if err != nil {
 			proxyErr = err

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,9 +39,17 @@ func newSock(conn *net.UnixConn) (*sock, error) {
 	return &sock{fd: fd}, nil
 }
 
-func (s *sock) write(msg []byte) error {
-	_, err := unix.Write(s.fd, msg)
-	return err
+var kickMsg = []byte{proxyproto.MsgKick}
+
+// kick tells a sleeping proxy to look at its request ring. It never blocks:
+// a full socket already holds kicks.
+func (s *sock) kick() {
+	_ = unix.Sendmsg(s.fd, kickMsg, nil, nil, unix.MSG_DONTWAIT)
+}
+
+// sendRing sends the rings' memfd (MsgRing, SCM_RIGHTS).
+func (s *sock) sendRing(l proxyproto.RingLayout, fd int) error {
+	return unix.Sendmsg(s.fd, proxyproto.AppendRing(nil, l), unix.UnixRights(fd), nil, 0)
 }
 
 // recv reads one datagram (and its descriptors' control message).

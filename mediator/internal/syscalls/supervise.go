@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/shm"
 	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
 	"golang.org/x/sys/unix"
 )
@@ -66,23 +67,68 @@ func (f *Forwarder) runProxy() error {
 	if err := handshake(s); err != nil {
 		return errors.Join(err, p.Close())
 	}
+	rg, mem, err := f.sendRing(s)
+	if err != nil {
+		return errors.Join(err, p.Close())
+	}
+	defer func() {
+		// The poller may be writing requests: unmap once it is done.
+		f.ringMu.Lock()
+		_ = shm.Unmap(mem)
+		f.ringMu.Unlock()
+	}()
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
 		return p.Close()
 	}
-	f.proxy, f.sock, f.state = p, s, "running"
+	f.proxy, f.sock, f.ring, f.resHead, f.state = p, s, rg, 0, "running"
 	f.mu.Unlock()
 	f.log.Info("syscall proxy running", "pid", p.Pid())
 	f.Kick()
 	err = f.receive(s)
 	f.mu.Lock()
-	f.proxy, f.sock = nil, nil
+	f.proxy, f.sock, f.ring = nil, nil, nil
 	f.state = "down"
 	f.failInflightLocked()
 	f.mu.Unlock()
 	s.shutdown()
 	return errors.Join(err, p.Close())
+}
+
+// ringLayout sizes a proxy's rings for slots: room for every slot's call
+// (at least one batch), results twice that.
+func ringLayout(slots int) proxyproto.RingLayout {
+	c := uint32(256)
+	for int(c) < slots && c < proxyproto.MaxRingCap/2 {
+		c *= 2
+	}
+	return proxyproto.RingLayout{ReqCap: c, ResCap: 2 * c}
+}
+
+// sendRing creates the rings of a proxy just started (a sealed memfd: the
+// proxy can neither shrink nor grow it, so our mapping never faults), maps
+// them and hands the proxy the memfd.
+func (f *Forwarder) sendRing(s *sock) (*proxyproto.Ring, []byte, error) {
+	l := ringLayout(f.spec.Slots)
+	fd, err := shm.NewMemfd("sluice-rings-"+f.spec.Name, int64(l.Size()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the proxy's rings: %w", err)
+	}
+	defer unix.Close(fd)
+	mem, err := shm.Map(fd, l.Size())
+	if err != nil {
+		return nil, nil, fmt.Errorf("mapping the proxy's rings: %w", err)
+	}
+	rg, err := proxyproto.InitRing(mem, l)
+	if err == nil {
+		err = s.sendRing(l, fd)
+	}
+	if err != nil {
+		_ = shm.Unmap(mem)
+		return nil, nil, fmt.Errorf("handing the proxy its rings: %w", err)
+	}
+	return rg, mem, nil
 }
 
 func handshake(s *sock) error {
@@ -131,7 +177,17 @@ func (f *Forwarder) receive(s *sock) error {
 			return errors.New("the proxy closed its socket")
 		}
 		msg := buf[:n]
+		if oobn > 0 && proxyproto.Type(msg) != proxyproto.MsgFastcall {
+			closeRights(oob[:oobn]) // descriptors nobody asked for
+		}
 		switch proxyproto.Type(msg) {
+		case proxyproto.MsgKick:
+			// The proxy published results while no thread of ours watched:
+			// take them, and wake the poller (its callers come back).
+			f.mu.Lock()
+			f.drainLocked()
+			f.mu.Unlock()
+			f.Kick()
 		case proxyproto.MsgResults:
 			if res, err = proxyproto.DecodeResults(res[:0], msg); err != nil {
 				return err

@@ -1,0 +1,315 @@
+package proxyproto
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/shm"
+)
+
+// # Rings (protocol version 2)
+//
+// Calls and results travel through two rings in a memfd the mediator creates
+// for each proxy it starts and sends, right after the proxy's Ready, as the
+// descriptor of a MsgRing datagram; the socket stays for the handshake,
+// MsgFastcall (a descriptor travels with it) and kicks.
+//
+//	0     u32 magic, u32 version, u32 request capacity, u32 result capacity
+//	64    u64 request tail    (mediator writes: requests published)
+//	128   u64 request head    (proxy writes: requests consumed)
+//	192   u32 proxy idle      (1: the proxy sleeps on its socket; kick it)
+//	256   u64 result head     (mediator writes; informational)
+//	320   u32 mediator idle   (1: no mediator thread watches the results; kick it)
+//	4096  requests: capacity × RequestSize bytes, as in a Calls message
+//	...   results: capacity × ResultStride bytes (64-byte aligned)
+//
+// The request ring has one producer (the forwarder's poller) and one
+// consumer (the proxy's receive loop). The result ring has many producers
+// (the receive loop and every context thread) and one consumer at a time
+// (the forwarder's poller, or its receiver when kicked): a bounded MPSC ring
+// after Vyukov, where each record's mark says whose it is: mark == pos, free
+// for the producer of position pos; pos+1, holding pos's result; the
+// consumer sets pos+capacity once it has read it. Producers reserve positions
+// with compare-and-swap on a counter of the proxy's own. The consumer keeps
+// its head to itself and accepts a record only when its mark is exactly
+// head+1, so a proxy that scribbles on the ring can make it read garbage
+// results (which the mediator checks against its own table of calls in
+// flight, as it did the socket's) but never read outside the ring or loop.
+//
+// Wakeups (virtio's event index idea): a side that stops watching its ring
+// stores 1 in its idle word, looks at the ring once more, and only then
+// blocks on the socket; a producer that finds the peer idle swaps the word
+// back to 0 and sends one MsgKick. Both sides' atomics are sequentially
+// consistent, so a producer's store of the tail (or mark) and a consumer's
+// store of its idle word cannot both be missed by the other's later load.
+const (
+	RingMagic    = 0x53524e47 // "SRNG"
+	RingHdrSize  = 4096
+	ResultStride = 32
+
+	ringReqTail  = 64
+	ringReqHead  = 128
+	ringProxyIdl = 192
+	ringResHead  = 256
+	ringMedIdle  = 320
+
+	// MaxRingCap bounds either ring's capacity.
+	MaxRingCap = 1 << 16
+)
+
+// More message types.
+const (
+	// MsgRing (mediator → proxy): u32 request capacity, u32 result
+	// capacity, u64 size; the memfd travels as SCM_RIGHTS.
+	MsgRing byte = 6
+	// MsgKick (either way, 1 byte): look at your ring.
+	MsgKick byte = 7
+)
+
+// RingMsgSize is a MsgRing datagram's size.
+const RingMsgSize = 16
+
+// RingLayout is the capacities of a ring pair (powers of two).
+type RingLayout struct{ ReqCap, ResCap uint32 }
+
+func (l RingLayout) resOff() uint64 {
+	return (RingHdrSize + uint64(l.ReqCap)*RequestSize + 63) &^ 63
+}
+
+// Size is the memory the rings take, rounded up to pages.
+func (l RingLayout) Size() int {
+	n := l.resOff() + uint64(l.ResCap)*ResultStride
+	return int((n + 4095) &^ 4095)
+}
+
+// Validate checks the capacities.
+func (l RingLayout) Validate() error {
+	ok := func(c uint32) bool { return c >= 2 && c <= MaxRingCap && c&(c-1) == 0 }
+	if !ok(l.ReqCap) || !ok(l.ResCap) {
+		return fmt.Errorf("%w: ring capacities %d/%d", ErrMessage, l.ReqCap, l.ResCap)
+	}
+	return nil
+}
+
+// AppendRing appends a MsgRing datagram.
+func AppendRing(b []byte, l RingLayout) []byte {
+	b = append(b, MsgRing, 0, 0, 0)
+	b = le.AppendUint32(b, l.ReqCap)
+	b = le.AppendUint32(b, l.ResCap)
+	return le.AppendUint32(b, uint32(l.Size()))
+}
+
+// DecodeRing decodes a MsgRing datagram.
+func DecodeRing(msg []byte) (RingLayout, int, error) {
+	if len(msg) != RingMsgSize || msg[0] != MsgRing {
+		return RingLayout{}, 0, fmt.Errorf("%w: ring message of %d bytes", ErrMessage, len(msg))
+	}
+	l := RingLayout{ReqCap: le.Uint32(msg[4:]), ResCap: le.Uint32(msg[8:])}
+	if err := l.Validate(); err != nil {
+		return l, 0, err
+	}
+	if int(le.Uint32(msg[12:])) != l.Size() {
+		return l, 0, fmt.Errorf("%w: ring of %d bytes, want %d", ErrMessage, le.Uint32(msg[12:]), l.Size())
+	}
+	return l, l.Size(), nil
+}
+
+// Ring is a view of a ring pair in shared memory; either side's methods are
+// its own (Mediator*, Proxy*). Neither side keeps state in it it relies on:
+// indices a side owns live in the side's own memory.
+type Ring struct {
+	r              *shm.Region
+	l              RingLayout
+	reqMask        uint64
+	resMask        uint64
+	resOff, resCap uint64
+}
+
+// InitRing lays out a fresh ring pair in b (at least l.Size() bytes, zeroed,
+// 8-byte aligned): the mediator's side, before the proxy sees it. Both idle
+// words start at 1 (nobody watches yet).
+func InitRing(b []byte, l RingLayout) (*Ring, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	if len(b) < l.Size() {
+		return nil, fmt.Errorf("%w: ring memory of %d bytes, want %d", ErrMessage, len(b), l.Size())
+	}
+	rg := newRing(b, l)
+	rg.r.Store32(0, RingMagic)
+	rg.r.Store32(4, Version)
+	rg.r.Store32(8, l.ReqCap)
+	rg.r.Store32(12, l.ResCap)
+	for i := range rg.resCap {
+		rg.r.Store64(rg.resOff+i*ResultStride, i)
+	}
+	rg.r.Store32(ringProxyIdl, 1)
+	rg.r.Store32(ringMedIdle, 1)
+	return rg, nil
+}
+
+// OpenRing is the proxy's view of the rings the mediator laid out in b.
+func OpenRing(b []byte, l RingLayout) (*Ring, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	if len(b) < l.Size() {
+		return nil, fmt.Errorf("%w: ring memory of %d bytes, want %d", ErrMessage, len(b), l.Size())
+	}
+	rg := newRing(b, l)
+	if rg.r.Load32(0) != RingMagic || rg.r.Load32(4) != Version || rg.r.Load32(8) != l.ReqCap || rg.r.Load32(12) != l.ResCap {
+		return nil, fmt.Errorf("%w: ring header does not match", ErrMessage)
+	}
+	return rg, nil
+}
+
+func newRing(b []byte, l RingLayout) *Ring {
+	return &Ring{
+		r: shm.New(b[:l.Size()]), l: l,
+		reqMask: uint64(l.ReqCap) - 1, resMask: uint64(l.ResCap) - 1,
+		resOff: l.resOff(), resCap: uint64(l.ResCap),
+	}
+}
+
+// Layout returns the ring's capacities.
+func (rg *Ring) Layout() RingLayout { return rg.l }
+
+// --- The mediator's side. The proxy's words are hostile: bounded here. ---
+
+// MediatorReqFree is how many requests fit behind tail (the mediator's own
+// count of requests published). A proxy head that is not within the last
+// capacity requests reads as a full ring: the calls wait in their slots.
+func (rg *Ring) MediatorReqFree(tail uint64) int {
+	used := tail - rg.r.Load64(ringReqHead)
+	if used > uint64(rg.l.ReqCap) {
+		return 0
+	}
+	return int(uint64(rg.l.ReqCap) - used)
+}
+
+// MediatorPutRequest writes r at position pos (not yet published).
+func (rg *Ring) MediatorPutRequest(pos uint64, r *Request) {
+	b := rg.r.Bytes(RingHdrSize+(pos&rg.reqMask)*RequestSize, RequestSize)
+	putRequest(b, r)
+}
+
+// MediatorPublish makes the requests before tail visible to the proxy, and
+// reports whether the proxy sleeps and must be kicked (it swaps the proxy's
+// idle word to 0: one kick per sleep).
+func (rg *Ring) MediatorPublish(tail uint64) (kick bool) {
+	rg.r.Store64(ringReqTail, tail)
+	return rg.r.Load32(ringProxyIdl) != 0 && rg.r.CompareAndSwap32(ringProxyIdl, 1, 0)
+}
+
+// MediatorNextResult returns the result at the consumer's head, if the
+// proxy published it, and frees the record; the caller advances head.
+func (rg *Ring) MediatorNextResult(head uint64) (Result, bool) {
+	off := rg.resOff + (head&rg.resMask)*ResultStride
+	if rg.r.Load64(off) != head+1 {
+		return Result{}, false
+	}
+	w1, w2, w3 := rg.r.Load64(off+8), rg.r.Load64(off+16), rg.r.Load64(off+24)
+	rg.r.Store64(off, head+rg.resCap)
+	return Result{Slot: uint32(w1), Seq: uint32(w1 >> 32), Ret: int64(w2), Errno: abi.Errno(uint32(w3))}, true
+}
+
+// MediatorConsumed records the result head (for the proxy's diagnostics).
+func (rg *Ring) MediatorConsumed(head uint64) { rg.r.Store64(ringResHead, head) }
+
+// MediatorIdle announces whether a mediator thread watches the results.
+func (rg *Ring) MediatorIdle(idle bool) {
+	v := uint32(0)
+	if idle {
+		v = 1
+	}
+	rg.r.Store32(ringMedIdle, v)
+}
+
+// ResultCap is the result ring's capacity.
+func (rg *Ring) ResultCap() int { return int(rg.resCap) }
+
+// --- The proxy's side. The mediator's words are trusted, but still bounded. ---
+
+// ProxyRequests appends the requests published after head to dst and
+// returns the new head; ProxyConsumed then hands the records back.
+func (rg *Ring) ProxyRequests(dst []Request, head uint64) ([]Request, uint64, error) {
+	tail := rg.r.Load64(ringReqTail)
+	n := tail - head
+	if n == 0 {
+		return dst, head, nil
+	}
+	if n > uint64(rg.l.ReqCap) {
+		return dst, head, fmt.Errorf("%w: request tail %d, head %d", ErrMessage, tail, head)
+	}
+	for pos := head; pos != tail; pos++ {
+		dst = append(dst, getRequest(rg.r.Bytes(RingHdrSize+(pos&rg.reqMask)*RequestSize, RequestSize)))
+	}
+	return dst, tail, nil
+}
+
+// ProxyPending reports whether requests wait after head.
+func (rg *Ring) ProxyPending(head uint64) bool { return rg.r.Load64(ringReqTail) != head }
+
+// ProxyConsumed gives the records before head back to the mediator.
+func (rg *Ring) ProxyConsumed(head uint64) { rg.r.Store64(ringReqHead, head) }
+
+// ProxyIdle announces whether the proxy sleeps on its socket.
+func (rg *Ring) ProxyIdle(idle bool) {
+	v := uint32(0)
+	if idle {
+		v = 1
+	}
+	rg.r.Store32(ringProxyIdl, v)
+}
+
+// ProxyTryPut writes res at the next free position (tail is the proxy's
+// shared reservation counter) and publishes it; false means the ring is
+// full (the mediator has not consumed yet).
+func (rg *Ring) ProxyTryPut(tail *atomic.Uint64, res Result) bool {
+	for {
+		pos := tail.Load()
+		off := rg.resOff + (pos&rg.resMask)*ResultStride
+		switch m := rg.r.Load64(off); {
+		case m == pos:
+			if !tail.CompareAndSwap(pos, pos+1) {
+				continue
+			}
+			rg.r.Store64(off+8, uint64(res.Slot)|uint64(res.Seq)<<32)
+			rg.r.Store64(off+16, uint64(res.Ret))
+			rg.r.Store64(off+24, uint64(uint32(res.Errno)))
+			rg.r.Store64(off, pos+1)
+			return true
+		case m < pos:
+			return false // still holds the result of pos-capacity
+		}
+		// Another producer took pos meanwhile: look again.
+	}
+}
+
+// ProxyKickMediator reports whether the mediator sleeps and must be kicked
+// (swapping its idle word to 0: one kick per sleep).
+func (rg *Ring) ProxyKickMediator() bool {
+	return rg.r.Load32(ringMedIdle) != 0 && rg.r.CompareAndSwap32(ringMedIdle, 1, 0)
+}
+
+func putRequest(b []byte, r *Request) {
+	le.PutUint32(b[0:], r.Slot)
+	le.PutUint32(b[4:], r.Seq)
+	le.PutUint16(b[8:], r.Number)
+	b[10], b[11] = r.Flags, r.Context
+	le.PutUint32(b[12:], 0)
+	for i, a := range r.Args {
+		le.PutUint64(b[16+8*i:], a)
+	}
+	le.PutUint64(b[64:], r.Aux)
+}
+
+func getRequest(p []byte) Request {
+	r := Request{Slot: le.Uint32(p[0:]), Seq: le.Uint32(p[4:]), Number: le.Uint16(p[8:]), Flags: p[10], Context: p[11]}
+	for i := range r.Args {
+		r.Args[i] = le.Uint64(p[16+8*i:])
+	}
+	r.Aux = le.Uint64(p[64:])
+	return r
+}
