@@ -1,6 +1,7 @@
 package syscalls
 
 import (
+	"encoding/binary"
 	"net"
 	"os"
 	"sync"
@@ -164,7 +165,11 @@ type rig struct {
 
 const rigSlots = 64
 
-func newRig(t *testing.T, cfg Config, hold bool) *rig {
+func newRig(t *testing.T, cfg Config, hold bool) *rig { return newHostileRig(t, cfg, hold, nil) }
+
+// newHostileRig's proxies, when hostile is set, answer nothing and forge
+// results from hostile's bytes instead (scribble).
+func newHostileRig(t *testing.T, cfg Config, hold bool, hostile []byte) *rig {
 	r := &rig{t: t, area: shm.New(make([]byte, abi.SyscallAreaSize(rigSlots))), heap: make([]byte, 1<<16)}
 	if hold {
 		r.hold = make(chan struct{})
@@ -182,7 +187,11 @@ func newRig(t *testing.T, cfg Config, hold bool) *rig {
 			r.mu.Lock()
 			r.proxies = append(r.proxies, p)
 			r.mu.Unlock()
-			go p.serve(r.file)
+			if hostile != nil {
+				go p.scribble(hostile)
+			} else {
+				go p.serve(r.file)
+			}
 			return p, nil
 		},
 	}, cfg)
@@ -242,4 +251,71 @@ func (r *rig) call(i uint32, nr uint16, flags uint8, args ...uint64) (int64, abi
 	ret, errno := r.wait(i, abi.SlotFinished)
 	r.area.Store32(abi.SlotOff(i)+abi.SysState, abi.SlotWord(abi.SlotFree, abi.NextSeq(seq)))
 	return ret, errno
+}
+
+// scribble is a compromised proxy: on the ring's arrival and on every kick
+// it forges a ring's worth of published results from data (slot, seq, ret,
+// errno; marks exactly where the mediator's consumer looks), writes data
+// over the request head and its idle word, and kicks the mediator.
+func (p *fakeProxy) scribble(data []byte) {
+	p.theirs.Write(proxyproto.AppendReady(nil, p.pid))
+	buf := make([]byte, proxyproto.MaxMessage)
+	oob := make([]byte, unix.CmsgSpace(4))
+	var (
+		mem []byte
+		l   proxyproto.RingLayout
+		pos uint64
+	)
+	word := func(i int) uint64 {
+		var v uint64
+		for k := range 8 {
+			if len(data) > 0 {
+				v |= uint64(data[(i*8+k)%len(data)]) << (8 * k)
+			}
+		}
+		return v
+	}
+	for {
+		n, oobn, _, _, err := p.theirs.ReadMsgUnix(buf, oob)
+		if err != nil || n == 0 {
+			return
+		}
+		if proxyproto.Type(buf[:n]) == proxyproto.MsgRing {
+			var size int
+			if l, size, err = proxyproto.DecodeRing(buf[:n]); err != nil {
+				return
+			}
+			fd, err := onlyFD(oob[:oobn])
+			if err != nil {
+				return
+			}
+			mem, err = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+			unix.Close(fd)
+			if err != nil {
+				return
+			}
+			defer unix.Munmap(mem)
+		}
+		if mem == nil {
+			continue
+		}
+		le := binary.LittleEndian
+		le.PutUint64(mem[128:], word(0))         // request head
+		le.PutUint32(mem[192:], uint32(word(1))) // proxy idle
+		resOff := (proxyproto.RingHdrSize + int(l.ReqCap)*proxyproto.RequestSize + 63) &^ 63
+		for i := range int(l.ResCap) {
+			rec := mem[resOff+int((pos+uint64(i))%uint64(l.ResCap))*proxyproto.ResultStride:]
+			w := word(2 + i)
+			if w%2 == 0 { // a small slot number, so some land on calls in flight
+				w &= 0xff_0000_00ff
+			}
+			le.PutUint64(rec[8:], w)
+			le.PutUint64(rec[16:], word(3+i))
+			le.PutUint64(rec[24:], word(4+i))
+			le.PutUint64(rec[0:], pos+uint64(i)+1)
+		}
+		pos += uint64(l.ResCap)
+		p.theirs.Write([]byte{proxyproto.MsgKick})
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -45,3 +45,43 @@ func FuzzForwarderSlots(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHostileProxy runs the forwarder against a compromised proxy that
+// forges results (fake_test.go's scribble) and checks that the forwarder
+// stays in bounds, never writes a slot that has no call in flight, and
+// closes promptly.
+func FuzzHostileProxy(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 1})
+	f.Add([]byte{2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := newHostileRig(t, DefaultConfig(), false, data)
+		// Slot 2 holds a call in flight; slot 3 is the guest's, FREE, with
+		// bytes of its own that must stay.
+		r.publish(2, abi.Slot{Seq: 0, Number: abi.SysClose, Flags: abi.SysFlagBlocking})
+		var mine [abi.SyscallSlotSize]byte
+		for i := range mine {
+			mine[i] = byte(i)
+		}
+		mine[0], mine[1], mine[2], mine[3] = 0, 0, 0, 0 // state FREE, seq 0
+		r.area.CopyIn(abi.SlotOff(3)+4, mine[4:])
+		time.Sleep(5 * time.Millisecond)
+		var now [abi.SyscallSlotSize]byte
+		r.area.CopyOut(now[4:], abi.SlotOff(3)+4)
+		if st, _ := r.state(3); now != mine || st != abi.SlotFree {
+			t.Fatalf("a FREE slot was written: %x", now)
+		}
+		done := make(chan error, 1)
+		go func() { done <- r.f.Close() }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Close hangs")
+		}
+		// Finished (answered, or EIO at Close), or never taken: a forged
+		// request head reads as a full ring and calls wait in their slots.
+		if st, _ := r.state(2); st != abi.SlotFinished && st != abi.SlotReady {
+			t.Fatalf("slot 2 %v after Close, want finished or ready", st)
+		}
+	})
+}

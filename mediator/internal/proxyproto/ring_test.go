@@ -1,0 +1,160 @@
+package proxyproto
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+)
+
+func ringMem(t *testing.T, l RingLayout) []byte {
+	t.Helper()
+	// 8-byte aligned, as a mapping is.
+	w := make([]uint64, l.Size()/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), len(w)*8)
+}
+
+func TestRingRoundTrip(t *testing.T) {
+	l := RingLayout{ReqCap: 4, ResCap: 8}
+	mem := ringMem(t, l)
+	med, err := InitRing(mem, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, size, err := DecodeRing(AppendRing(nil, l))
+	if err != nil || got != l || size != l.Size() {
+		t.Fatalf("DecodeRing = %+v %d %v", got, size, err)
+	}
+	prox, err := OpenRing(mem, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tail uint64
+	if free := med.MediatorReqFree(tail); free != 4 {
+		t.Fatalf("free %d, want 4", free)
+	}
+	for i := range 4 {
+		r := Request{Slot: uint32(i), Seq: 9, Number: 17, Flags: 1, Context: 2, Args: [6]uint64{1, 2, 3, 4, 5, uint64(i)}, Aux: 7}
+		med.MediatorPutRequest(tail, &r)
+		tail++
+	}
+	if !med.MediatorPublish(tail) {
+		t.Fatal("a fresh proxy is idle: the first batch kicks")
+	}
+	if med.MediatorPublish(tail) {
+		t.Fatal("second kick for one sleep")
+	}
+	if free := med.MediatorReqFree(tail); free != 0 {
+		t.Fatalf("free %d, want 0", free)
+	}
+	reqs, head, err := prox.ProxyRequests(nil, 0)
+	if err != nil || head != 4 || len(reqs) != 4 || reqs[3].Args[5] != 3 || reqs[3].Aux != 7 || reqs[3].Context != 2 {
+		t.Fatalf("ProxyRequests = %+v %d %v", reqs, head, err)
+	}
+	prox.ProxyConsumed(head)
+	if free := med.MediatorReqFree(tail); free != 4 {
+		t.Fatalf("free %d after consuming, want 4", free)
+	}
+	// Results: full after 8, in order, the ring reusable after consuming.
+	var ptail atomic.Uint64
+	for i := range 8 {
+		if !prox.ProxyTryPut(&ptail, Result{Slot: uint32(i), Seq: 1, Ret: -int64(i), Errno: 5}) {
+			t.Fatalf("put %d refused", i)
+		}
+	}
+	if prox.ProxyTryPut(&ptail, Result{}) {
+		t.Fatal("put into a full ring")
+	}
+	var rhead uint64
+	for i := range 8 {
+		r, ok := med.MediatorNextResult(rhead)
+		if !ok || r != (Result{Slot: uint32(i), Seq: 1, Ret: -int64(i), Errno: 5}) {
+			t.Fatalf("result %d: %+v %v", i, r, ok)
+		}
+		rhead++
+	}
+	if _, ok := med.MediatorNextResult(rhead); ok {
+		t.Fatal("result from an empty ring")
+	}
+	if !prox.ProxyTryPut(&ptail, Result{Slot: 99}) {
+		t.Fatal("put refused after the consumer freed the ring")
+	}
+	if r, ok := med.MediatorNextResult(rhead); !ok || r.Slot != 99 {
+		t.Fatalf("wrapped result %+v %v", r, ok)
+	}
+}
+
+// The mediator's side stays in bounds whatever the proxy writes.
+func TestRingHostileProxy(t *testing.T) {
+	l := RingLayout{ReqCap: 4, ResCap: 4}
+	mem := ringMem(t, l)
+	med, err := InitRing(mem, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range mem {
+		mem[i] = 0xa5 // scribble over everything, header included
+	}
+	if free := med.MediatorReqFree(0); free != 0 {
+		t.Fatalf("free %d with a garbage head, want 0 (full)", free)
+	}
+	for head := range uint64(64) {
+		if _, ok := med.MediatorNextResult(head); ok {
+			t.Fatalf("garbage mark accepted at %d", head)
+		}
+	}
+	// A forged mark is exactly what a record looks like: accepted, and it
+	// is the mediator's table that judges the result.
+	le.PutUint64(mem[med.resOff:], 1)
+	if _, ok := med.MediatorNextResult(0); !ok {
+		t.Fatal("forged record not read")
+	}
+	if _, err := OpenRing(mem, l); err == nil {
+		t.Fatal("OpenRing accepted a scribbled header")
+	}
+	if err := (RingLayout{ReqCap: 3, ResCap: 4}).Validate(); err == nil {
+		t.Fatal("capacity 3 accepted")
+	}
+	if _, _, err := DecodeRing([]byte{MsgRing}); err == nil {
+		t.Fatal("short ring message accepted")
+	}
+}
+
+// Many producers, one consumer: every result arrives once.
+func TestRingManyProducers(t *testing.T) {
+	l := RingLayout{ReqCap: 2, ResCap: 16}
+	mem := ringMem(t, l)
+	med, err := InitRing(mem, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prox, _ := OpenRing(mem, l)
+	const producers, each = 4, 5000
+	var tail atomic.Uint64
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				for !prox.ProxyTryPut(&tail, Result{Slot: uint32(p), Seq: uint32(i)}) {
+				}
+			}
+		}()
+	}
+	next := make([]uint32, producers)
+	var head uint64
+	for n := 0; n < producers*each; {
+		r, ok := med.MediatorNextResult(head)
+		if !ok {
+			continue
+		}
+		head++
+		n++
+		if r.Seq != next[r.Slot] {
+			t.Fatalf("producer %d: got %d, want %d", r.Slot, r.Seq, next[r.Slot])
+		}
+		next[r.Slot]++
+	}
+	wg.Wait()
+}
