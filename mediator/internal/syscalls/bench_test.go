@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/internal/slotcall"
+	"github.com/sluice-gpu/sluice/mediator/internal/proxy"
 )
 
 // The benchmarks drive the forwarder and a sluice-proxy process (built
@@ -20,10 +21,12 @@ import (
 // paths are measured from real kernels (bench/results/h100).
 
 // BenchmarkNullRoundTrip is one caller's blocking null call: p50 and p99.
+// Host CPU per call: this process (forwarder and caller) and the proxy.
 func BenchmarkNullRoundTrip(b *testing.B) {
 	v := newVM(b, 64, DefaultConfig(), proxyBinary(b))
 	v.call(b, 0, abi.SysNull) // the proxy is up
 	lat := make([]time.Duration, 0, b.N)
+	c0, p0 := processCPU(), v.proxyCPU()
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
@@ -32,6 +35,41 @@ func BenchmarkNullRoundTrip(b *testing.B) {
 	}
 	b.StopTimer()
 	reportPercentiles(b, lat)
+	b.ReportMetric(float64((processCPU()-c0).Nanoseconds())/float64(b.N), "mediator-cpu-ns")
+	b.ReportMetric(float64((v.proxyCPU()-p0).Nanoseconds())/float64(b.N), "proxy-cpu-ns")
+}
+
+// BenchmarkNullSparse is one caller's null call every 100 µs (plus the sleep's slack), with the
+// proxy's spins on (the binary's defaults) and off: what the spin window
+// costs in CPU when calls come slower than it lasts, and what it saves in
+// latency. The forwarder spins as configured (it must: a GPU caller rings
+// no doorbell per call).
+func BenchmarkNullSparse(b *testing.B) {
+	for _, spin := range []time.Duration{0, proxy.DefaultSpin} {
+		b.Run(fmt.Sprintf("proxy-spin=%v", spin), func(b *testing.B) {
+			v := newVMWith(b, 64, DefaultConfig(), proxyBinary(b), func(c *proxy.StartConfig) {
+				c.Spin, c.ContextSpin = -1, -1
+				if spin > 0 {
+					c.Spin, c.ContextSpin = spin, proxy.DefaultContextSpin
+				}
+			})
+			v.call(b, 0, abi.SysNull)
+			n := min(b.N, 500)
+			lat := make([]time.Duration, 0, n)
+			c0, p0 := processCPU(), v.proxyCPU()
+			b.ResetTimer()
+			for range n {
+				time.Sleep(100 * time.Microsecond)
+				t0 := time.Now()
+				v.call(b, 0, abi.SysNull)
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			reportPercentiles(b, lat)
+			b.ReportMetric(float64((processCPU()-c0).Nanoseconds())/float64(n), "mediator-cpu-ns")
+			b.ReportMetric(float64((v.proxyCPU()-p0).Nanoseconds())/float64(n), "proxy-cpu-ns")
+		})
+	}
 }
 
 func reportPercentiles(b *testing.B, lat []time.Duration) {
@@ -76,9 +114,9 @@ func BenchmarkNullThroughput(b *testing.B) {
 }
 
 // BenchmarkPread4K compares a generic pread64 of 4 KiB with the fastcall
-// currying the same call, interleaved, and reports their ratio along with
-// the host CPU (user + system of this process, which holds the forwarder,
-// the proxy and the caller) per call.
+// currying the same call, b.N of each, and reports their ratio along with
+// the host CPU per call: this process's (the forwarder and the caller) and
+// the proxy's, and the ratio of their sums.
 func BenchmarkPread4K(b *testing.B) {
 	v := newVM(b, 64, DefaultConfig(), proxyBinary(b))
 	if err := os.WriteFile(filepath.Join(v.dir, "blob"), make([]byte, 1<<20), 0o644); err != nil {
@@ -91,18 +129,21 @@ func BenchmarkPread4K(b *testing.B) {
 	}
 	generic := slotcall.Request{Number: abi.SysPread64, Flags: abi.SysFlagBlocking, Args: [6]uint64{uint64(fd.Ret), 8192, 4096, 4096}}
 	fast := slotcall.Request{Number: uint16(num.Ret), Flags: abi.SysFlagBlocking | abi.SysFlagFastcall}
-	var wall, cpu [2]time.Duration
+	var wall, cpu, pcpu [2]time.Duration
 	b.ResetTimer()
-	for i := range b.N {
-		for k, req := range []slotcall.Request{generic, fast} {
-			c0, t0 := processCPU(), time.Now()
+	// One kind after the other, each whole run timed (reading the proxy's
+	// CPU between calls would outlast the spin windows).
+	for k, req := range []slotcall.Request{generic, fast} {
+		p0, c0, t0 := v.proxyCPU(), processCPU(), time.Now()
+		for i := range b.N {
 			res, err := v.guest.Call(1, req)
-			wall[k] += time.Since(t0)
-			cpu[k] += processCPU() - c0
 			if err != nil || res.Ret != 4096 {
 				b.Fatalf("call %d (%d): %+v %v", i, k, res, err)
 			}
 		}
+		wall[k] = time.Since(t0)
+		cpu[k] = processCPU() - c0
+		pcpu[k] = v.proxyCPU() - p0
 	}
 	b.StopTimer()
 	n := float64(b.N)
@@ -111,6 +152,31 @@ func BenchmarkPread4K(b *testing.B) {
 	b.ReportMetric(float64(wall[0])/float64(wall[1]), "ratio")
 	b.ReportMetric(float64(cpu[0].Nanoseconds())/n, "generic-cpu-ns")
 	b.ReportMetric(float64(cpu[1].Nanoseconds())/n, "fastcall-cpu-ns")
+	b.ReportMetric(float64(pcpu[0].Nanoseconds())/n, "generic-proxy-cpu-ns")
+	b.ReportMetric(float64(pcpu[1].Nanoseconds())/n, "fastcall-proxy-cpu-ns")
+	b.ReportMetric(float64((cpu[0]+pcpu[0]).Nanoseconds())/float64((cpu[1]+pcpu[1]).Nanoseconds()), "cpu-ratio")
+}
+
+// proxyCPU is the proxy process's CPU time so far, in nanoseconds from
+// schedstat (its threads'), 0 for an in-process proxy.
+func (v *realVM) proxyCPU() time.Duration {
+	pid := v.f.Stats().ProxyPID
+	if pid == 0 || pid == os.Getpid() {
+		return 0
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	var t time.Duration
+	for _, path := range tasks {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		var ns int64
+		if _, err := fmt.Sscan(string(b), &ns); err == nil {
+			t += time.Duration(ns)
+		}
+	}
+	return t
 }
 
 func processCPU() time.Duration {

@@ -53,6 +53,12 @@ func newRealVM(tb testing.TB, slots int, cfg Config) *realVM {
 // sluice-proxy binary bin (unsandboxed) when bin is set.
 func newVM(tb testing.TB, slots int, cfg Config, bin string) *realVM {
 	tb.Helper()
+	return newVMWith(tb, slots, cfg, bin, nil)
+}
+
+// newVMWith is newVM with a change to the binary's start (set).
+func newVMWith(tb testing.TB, slots int, cfg Config, bin string, set func(*proxy.StartConfig)) *realVM {
+	tb.Helper()
 	// Shared memory, as in production: the race detector does not watch
 	// mappings, whose ordering goes through the slots' atomics and the
 	// proxy's socket.
@@ -73,7 +79,11 @@ func newVM(tb testing.TB, slots int, cfg Config, bin string) *realVM {
 	}
 	if bin != "" {
 		start = func() (Proxy, error) {
-			p, err := proxy.Start(proxy.StartConfig{Binary: bin, VM: "bench", Volume: v.dir, HeapFD: heapFD, HeapSize: uint64(len(heap)), NoSandbox: true})
+			sc := proxy.StartConfig{Binary: bin, VM: "bench", Volume: v.dir, HeapFD: heapFD, HeapSize: uint64(len(heap)), NoSandbox: true}
+			if set != nil {
+				set(&sc)
+			}
+			p, err := proxy.Start(sc)
 			if err != nil {
 				return nil, err
 			}

@@ -21,8 +21,10 @@ type stats struct {
 	restarts    atomic.Uint64
 	byCall      []atomic.Uint64 // index in abi.Calls, then fastcalls, then unknown
 
+	small [256]atomic.Uint64 // results by errno, below 256 (every Linux errno)
+
 	mu     sync.Mutex
-	errnos map[abi.Errno]uint64
+	errnos map[abi.Errno]uint64 // the rest (a hostile proxy's inventions)
 }
 
 var callIndex = func() map[uint16]int {
@@ -50,6 +52,10 @@ func (s *stats) call(sl *abi.Slot) {
 }
 
 func (s *stats) errno(e abi.Errno) {
+	if e < abi.Errno(len(s.small)) {
+		s.small[e].Add(1)
+		return
+	}
 	s.mu.Lock()
 	s.errnos[e]++
 	s.mu.Unlock()
@@ -102,6 +108,11 @@ func (f *Forwarder) Stats() Stats {
 			s.Calls["fastcall"] = n
 		default:
 			s.Calls["unknown"] = n
+		}
+	}
+	for e := range f.stats.small {
+		if n := f.stats.small[e].Load(); n > 0 {
+			s.Errnos[ErrnoName(abi.Errno(e))] = n
 		}
 	}
 	f.stats.mu.Lock()
