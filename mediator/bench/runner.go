@@ -1,6 +1,6 @@
 // Package bench owns Sluice's benchmark runner: it runs a workload spec
 // (mediator/bench/spec) in-process on the simulated GPU and measures it
-// (DESIGN.md §5). `sluicectl bench run SPEC` is its front end.
+// (docs/architecture.md, "The benchmark harness"). `sluicectl bench run SPEC` is its front end.
 //
 // Each VM gets a region of plain memory laid out as a real one (abi), the
 // host side of its channels (internal/channel) forwarding to its context on

@@ -27,7 +27,7 @@ var (
 )
 
 // writeTargets checks the standard specs present against the issue's
-// done-when targets (DESIGN.md §4).
+// done-when targets (docs/architecture.md, "Goals the measurements are held to").
 func writeTargets(b *strings.Builder, rs []*bench.Result) {
 	by := map[string]*bench.Result{}
 	for _, r := range rs {

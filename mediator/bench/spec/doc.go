@@ -1,4 +1,4 @@
-// Package spec owns the benchmark spec format: the YAML file that `sluicectl bench run SPEC` reads (DESIGN.md §5).
+// Package spec owns the benchmark spec format: the YAML file that `sluicectl bench run SPEC` reads (docs/architecture.md, "The benchmark harness").
 // Other tools generate specs, so this comment is the contract; Parse, Validate and Marshal enforce it.
 //
 // # Format

@@ -28,7 +28,7 @@ const (
 	ClockWall    Clock = "wall"
 )
 
-// Policy names the scheduling policy (DESIGN.md §3.6).
+// Policy names the scheduling policy (docs/architecture.md, "Accounting and scheduling").
 type Policy string
 
 // Policies.
@@ -39,7 +39,7 @@ const (
 	PolicyTimeslice Policy = "timeslice"
 )
 
-// Accounting names the accounting method (DESIGN.md §3.5); the last three are baselines for comparison.
+// Accounting names the accounting method (docs/architecture.md, "Accounting and scheduling"); the last three are baselines for comparison.
 type Accounting string
 
 // Accounting methods.

@@ -1,7 +1,7 @@
 // Package accounting owns the mediator's per-VM GPU-time measurement: a
 // LoGA-style poller that reads which channels the GPU is running
 // (backend.StatusReader) without interrupting anything, and the estimators
-// that turn those samples into GPU time charged to each VM (DESIGN.md §3.5).
+// that turn those samples into GPU time charged to each VM (docs/architecture.md, "Accounting and scheduling").
 // It decides nothing: the scheduler consumes its Periods.
 //
 // # Estimators

@@ -1,5 +1,5 @@
 // Package sched owns the mediator's scheduling decisions: which VMs have their
-// doorbells latched (held) for the coming non-poll phase (DESIGN.md §3.6,
+// doorbells latched (held) for the coming non-poll phase (docs/architecture.md, "Accounting and scheduling";
 // LoGA §3.4). It is pure and deterministic: no goroutines, no clock; time
 // arrives only through EndPeriod, in nanoseconds of the backend's clock. A
 // Scheduler is safe for concurrent use (one mutex, held for each call), so the

@@ -16,7 +16,7 @@ var (
 	ErrExists   = errors.New("VM already exists")
 )
 
-// Policy names a scheduling policy (DESIGN.md §3.6).
+// Policy names a scheduling policy (docs/architecture.md, "Accounting and scheduling").
 type Policy string
 
 // Policies.
