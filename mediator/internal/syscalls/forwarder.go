@@ -183,6 +183,7 @@ func (f *Forwarder) drainLocked() int {
 	}
 	if n > 0 {
 		rg.MediatorConsumed(f.resHead)
+		f.stats.activity.Store(true) // their callers come back: keep spinning
 	}
 	return n
 }

@@ -151,6 +151,13 @@ func (f *Forwarder) scan(batch []proxyproto.Request, max int, next *uint32, p *s
 	n := uint32(f.spec.Slots)
 	var raw [abi.SyscallSlotSize]byte
 	for k := uint32(0); k < n && len(batch) < max; k++ {
+		if k%256 == 255 {
+			// A long scan: results that came meanwhile go back now, not
+			// at the next pass.
+			f.mu.Lock()
+			f.drainLocked()
+			f.mu.Unlock()
+		}
 		i := (*next + k) % n
 		off := abi.SlotOff(i)
 		if st, _ := abi.SplitSlotWord(f.spec.Area.Load32(off + abi.SysState)); st != abi.SlotReady {
