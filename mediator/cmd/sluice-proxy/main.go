@@ -33,7 +33,8 @@ Usage:
 sluiced starts it, one per VM, already inside new user, mount, network, PID,
 IPC and UTS namespaces (or in --netns's network namespace, which sluiced
 joins for it). Descriptors:
-  3  the SOCK_SEQPACKET socket to sluiced (protocol: proxyproto)
+  3  the SOCK_SEQPACKET socket to sluiced (protocol: proxyproto; after
+     Ready, sluiced sends the memfd of the request and result rings on it)
   4  the VM heap's memfd; the proxy maps [--heap-offset, +--heap-size)
 
 Before serving it pivots into --volume (which becomes "/"), sets its resource

@@ -32,6 +32,18 @@
 // blocks (recvfrom on a socket) holds up only its own context; results
 // already made go out first.
 //
+// # Transport
+//
+// Requests arrive in the request ring the mediator sends after Ready
+// (proxyproto's MsgRing); the receive loop reads them, answers null and the
+// context table's calls itself and hands each context its group; every
+// thread writes its results straight into the result ring (many producers,
+// compare-and-swap) and kicks the mediator only when it said it sleeps. The
+// receive loop watches the ring for ServeConfig.Spin after its last request,
+// then announces that it sleeps and blocks in poll(2) on the socket until a
+// kick; an idle context thread watches its queue for ServeConfig.ContextSpin
+// (at most GOMAXPROCS-2 at a time) before it blocks.
+//
 // A context's fd table starts as a copy of the process's: those inherited
 // descriptors (stdio, the Go runtime's epoll and eventfd, the mediator
 // socket) are reserved, EBADF to the guest; the thread's copies of inherited

@@ -6,8 +6,11 @@
 // since failed (the proxy was restarted) is recognised and dropped.
 //
 // The proxy starts by sending Ready (or Fatal, with why it could not start);
-// then the mediator sends Calls batches and the proxy answers with Results
-// batches, in any order and grouping.
+// the mediator answers with MsgRing and the rings' memfd (ring.go): from
+// then on requests and results travel through shared memory, and the socket
+// carries only MsgFastcall (with its descriptor), MsgKick wakeups and Fatal.
+// Calls and Results datagrams remain (the proxy serves them; the mediator
+// accepts Results), for tests that drive the proxy over the socket alone.
 package proxyproto
 
 import (

@@ -3,9 +3,25 @@
 // slot out, validates the copy, takes the slot (READY → PROCESSING by
 // compare-and-swap, or READY → FREE for a non-blocking call) and forwards the
 // copy, in batches, to the VM's proxy (a sandboxed sluice-proxy process,
-// mediator/internal/proxy); results come back on the same socket and are
-// written into their slots (args[0] the value, args[1] the errno) before the
-// slot turns FINISHED.
+// mediator/internal/proxy) through a request ring in shared memory; results
+// come back through a result ring and are written into their slots (args[0]
+// the value, args[1] the errno) before the slot turns FINISHED.
+//
+// # The rings
+//
+// For each proxy it starts, the forwarder creates a sealed memfd (the proxy
+// can neither shrink nor grow it) holding both rings (proxyproto's ring.go)
+// and sends it after the proxy's Ready. The poller publishes each batch into
+// the request ring and, while it spins, consumes the result ring on every
+// pass: no thread wakes for a result. Before it stops spinning it says so in
+// the rings and looks once more; the proxy then sends a one-byte kick on the
+// socket, on which the receiver thread (blocked in recvmsg) consumes the
+// results and wakes the poller. The proxy is kicked the same way only when it
+// said it sleeps. The result ring is the proxy's to write and so hostile: the
+// forwarder keeps its own index, reads one ring's worth at most per look,
+// and writes a result only into a slot that still waits for exactly that
+// call (slot and sequence number in its in-flight table); a forged request
+// head reads as a full ring, so calls then wait in their slots.
 //
 // # Finding work
 //
