@@ -36,9 +36,16 @@ const (
 	DefaultContextSpin = 50 * time.Microsecond
 )
 
-// DefaultServeConfig returns the configuration sluice-proxy serves with.
+// DefaultServeConfig returns the configuration sluice-proxy serves with:
+// the spins on a host of 4 processors or more (GOMAXPROCS), none below, where
+// a spinning proxy takes a core from the callers and the forwarder and costs
+// more than the wakeups it saves.
 func DefaultServeConfig() ServeConfig {
-	return ServeConfig{Dir: "/", Spin: DefaultSpin, ContextSpin: DefaultContextSpin}
+	cfg := ServeConfig{Dir: "/"}
+	if runtime.GOMAXPROCS(0) >= 4 {
+		cfg.Spin, cfg.ContextSpin = DefaultSpin, DefaultContextSpin
+	}
+	return cfg
 }
 
 // Validate checks cfg.

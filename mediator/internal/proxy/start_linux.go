@@ -62,7 +62,8 @@ type StartConfig struct {
 	// Volume: for tests of the serving logic only.
 	NoSandbox bool
 	// Spin and ContextSpin are the proxy's spins (ServeConfig): 0 leaves
-	// the binary's defaults (DefaultSpin, DefaultContextSpin); negative
+	// the binary's defaults (DefaultServeConfig: DefaultSpin and
+	// DefaultContextSpin with 4 processors or more, none below); negative
 	// turns spinning off.
 	Spin, ContextSpin time.Duration
 	// Stderr receives the proxy's log; default discarded.
