@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ type ringMediator struct {
 	rg         *proxyproto.Ring
 	tail, head uint64
 	kicks      int
+	mem        []byte
 }
 
 func newRingMediator(t *testing.T, cfg ServeConfig) *ringMediator {
@@ -65,6 +67,7 @@ func newRingMediator(t *testing.T, cfg ServeConfig) *ringMediator {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { shm.Unmap(mem) })
+	m.mem = mem
 	if m.rg, err = proxyproto.InitRing(mem, l); err != nil {
 		t.Fatal(err)
 	}
@@ -97,15 +100,23 @@ func (m *ringMediator) calls(reqs ...proxyproto.Request) map[uint32]proxyproto.R
 			continue
 		}
 		m.rg.MediatorIdle(true)
-		if _, ok := m.rg.MediatorNextResult(m.head); ok {
+		if r, ok := m.rg.MediatorNextResult(m.head); ok {
+			m.head++
+			out[r.Slot] = r
 			m.rg.MediatorIdle(false)
 			continue
 		}
 		tv := unix.NsecToTimeval((5 * time.Second).Nanoseconds())
 		_ = unix.SetsockoptTimeval(m.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 		n, err := unix.Read(m.fd, buf)
+		for err == unix.EINTR {
+			n, err = unix.Read(m.fd, buf)
+		}
 		if err != nil || n != 1 || buf[0] != proxyproto.MsgKick {
-			m.t.Fatalf("waiting for a kick with %d of %d results: %v %v", len(out), len(reqs), buf[:max(n, 0)], err)
+			le := binary.LittleEndian
+			m.t.Fatalf("waiting for a kick with %d of %d results: %v %v (req tail %d head %d, proxy idle %d, mediator idle %d, result head %d, mark %d)",
+				len(out), len(reqs), buf[:max(n, 0)], err, le.Uint64(m.mem[64:]), le.Uint64(m.mem[128:]), le.Uint32(m.mem[192:]), le.Uint32(m.mem[320:]), m.head,
+				le.Uint64(m.mem[(proxyproto.RingHdrSize+8*proxyproto.RequestSize+63)&^63+int(m.head%8)*proxyproto.ResultStride:]))
 		}
 		m.rg.MediatorIdle(false)
 	}
