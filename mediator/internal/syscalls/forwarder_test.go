@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/shm"
+	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
 )
 
 func TestBlockingCallRoundTrip(t *testing.T) {
@@ -168,5 +170,32 @@ func TestCoalescingWindowBatches(t *testing.T) {
 	}
 	if err := r.f.SetConfig(Config{Batch: 0}); err == nil || !strings.Contains(err.Error(), "batch") {
 		t.Fatalf("SetConfig(batch 0) = %v", err)
+	}
+}
+
+// A proxy of another protocol version is refused (and restarted, and
+// refused again): no rings are handed to it, no call goes its way.
+func TestRefusesOtherProtocolVersion(t *testing.T) {
+	f, err := New(Spec{
+		Name: "old", Area: shm.New(make([]byte, abi.SyscallAreaSize(rigSlots))), Slots: rigSlots,
+		GPUNs: func() uint64 { return 0 },
+		Start: func() (Proxy, error) {
+			a, b := seqpacketPair(t)
+			ready := proxyproto.AppendReady(nil, 7)
+			ready[2], ready[3] = 1, 0 // version 1: datagrams, no rings
+			b.Write(ready)
+			return &fakeProxy{mine: a, theirs: b, pid: 7}, nil
+		},
+	}, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(f.Stats().ProxyState, "protocol 1") {
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy state %q, want a refusal of protocol 1", f.Stats().ProxyState)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
