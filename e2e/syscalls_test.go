@@ -180,6 +180,7 @@ func wordTexts(seed int64) map[string]string {
 		"in/exact.txt":    exact,
 		"in/blank.txt":    strings.Repeat(" \t\n\v\f\r", 1500), // separators only, over two chunks
 		"in/empty.txt":    "",
+		"in/dash.txt":     "-n --not-a-flag - of words", // a text is no flag of the agent's
 	}
 	for name, t := range files {
 		Expect(path.Dir(name)).To(Equal("in"))

@@ -35,7 +35,8 @@ func (g *Guest) WriteVolumeFiles(files map[string]string) {
 	ginkgo.GinkgoHelper()
 	g.requireVolume()
 	for _, name := range sortedNames(files) {
-		args := []string{"fs", "write", g.guestVolumePath(name), files[name]}
+		// "--": a text may start with a dash, which is no flag.
+		args := []string{"fs", "write", "--", g.guestVolumePath(name), files[name]}
 		if len(files[name]) <= maxExecArg {
 			r := g.Exec(args...)
 			gomega.Expect(r.ExitCode).To(gomega.Equal(0), "guest %s writing %s: %s", g.Name, name, r)
