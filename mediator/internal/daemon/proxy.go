@@ -3,11 +3,9 @@ package daemon
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/sluice-gpu/sluice/api/hostapi"
 	"github.com/sluice-gpu/sluice/mediator/internal/proxy"
@@ -146,25 +144,8 @@ func (d *Daemon) proxyStarter(req hostapi.CreateVMRequest, id uint32) vm.ProxySt
 		if err != nil {
 			return nil, err
 		}
-		return runningProxy{p}, nil
+		return p.Handle(), nil
 	}
-}
-
-// runningProxy is a proxy process as the forwarder uses it.
-type runningProxy struct{ p *proxy.Process }
-
-func (r runningProxy) Conn() *net.UnixConn { return r.p.Conn }
-func (r runningProxy) Pid() int            { return r.p.Pid }
-
-func (r runningProxy) CPUTime() time.Duration {
-	t, _ := r.p.CPUTime()
-	return t
-}
-
-func (r runningProxy) Close() error {
-	err := r.p.Kill() // closes Conn too
-	_ = r.p.Wait()    // killed: its exit status says so
-	return err
 }
 
 // addSearch lets others search dir (o+x), which the sandboxes need to reach

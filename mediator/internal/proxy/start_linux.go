@@ -315,3 +315,30 @@ func AwaitReady(conn *net.UnixConn, timeout time.Duration) (int, error) {
 	}
 	return 0, fmt.Errorf("%w: first message of type %d", proxyproto.ErrMessage, proxyproto.Type(msg))
 }
+
+// Handle is a running proxy as the mediator's forwarder holds it
+// (syscalls.Proxy): its socket, pid and CPU time, and Close, which kills and
+// reaps it.
+type Handle struct{ p *Process }
+
+// Handle returns p's Handle.
+func (p *Process) Handle() Handle { return Handle{p} }
+
+// Conn is the mediator's end of the proxy's socket.
+func (h Handle) Conn() *net.UnixConn { return h.p.Conn }
+
+// Pid is the proxy's host pid.
+func (h Handle) Pid() int { return h.p.Pid }
+
+// CPUTime is the proxy's CPU time so far; 0 once it is gone.
+func (h Handle) CPUTime() time.Duration {
+	t, _ := h.p.CPUTime()
+	return t
+}
+
+// Close kills the proxy (closing its socket) and reaps it.
+func (h Handle) Close() error {
+	err := h.p.Kill()
+	_ = h.p.Wait() // killed: its exit status says so
+	return err
+}

@@ -87,7 +87,7 @@ func newVMWith(tb testing.TB, slots int, cfg Config, bin string, set func(*proxy
 			if err != nil {
 				return nil, err
 			}
-			return process{p}, nil
+			return p.Handle(), nil
 		}
 	}
 	if v.guest, err = slotcall.New(area); err != nil {
@@ -227,21 +227,6 @@ func mapShared(tb testing.TB, n int) ([]byte, int) {
 	}
 	tb.Cleanup(func() { shm.Unmap(b); unix.Close(fd) })
 	return b, fd
-}
-
-// process is a sluice-proxy process.
-type process struct{ p *proxy.Process }
-
-func (p process) Conn() *net.UnixConn { return p.p.Conn }
-func (p process) Pid() int            { return p.p.Pid }
-func (p process) CPUTime() time.Duration {
-	t, _ := p.p.CPUTime()
-	return t
-}
-func (p process) Close() error {
-	err := p.p.Kill()
-	_ = p.p.Wait()
-	return err
 }
 
 var (
