@@ -44,10 +44,29 @@ const (
 	SysNull    = abi.KernelSysNull
 	PreadSweep = abi.KernelPreadSwp
 	WordCount  = abi.KernelWordCount
+	// NullPhases is a diagnostic, not one of the ABI's programs (the sim
+	// has none): null calls timed phase by phase (sluice_kernels.cu).
+	NullPhases = "sluice_sys_null_phases"
+)
+
+// NullPhases' blob (ProgArgs, then u32 mode, u32 pad) and its out record
+// per call: u64 t0, u32 ns at claimed, populated, rung, finished seen, freed,
+// u32 polls.
+const (
+	NullPhasesMode     = abi.ProgSpecific
+	NullPhasesBlobSize = abi.ProgArgsBaseSize + 8
+	NullPhasesRec      = 32
+	// Modes (bits): no cookie lock, no state read at the claim after the
+	// first (with PhaseOwned), poll without nanosleep, free with a relaxed
+	// store.
+	PhaseOwned    = 1
+	PhaseKnownSeq = 2
+	PhaseSpin     = 4
+	PhaseFreeRlx  = 8
 )
 
 // Names lists every entry point of PTX.
-var Names = []string{SysOne, SysNull, PreadSweep, WordCount}
+var Names = []string{SysOne, SysNull, PreadSweep, WordCount, NullPhases}
 
 // BlobSize is each program's argument blob size in bytes.
 var BlobSize = map[string]int{
@@ -55,4 +74,5 @@ var BlobSize = map[string]int{
 	SysNull:    abi.NullBlobSize,
 	PreadSweep: abi.SweepBlobSize,
 	WordCount:  abi.WCBlobSize,
+	NullPhases: NullPhasesBlobSize,
 }

@@ -348,3 +348,92 @@ extern "C" __global__ void sluice_wordcount(struct sluice_wc_args a)
 		out[2] = s.err;
 	}
 }
+
+/* sluice_sys_null_phases: a diagnostic, not one of the ABI's programs (the
+ * sim has no such kernel). Work-item granularity only: each work-item makes
+ * iterations blocking null calls on its slot and times each phase on
+ * %globaltimer; out per call (SLUICE_PHASES_REC bytes): u64 t0 (before the
+ * claim), then u32 ns since t0 at: the claim done, the fields written, READY
+ * stored (after its fence), FINISHED seen, the slot freed (and unlocked);
+ * then u32 polls of the state word until FINISHED. mode picks variants of
+ * the library's path, to see what each step costs:
+ *   PH_OWNED     no cookie lock (the launch's callers must not share slots)
+ *   PH_KNOWNSEQ  with PH_OWNED: read the state word only at the first claim
+ *   PH_SPIN      poll for FINISHED without nanosleep
+ *   PH_FREE_RLX  free the slot with a relaxed store (no system fence)
+ */
+#define PH_OWNED 1u
+#define PH_KNOWNSEQ 2u
+#define PH_SPIN 4u
+#define PH_FREE_RLX 8u
+#define SLUICE_PHASES_REC 32
+
+struct sluice_null_phases_args {
+	struct sluice_prog_args prog;
+	uint32_t mode;
+	uint32_t pad;
+};
+
+extern "C" __global__ void sluice_sys_null_phases(struct sluice_null_phases_args a)
+{
+	struct caller c;
+	uint32_t i, seq = 0, mode = a.mode;
+	int have_seq = 0;
+	uint8_t flags = (uint8_t)(a.prog.flags | SLUICE_SYS_FLAG_BLOCKING);
+	if (a.prog.granularity != SLUICE_PROG_WORK_ITEM || !whoami(&a.prog, &c))
+		return;
+	for (i = 0; i < a.prog.iterations; i++) {
+		struct sluice_syscall_slot *s = c.slot;
+		volatile struct sluice_syscall_slot *v = s;
+		volatile uint32_t *rec;
+		uint64_t t0 = globaltimer(), t1, t2, t3, t4, t5;
+		uint32_t polls = 0, ns = 0, w;
+		if (mode & PH_OWNED) {
+			if (!(mode & PH_KNOWNSEQ) || !have_seq) {
+				for (;;) {
+					w = sluice_sys_load_acquire(&s->state);
+					if (sluice_slot_state(w) == SLUICE_SLOT_FREE)
+						break;
+					sluice_sys_backoff(&ns);
+				}
+				seq = sluice_slot_seq(w);
+			}
+			v->state = sluice_slot_word(SLUICE_SLOT_POPULATING, seq);
+		} else {
+			seq = sluice_sys_claim(s);
+		}
+		t1 = globaltimer();
+		sluice_sys_populate(s, SLUICE_SYS_NULL, flags, a.prog.context, 0);
+		t2 = globaltimer();
+		sluice_sys_store_release(&s->state, sluice_slot_word(SLUICE_SLOT_READY, seq));
+		t3 = globaltimer();
+		ns = 0;
+		for (;;) {
+			polls++;
+			if (sluice_sys_load_acquire(&s->state) == sluice_slot_word(SLUICE_SLOT_FINISHED, seq))
+				break;
+			if (!(mode & PH_SPIN))
+				sluice_sys_backoff(&ns);
+		}
+		t4 = globaltimer();
+		w = (uint32_t)v->args[0] | (uint32_t)v->args[1];
+		if (mode & PH_FREE_RLX)
+			v->state = sluice_slot_word(SLUICE_SLOT_FREE, sluice_next_seq(seq)) | (w & 0); /* after the reads */
+		else
+			sluice_sys_store_release(&s->state, sluice_slot_word(SLUICE_SLOT_FREE, sluice_next_seq(seq)));
+		if (!(mode & PH_OWNED))
+			sluice_sys_unlock(s);
+		seq = sluice_next_seq(seq);
+		have_seq = 1;
+		t5 = globaltimer();
+		rec = (volatile uint32_t *)((uint8_t *)a.prog.out + ((uint64_t)c.id * a.prog.iterations + i) * SLUICE_PHASES_REC);
+		rec[0] = (uint32_t)t0;
+		rec[1] = (uint32_t)(t0 >> 32);
+		rec[2] = (uint32_t)(t1 - t0);
+		rec[3] = (uint32_t)(t2 - t0);
+		rec[4] = (uint32_t)(t3 - t0);
+		rec[5] = (uint32_t)(t4 - t0);
+		rec[6] = (uint32_t)(t5 - t0);
+		rec[7] = polls | (w & 0);
+	}
+}

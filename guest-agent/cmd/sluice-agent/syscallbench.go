@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/guest-agent/gpucall"
+	"github.com/sluice-gpu/sluice/guest-agent/kernels"
 )
 
 // benchNull is one null-call measurement: callers work-items each making
@@ -68,7 +69,36 @@ type benchResult struct {
 	// GenericOverFastcallCPU is the host CPU per generic pread over that
 	// per fastcall pread.
 	GenericOverFastcallCPU float64 `json:"generic_over_fastcall_cpu,omitempty"`
-	Note                   string  `json:"note,omitempty"`
+	// Phases are the diagnostic runs (--phases): where a null call's time
+	// goes on the GPU.
+	Phases []benchPhases `json:"phases,omitempty"`
+	Note   string        `json:"note,omitempty"`
+}
+
+// benchPhases is one run of the diagnostic kernels.NullPhases: p50 of each
+// phase of a blocking null call (ns, %globaltimer), by mode.
+type benchPhases struct {
+	Mode       uint32  `json:"mode"` // kernels.Phase* bits
+	Callers    int     `json:"callers"`
+	Iterations uint32  `json:"iterations"`
+	Calls      int     `json:"calls"`
+	WallS      float64 `json:"wall_s"`
+	// GPUSpanS runs from the first call's start to the last call's end
+	// on the GPU's clock: calls / GPUSpanS is the launch-free rate.
+	GPUSpanS     float64 `json:"gpu_span_s"`
+	GPUCallsPerS float64 `json:"gpu_calls_per_s"`
+	ClaimP50     uint32  `json:"claim_p50_ns"`    // t0 → claimed
+	PopulateP50  uint32  `json:"populate_p50_ns"` // claimed → fields written
+	RingP50      uint32  `json:"ring_p50_ns"`     // fields → READY stored (its fence)
+	WaitP50      uint32  `json:"wait_p50_ns"`     // READY → FINISHED seen
+	FreeP50      uint32  `json:"free_p50_ns"`     // FINISHED seen → freed
+	TotalP50     uint32  `json:"total_p50_ns"`
+	TotalP99     uint32  `json:"total_p99_ns"`
+	PollsP50     uint32  `json:"polls_p50"`
+	// TimerStepNs is the smallest nonzero difference between two of a
+	// call's timestamps: %globaltimer's resolution, or more.
+	TimerStepNs uint32 `json:"timer_step_ns"`
+	hostCPU
 }
 
 func newSyscallBenchCmd(g *globals) *cobra.Command {
@@ -82,6 +112,9 @@ func newSyscallBenchCmd(g *globals) *cobra.Command {
 		preadPath    string
 		preadCalls   int
 		preadCallers int
+		phases       []int
+		phaseCallers []int
+		phaseIters   uint32
 	)
 	cmd := &cobra.Command{
 		Use:   "syscall-bench",
@@ -131,6 +164,17 @@ between runs and tell them apart with --label.`,
 					}
 					res.Null = append(res.Null, m)
 				}
+				for _, n := range phaseCallers {
+					for _, mode := range phases {
+						block := min(uint32(n), blockMax)
+						m, err := benchPhasesRun(ctx, r, uint32(n)/block, block, phaseIters, uint32(mode), pids)
+						r.Reset()
+						if err != nil {
+							return fmt.Errorf("phases, %d callers, mode %d: %w", n, mode, err)
+						}
+						res.Phases = append(res.Phases, m)
+					}
+				}
 				if preadPath != "" {
 					if err := benchPreads(ctx, r, &f, &res, preadPath, preadCalls, preadCallers, pids); err != nil {
 						return err
@@ -154,6 +198,9 @@ between runs and tell them apart with --label.`,
 	fl.StringVar(&preadPath, "pread-path", "", "file in the volume for the pread comparison (at least --pread-calls × 4 KiB); empty: none")
 	fl.IntVar(&preadCalls, "pread-calls", 16384, "4 KiB preads per pread run")
 	fl.IntVar(&preadCallers, "pread-callers", 32, "concurrent callers of the pread runs (one work-group)")
+	fl.IntSliceVar(&phases, "phases", nil, "diagnostic: run sluice_sys_null_phases in each of these modes (bits: 1 no lock, 2 known seq, 4 spin, 8 relaxed free; PTX only)")
+	fl.IntSliceVar(&phaseCallers, "phase-callers", []int{1, 32, 1024}, "callers of the --phases runs")
+	fl.Uint32Var(&phaseIters, "phase-iterations", 50, "calls per caller of the --phases runs")
 	return cmd
 }
 
@@ -188,6 +235,72 @@ func benchNullRun(ctx context.Context, r *gpucall.Runner, grid, block, iters uin
 	m.WallS = wall.Seconds()
 	m.CallsPerS = float64(m.Calls) / m.WallS
 	m.P50Ns, m.P99Ns, m.MaxNs = percentiles(rts)
+	m.hostCPU = cpuDelta(before, after, m.Calls, wall)
+	return m, nil
+}
+
+// benchPhasesRun launches kernels.NullPhases in mode and summarises it.
+func benchPhasesRun(ctx context.Context, r *gpucall.Runner, grid, block, iters, mode uint32, pids []int) (benchPhases, error) {
+	callers := int(grid * block)
+	m := benchPhases{Mode: mode, Callers: callers, Iterations: iters, Calls: callers * int(iters)}
+	n := uint64(m.Calls) * kernels.NullPhasesRec
+	out, err := r.Alloc(n)
+	if err != nil {
+		return m, err
+	}
+	spec := make([]byte, kernels.NullPhasesBlobSize-abi.ProgSpecific)
+	spec[kernels.NullPhasesMode-abi.ProgSpecific] = byte(mode)
+	before := readCPU(pids)
+	start := time.Now()
+	err = r.Launch(ctx, gpucall.Launch{
+		Kernel: kernels.NullPhases, Grid: grid, Block: block, Granularity: abi.ProgWorkItem,
+		Flags: abi.SysFlagBlocking, Iterations: iters, Out: out, Specific: spec,
+	})
+	wall := time.Since(start)
+	after := readCPU(pids)
+	if err != nil {
+		return m, err
+	}
+	b, err := r.Read(out, n)
+	if err != nil {
+		return m, err
+	}
+	var claim, pop, ring, wait, free, total, polls []uint32
+	first, last := ^uint64(0), uint64(0)
+	step := ^uint32(0)
+	for k := 0; k < m.Calls; k++ {
+		rec := b[k*kernels.NullPhasesRec:]
+		t0 := uint64(le32(rec)) | uint64(le32(rec[4:]))<<32
+		ts := [5]uint32{le32(rec[8:]), le32(rec[12:]), le32(rec[16:]), le32(rec[20:]), le32(rec[24:])}
+		prev := uint32(0)
+		for _, t := range ts {
+			if d := t - prev; t > prev && d < step {
+				step = d
+			}
+			prev = t
+		}
+		claim = append(claim, ts[0])
+		pop = append(pop, ts[1]-ts[0])
+		ring = append(ring, ts[2]-ts[1])
+		wait = append(wait, ts[3]-ts[2])
+		free = append(free, ts[4]-ts[3])
+		total = append(total, ts[4])
+		polls = append(polls, le32(rec[28:]))
+		first = min(first, t0)
+		last = max(last, t0+uint64(ts[4]))
+	}
+	p50 := func(v []uint32) uint32 { x, _, _ := percentiles(v); return x }
+	m.ClaimP50, m.PopulateP50, m.RingP50, m.WaitP50, m.FreeP50 = p50(claim), p50(pop), p50(ring), p50(wait), p50(free)
+	m.TotalP50, m.TotalP99, _ = percentiles(total)
+	m.PollsP50 = p50(polls)
+	if step != ^uint32(0) {
+		m.TimerStepNs = step
+	}
+	m.WallS = wall.Seconds()
+	if last > first {
+		m.GPUSpanS = float64(last-first) / 1e9
+		m.GPUCallsPerS = float64(m.Calls) / m.GPUSpanS
+	}
 	m.hostCPU = cpuDelta(before, after, m.Calls, wall)
 	return m, nil
 }
@@ -362,6 +475,10 @@ func printBench(w io.Writer, res benchResult) {
 	for _, p := range res.Pread {
 		fmt.Fprintf(w, "pread 4 KiB %-8s %3d callers: %7d calls  %9.0f calls/s  host CPU %.0f ns/call\n",
 			p.Kind, p.Callers, p.Calls, p.CallsPerS, p.HostCPUNsCall)
+	}
+	for _, p := range res.Phases {
+		fmt.Fprintf(w, "phases mode %2d %5d callers: claim %5d  populate %5d  ring %5d  wait %6d  free %5d  total p50 %6d p99 %7d ns  polls %d  step %d ns  %9.0f calls/s (GPU span)\n",
+			p.Mode, p.Callers, p.ClaimP50, p.PopulateP50, p.RingP50, p.WaitP50, p.FreeP50, p.TotalP50, p.TotalP99, p.PollsP50, p.TimerStepNs, p.GPUCallsPerS)
 	}
 	if res.GenericOverFastcallCPU > 0 {
 		fmt.Fprintf(w, "host CPU per call, generic / fastcall: %.2f\n", res.GenericOverFastcallCPU)

@@ -184,3 +184,18 @@ func processCPU() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkScanIdle is one scan pass over 1024 slots none of which is READY:
+// what every call waits half of to be seen while the poller spins (and the
+// poller's own pass runs beside it).
+func BenchmarkScanIdle(b *testing.B) {
+	v := newRealVM(b, 1024, DefaultConfig())
+	var next uint32
+	b.ResetTimer()
+	for range b.N {
+		if got := v.f.scan(nil, 1, &next, nil); len(got) != 0 {
+			b.Fatal("a READY slot in an idle area")
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1024, "ns/slot")
+}

@@ -65,6 +65,9 @@ type Forwarder struct {
 	nIn      int
 	closed   bool
 
+	t0     time.Time      // the clock seenAt counts from
+	seenAt []atomic.Int64 // per slot: ns since t0 when the scan took its blocking call (0: none)
+
 	fastMu sync.RWMutex // guards fast; held (read) across a fastcall's I/O
 	fast   fastTable
 }
@@ -90,6 +93,8 @@ func New(spec Spec, cfg Config) (*Forwarder, error) {
 		log:      spec.Log,
 		state:    "starting",
 		inflight: make([]uint32, spec.Slots),
+		t0:       time.Now(),
+		seenAt:   make([]atomic.Int64, spec.Slots),
 	}
 	if f.log == nil {
 		f.log = slog.Default()
@@ -204,4 +209,14 @@ func (f *Forwarder) finish(slot, seq uint32, ret int64, errno abi.Errno) {
 		f.stats.lost.Add(1)
 	}
 	f.stats.errno(errno)
+	if seen := f.seenAt[slot].Swap(0); seen != 0 {
+		d := f.now() - seen
+		f.stats.served.Add(1)
+		f.stats.serviceNs.Add(d)
+		for m := f.stats.serviceMax.Load(); d > m && !f.stats.serviceMax.CompareAndSwap(m, d); m = f.stats.serviceMax.Load() {
+		}
+	}
 }
+
+// now is the time since t0 in ns, at least 1.
+func (f *Forwarder) now() int64 { return max(1, int64(time.Since(f.t0))) }

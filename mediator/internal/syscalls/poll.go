@@ -1,6 +1,8 @@
 package syscalls
 
 import (
+	"context"
+	"log/slog"
 	"runtime"
 	"time"
 
@@ -23,6 +25,7 @@ func (f *Forwarder) poll() {
 		ring       *proxyproto.Ring // the rings tail counts in
 		tail       uint64           // requests published into ring
 		announced  bool             // ring's mediator-idle word is 1
+		logged     pollerLog        // the counters at the last debug line
 	)
 	defer idle.Stop()
 	for {
@@ -89,6 +92,7 @@ func (f *Forwarder) poll() {
 			continue
 		}
 		announced = true
+		f.logPoller(&logged)
 		if !f.sleep(idle, cfg.IdleScan) {
 			return
 		}
@@ -150,6 +154,11 @@ func (f *Forwarder) sleep(t *time.Timer, d time.Duration) bool {
 func (f *Forwarder) scan(batch []proxyproto.Request, max int, next *uint32, p *sock) []proxyproto.Request {
 	n := uint32(f.spec.Slots)
 	var raw [abi.SyscallSlotSize]byte
+	start := f.now()
+	defer func() {
+		f.stats.passes.Add(1)
+		f.stats.passNs.Add(f.now() - start)
+	}()
 	for k := uint32(0); k < n && len(batch) < max; k++ {
 		if k%256 == 255 {
 			// A long scan: results that came meanwhile go back now, not
@@ -168,7 +177,11 @@ func (f *Forwarder) scan(batch []proxyproto.Request, max int, next *uint32, p *s
 		if errno == abi.ErrnoAGAIN {
 			continue // it changed under us: not (or no longer) READY
 		}
+		if s.Blocking() {
+			f.seenAt[i].Store(f.now())
+		}
 		if !f.take(i, &s) {
+			f.seenAt[i].Store(0)
 			f.stats.raced.Add(1)
 			continue
 		}
@@ -247,4 +260,29 @@ func (f *Forwarder) track(i uint32, s *abi.Slot, p *sock) bool {
 		f.answer(i, s, -1, abi.ErrnoIO)
 	}
 	return ok
+}
+
+// pollerLog holds the poller's counters as last logged.
+type pollerLog struct {
+	passes, served uint64
+	passNs, svcNs  int64
+}
+
+// logPoller writes a debug line with the poller's scan passes and the
+// host's service time (READY seen to FINISHED written) since the last line,
+// when there were any: the host's share of a round trip, as sluiced
+// --log-level debug shows it.
+func (f *Forwarder) logPoller(l *pollerLog) {
+	passes, served := f.stats.passes.Load(), f.stats.served.Load()
+	if passes == l.passes || !f.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	passNs, svcNs := f.stats.passNs.Load(), f.stats.serviceNs.Load()
+	dp, ds := passes-l.passes, served-l.served
+	args := []any{"passes", dp, "pass_mean_ns", (passNs - l.passNs) / int64(dp), "served", ds}
+	if ds > 0 {
+		args = append(args, "service_mean_ns", (svcNs-l.svcNs)/int64(ds), "service_max_ns", f.stats.serviceMax.Load())
+	}
+	f.log.Debug("syscall poller going idle", args...)
+	*l = pollerLog{passes: passes, served: served, passNs: passNs, svcNs: svcNs}
 }

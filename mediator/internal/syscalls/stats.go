@@ -19,6 +19,11 @@ type stats struct {
 	raced       atomic.Uint64
 	lost        atomic.Uint64
 	restarts    atomic.Uint64
+	passes      atomic.Uint64 // scan passes over the slots
+	passNs      atomic.Int64  // their time
+	served      atomic.Uint64 // blocking calls finished (result written)
+	serviceNs   atomic.Int64  // their time from READY seen to FINISHED written
+	serviceMax  atomic.Int64
 	byCall      []atomic.Uint64 // index in abi.Calls, then fastcalls, then unknown
 
 	small [256]atomic.Uint64 // results by errno, below 256 (every Linux errno)
@@ -78,8 +83,16 @@ type Stats struct {
 	ProxyState    string            `json:"proxy_state"`
 	ProxyPID      int               `json:"proxy_pid,omitempty"`
 	ProxyCPU      time.Duration     `json:"proxy_cpu_ns"`
-	Window        time.Duration     `json:"window_ns"`
-	Batch         int               `json:"batch"`
+	// The poller's view: scan passes and their time; blocking calls
+	// finished and their time from the scan that saw them READY to
+	// FINISHED written (the host's share of a round trip).
+	ScanPasses  uint64        `json:"scan_passes"`
+	ScanTime    time.Duration `json:"scan_ns"`
+	Served      uint64        `json:"served"`
+	ServiceTime time.Duration `json:"service_ns"`
+	ServiceMax  time.Duration `json:"service_max_ns"`
+	Window      time.Duration `json:"window_ns"`
+	Batch       int           `json:"batch"`
 }
 
 // Stats returns a snapshot.
@@ -93,6 +106,11 @@ func (f *Forwarder) Stats() Stats {
 		Raced:         f.stats.raced.Load(),
 		Lost:          f.stats.lost.Load(),
 		ProxyRestarts: f.stats.restarts.Load(),
+		ScanPasses:    f.stats.passes.Load(),
+		ScanTime:      time.Duration(f.stats.passNs.Load()),
+		Served:        f.stats.served.Load(),
+		ServiceTime:   time.Duration(f.stats.serviceNs.Load()),
+		ServiceMax:    time.Duration(f.stats.serviceMax.Load()),
 	}
 	cfg := f.cfg.Load()
 	s.Window, s.Batch = cfg.Window, cfg.Batch
