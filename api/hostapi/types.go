@@ -144,6 +144,14 @@ type SyscallStats struct {
 	ProxyRestarts uint64            `json:"proxy_restarts"`
 	WindowNs      int64             `json:"window_ns"`
 	Batch         int               `json:"batch"`
+	// The poller's view: scan passes over the slots and their time, and the
+	// blocking calls finished with their time from the scan that saw them
+	// READY to FINISHED written (the host's share of a round trip).
+	ScanPasses   uint64 `json:"scan_passes"`
+	ScanNs       int64  `json:"scan_ns"`
+	Served       uint64 `json:"served"`
+	ServiceNs    int64  `json:"service_ns"`
+	ServiceMaxNs int64  `json:"service_max_ns"`
 }
 
 // Stats is a snapshot for live views: sample it twice and divide the deltas

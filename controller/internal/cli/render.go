@@ -115,9 +115,21 @@ func RenderVM(vm hostapi.VM) string {
 			[2]string{"Syscall errnos", countsField(s.Errnos)},
 			[2]string{"Syscalls in flight", strconv.Itoa(s.InFlight)},
 			[2]string{"Syscall batching", fmt.Sprintf("window %v, batch %d, %d batches, %d fastcalls", time.Duration(s.WindowNs), s.Batch, s.Batches, s.Fastcalls)},
+			[2]string{"Syscall service", serviceField(s)},
 		)
 	}
 	return renderFields(fields)
+}
+
+// serviceField is the host's share of the round trips: the mean and the
+// longest time from a call seen READY to FINISHED written, and the mean scan.
+func serviceField(s *hostapi.SyscallStats) string {
+	if s.Served == 0 || s.ScanPasses == 0 {
+		return "none yet"
+	}
+	return fmt.Sprintf("mean %v, max %v over %d calls; scan %v a pass",
+		time.Duration(s.ServiceNs/int64(s.Served)), time.Duration(s.ServiceMaxNs), s.Served,
+		time.Duration(s.ScanNs/int64(s.ScanPasses)))
 }
 
 func proxyField(s *hostapi.SyscallStats) string {

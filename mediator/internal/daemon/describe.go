@@ -70,5 +70,7 @@ func syscallStats(s syscalls.Stats) *hostapi.SyscallStats {
 		NonBlocking: s.NonBlocking, Fastcalls: s.Fastcalls, Raced: s.Raced, Lost: s.Lost,
 		ProxyState: s.ProxyState, ProxyPID: s.ProxyPID, ProxyCPUNs: int64(s.ProxyCPU),
 		ProxyRestarts: s.ProxyRestarts, WindowNs: int64(s.Window), Batch: s.Batch,
+		ScanPasses: s.ScanPasses, ScanNs: int64(s.ScanTime), Served: s.Served,
+		ServiceNs: int64(s.ServiceTime), ServiceMaxNs: int64(s.ServiceMax),
 	}
 }
