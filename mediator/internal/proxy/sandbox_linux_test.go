@@ -285,6 +285,10 @@ func TestSandboxSeccomp(t *testing.T) {
 		{"execve", true, 0},
 		{"reboot", false, unix.EPERM},
 		{"unshare-net", false, unix.EPERM},
+		{"socket-netlink", false, unix.EPERM},
+		{"setsockopt-ip", false, unix.EPERM},
+		{"socket-inet", false, 0},
+		{"setsockopt-socket", false, 0},
 	} {
 		t.Run(tc.probe, func(t *testing.T) {
 			s := startSandboxed(t, 0, "--probe-syscall", tc.probe)

@@ -25,8 +25,8 @@ var allowed = []string{
 	"readv", "writev", "dup", "dup3", "fstat", "newfstatat", "statx", "lseek",
 	// Served calls and the proxy's own.
 	"openat", "pread64", "pwrite64", "getdents64", "mkdirat", "unlinkat",
-	"socket", "connect", "sendto", "recvfrom", "sendmsg", "recvmsg",
-	"getsockopt", "setsockopt", "getsockname", "getpeername", "shutdown",
+	"connect", "sendto", "recvfrom", "sendmsg", "recvmsg",
+	"getsockopt", "getsockname", "getpeername", "shutdown",
 	"chdir", "umask", "setresuid", "setresgid", "getrusage",
 }
 
@@ -47,7 +47,8 @@ const nsFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUSER | unix.CLONE_NEWNET | unix
 	unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
 
 // Policy returns the seccomp policy: allowed calls, clone only for threads,
-// unshare without namespaces; killed calls end the process; anything else
+// unshare without namespaces, socket of AF_UNIX, AF_INET and AF_INET6 only,
+// setsockopt at SOL_SOCKET only; killed calls end the process; anything else
 // fails with EPERM.
 func Policy() (seccomp.Policy, error) {
 	info, err := arch.GetInfo("")
@@ -74,6 +75,24 @@ func Policy() (seccomp.Policy, error) {
 				}},
 				{Name: "unshare", Conditions: seccomp.ArgumentConditions{
 					{Argument: 0, Operation: seccomp.BitsNotSet, Value: nsFlags},
+				}},
+				// The proxy is root of a user namespace that owns its
+				// network namespace (CAP_NET_ADMIN there): netlink
+				// (nf_tables) and the IP levels of setsockopt (x_tables)
+				// are the kernel's usual way up from there, and nothing
+				// the proxy serves needs them. Socket domains as
+				// sysSocket's; setsockopt at SOL_SOCKET only.
+				{Name: "socket", Conditions: seccomp.ArgumentConditions{
+					{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_UNIX},
+				}},
+				{Name: "socket", Conditions: seccomp.ArgumentConditions{
+					{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_INET},
+				}},
+				{Name: "socket", Conditions: seccomp.ArgumentConditions{
+					{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_INET6},
+				}},
+				{Name: "setsockopt", Conditions: seccomp.ArgumentConditions{
+					{Argument: 1, Operation: seccomp.Equal, Value: unix.SOL_SOCKET},
 				}},
 			}},
 			{Action: seccomp.ActionKillProcess, Names: known(killed)},
