@@ -3,6 +3,8 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -37,6 +39,12 @@ func (d *Daemon) prepareVolume(req *hostapi.CreateVMRequest) error {
 	if !filepath.IsAbs(req.Volume) {
 		return fmt.Errorf("vm %q: volume %q must be an absolute path: %w", req.Name, req.Volume, hostapi.ErrInvalid)
 	}
+	req.Volume = filepath.Clean(req.Volume)
+	_, err := os.Lstat(req.Volume)
+	existed := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("vm %q: volume: %w", req.Name, err)
+	}
 	// 0711: the sandbox's contexts of other uids than its root must reach
 	// their working directories (search, no listing of the root).
 	if err := os.MkdirAll(req.Volume, 0o711); err != nil {
@@ -45,15 +53,28 @@ func (d *Daemon) prepareVolume(req *hostapi.CreateVMRequest) error {
 	if err := searchable(filepath.Dir(req.Volume)); err != nil {
 		return fmt.Errorf("vm %q: volume %q: %w: %w", req.Name, req.Volume, hostapi.ErrInvalid, err)
 	}
-	fi, err := os.Stat(req.Volume)
+	fi, err := os.Lstat(req.Volume)
 	if err != nil {
 		return fmt.Errorf("vm %q: volume: %w", req.Name, err)
 	}
 	if !fi.IsDir() {
-		return fmt.Errorf("vm %q: volume %q is not a directory: %w", req.Name, req.Volume, hostapi.ErrInvalid)
+		return fmt.Errorf("vm %q: volume %q is not a directory (a symbolic link is not followed: name the directory itself): %w", req.Name, req.Volume, hostapi.ErrInvalid)
 	}
 	if _, ok := volumeBase(fi); ok {
 		return nil
+	}
+	// Giving a directory to a sandbox lets the guest create, replace and
+	// delete anything in it: only a new or empty one is given (never /etc
+	// or a home directory named by mistake).
+	if existed {
+		if empty, err := isEmptyDir(req.Volume); err != nil || !empty {
+			owner := -1
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				owner = int(st.Uid)
+			}
+			return fmt.Errorf("vm %q: volume %q already holds files and is no sandbox's (owner uid %d): sluiced gives a volume's root to the VM's sandbox, whose guest may then change anything in it; name a new or empty directory: %w",
+				req.Name, req.Volume, owner, hostapi.ErrInvalid)
+		}
 	}
 	base, err := d.freeBaseLocked()
 	if err != nil {
@@ -61,10 +82,24 @@ func (d *Daemon) prepareVolume(req *hostapi.CreateVMRequest) error {
 	}
 	// The sandbox's root (uid 0 inside) owns the volume's root; the guest's
 	// files arriving over 9p keep their own owners.
-	if err := os.Chown(req.Volume, int(base), int(base)); err != nil {
+	if err := os.Lchown(req.Volume, int(base), int(base)); err != nil {
 		return fmt.Errorf("vm %q: giving its volume to its sandbox: %w", req.Name, err)
 	}
 	return nil
+}
+
+// isEmptyDir says whether dir has no entries.
+func isEmptyDir(dir string) (bool, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	_, err = f.Readdirnames(1)
+	if errors.Is(err, io.EOF) {
+		return true, nil
+	}
+	return false, err
 }
 
 // searchable checks that the sandbox, whose ids are nobody's on the host,

@@ -1,0 +1,83 @@
+package daemon
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/sluice-gpu/sluice/api/hostapi"
+)
+
+// A volume that already holds files and belongs to no sandbox is refused,
+// untouched: sluiced gives a volume's root to the VM's sandbox, and a
+// typo'd --volume /etc must not hand /etc to a guest. New and empty
+// directories are given; a symbolic link is not followed.
+func TestPrepareVolumeRefusesForeignDirs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the volume is chowned to a sandbox id range")
+	}
+	d := &Daemon{cfg: Config{Proxy: ProxyConfig{Binary: "/x/sluice-proxy"}}, vms: map[string]*entry{}}
+	dir := t.TempDir()
+	for _, p := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owner := func(p string) uint32 {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Uid
+	}
+
+	full := filepath.Join(dir, "full")
+	if err := os.MkdirAll(filepath.Join(full, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	req := hostapi.CreateVMRequest{Name: "a", Volume: full}
+	if err := d.prepareVolume(&req); !errors.Is(err, hostapi.ErrInvalid) {
+		t.Errorf("volume with files: %v, want ErrInvalid", err)
+	}
+	if u := owner(full); u != 0 {
+		t.Errorf("the refused volume was given to uid %d", u)
+	}
+
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(full, link); err != nil {
+		t.Fatal(err)
+	}
+	req = hostapi.CreateVMRequest{Name: "b", Volume: link}
+	if err := d.prepareVolume(&req); !errors.Is(err, hostapi.ErrInvalid) {
+		t.Errorf("volume through a symlink: %v, want ErrInvalid", err)
+	}
+	if u := owner(full); u != 0 {
+		t.Errorf("the symlink's target was given to uid %d", u)
+	}
+
+	for _, name := range []string{"new", "empty"} {
+		vol := filepath.Join(dir, name)
+		if name == "empty" {
+			if err := os.Mkdir(vol, 0o711); err != nil {
+				t.Fatal(err)
+			}
+		}
+		req = hostapi.CreateVMRequest{Name: name, Volume: vol}
+		if err := d.prepareVolume(&req); err != nil {
+			t.Fatalf("%s volume: %v", name, err)
+		}
+		if u := owner(vol); u < idRangeStart {
+			t.Errorf("%s volume owned by %d, want a sandbox range", name, u)
+		}
+		// Files in it now, and its owner says it is a sandbox's: accepted
+		// again (a restart, a re-created VM).
+		if err := os.WriteFile(filepath.Join(vol, "f"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.prepareVolume(&req); err != nil {
+			t.Errorf("%s volume again: %v", name, err)
+		}
+	}
+}
