@@ -141,6 +141,9 @@ func (d *Daemon) Config() Config { return d.cfg }
 
 // CreateVM creates a VM endpoint.
 func (d *Daemon) CreateVM(_ context.Context, req hostapi.CreateVMRequest) (hostapi.VM, error) {
+	if err := checkPlacement(req, true); err != nil {
+		return hostapi.VM{}, err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	v, err := d.createLocked(req)
@@ -167,6 +170,9 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 		return hostapi.VM{}, fmt.Errorf("vm %q: limit of %d vms reached: %w", req.Name, d.cfg.MaxVMs, hostapi.ErrUnavailable)
 	}
 	req = d.withDefaults(req)
+	if err := checkPlacement(req, false); err != nil {
+		return hostapi.VM{}, err
+	}
 	if err := d.prepareVolume(&req); err != nil {
 		return hostapi.VM{}, err
 	}

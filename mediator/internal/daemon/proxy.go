@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/sluice-gpu/sluice/api/hostapi"
@@ -84,6 +85,35 @@ func (d *Daemon) prepareVolume(req *hostapi.CreateVMRequest) error {
 	// files arriving over 9p keep their own owners.
 	if err := os.Lchown(req.Volume, int(base), int(base)); err != nil {
 		return fmt.Errorf("vm %q: giving its volume to its sandbox: %w", req.Name, err)
+	}
+	return nil
+}
+
+// checkPlacement checks the VM's proxy network namespace and cgroup: a
+// network namespace is a name of /run/netns (no path: "../../proc/1/ns/net"
+// would put the proxy, and the guest's sockets, in the host's), a cgroup an
+// absolute path. With exist, both must exist now: a VM created with a
+// mistyped one would only show its proxy failing to start, again and again.
+func checkPlacement(req hostapi.CreateVMRequest, exist bool) error {
+	if n := req.NetNS; n != "" {
+		if n == "." || n == ".." || strings.ContainsAny(n, "/\x00") {
+			return fmt.Errorf("vm %q: network namespace %q: want a name in /run/netns (ip netns list): %w", req.Name, n, hostapi.ErrInvalid)
+		}
+		if exist {
+			if _, err := os.Stat(filepath.Join("/run/netns", n)); err != nil {
+				return fmt.Errorf("vm %q: network namespace %q: %w (create it with ip netns add %s): %w", req.Name, n, err, n, hostapi.ErrInvalid)
+			}
+		}
+	}
+	if c := req.Cgroup; c != "" {
+		if !filepath.IsAbs(c) {
+			return fmt.Errorf("vm %q: cgroup %q must be an absolute path (e.g. /sys/fs/cgroup/sluice/%s): %w", req.Name, c, req.Name, hostapi.ErrInvalid)
+		}
+		if exist {
+			if _, err := os.Stat(filepath.Join(c, "cgroup.procs")); err != nil {
+				return fmt.Errorf("vm %q: cgroup %q is not a cgroup v2 directory: %w (create it with mkdir under /sys/fs/cgroup): %w", req.Name, c, err, hostapi.ErrInvalid)
+			}
+		}
 	}
 	return nil
 }

@@ -81,3 +81,27 @@ func TestPrepareVolumeRefusesForeignDirs(t *testing.T) {
 		}
 	}
 }
+
+// A proxy's network namespace is a name of /run/netns and its cgroup an
+// absolute cgroup v2 directory, both there when the VM is created: a path
+// would let "vm create --netns ../../proc/1/ns/net" put the guest's sockets
+// in the host's namespace, and a missing one only showed as a proxy failing
+// to start over and over.
+func TestCreateVMChecksProxyPlacement(t *testing.T) {
+	d := newDaemon(t, "virtual", t.TempDir())
+	for _, req := range []hostapi.CreateVMRequest{
+		{Name: "n1", NetNS: "../../proc/1/ns/net"},
+		{Name: "n2", NetNS: ".."},
+		{Name: "n3", NetNS: "sluice-test-no-such-netns"},
+		{Name: "c1", Cgroup: "sluice/vm"},
+		{Name: "c2", Cgroup: t.TempDir()}, // a directory, no cgroup
+	} {
+		_, err := d.CreateVM(t.Context(), req)
+		if !errors.Is(err, hostapi.ErrInvalid) {
+			t.Errorf("netns %q, cgroup %q: %v, want ErrInvalid", req.NetNS, req.Cgroup, err)
+		}
+	}
+	if vms, _ := d.ListVMs(t.Context()); len(vms) != 0 {
+		t.Errorf("%d vms created", len(vms))
+	}
+}
