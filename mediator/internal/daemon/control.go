@@ -22,7 +22,10 @@ func (d *Daemon) UpdateVM(_ context.Context, name string, req hostapi.UpdateVMRe
 	if req.Weight == nil && req.Cap == nil && req.SyscallWindowNs == nil && req.SyscallBatch == nil {
 		return hostapi.VM{}, fmt.Errorf("vm %q: nothing to change: %w", name, hostapi.ErrInvalid)
 	}
-	if err := setSyscalls(e, req); err != nil {
+	// Checked first, applied last: a refused weight or cap leaves the
+	// batching as it was.
+	apply, err := syscallChange(e, req)
+	if err != nil {
 		return hostapi.VM{}, err
 	}
 	id := e.vm.Config().ID
@@ -38,21 +41,23 @@ func (d *Daemon) UpdateVM(_ context.Context, name string, req hostapi.UpdateVMRe
 		}
 		e.req.Cap = *req.Cap
 	}
+	apply()
 	if err := d.saveVMsLocked(); err != nil {
 		return hostapi.VM{}, err
 	}
 	return describe(e), nil
 }
 
-// setSyscalls applies a new coalescing window or batch to the VM's
-// forwarder; it lasts as long as the endpoint.
-func setSyscalls(e *entry, req hostapi.UpdateVMRequest) error {
+// syscallChange checks a new coalescing window or batch for the VM's
+// forwarder and returns what applies it (a no-op when the request changes
+// neither); the change lasts as long as the endpoint.
+func syscallChange(e *entry, req hostapi.UpdateVMRequest) (func(), error) {
 	if req.SyscallWindowNs == nil && req.SyscallBatch == nil {
-		return nil
+		return func() {}, nil
 	}
 	f := e.vm.Syscalls()
 	if f == nil {
-		return fmt.Errorf("vm %q serves no system calls: %w", e.req.Name, hostapi.ErrInvalid)
+		return nil, fmt.Errorf("vm %q serves no system calls: %w", e.req.Name, hostapi.ErrInvalid)
 	}
 	c := f.Config()
 	if req.SyscallWindowNs != nil {
@@ -61,10 +66,10 @@ func setSyscalls(e *entry, req hostapi.UpdateVMRequest) error {
 	if req.SyscallBatch != nil {
 		c.Batch = *req.SyscallBatch
 	}
-	if err := f.SetConfig(c); err != nil {
-		return fmt.Errorf("vm %q: %w: %w", e.req.Name, hostapi.ErrInvalid, err)
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("vm %q: %w: %w", e.req.Name, hostapi.ErrInvalid, err)
 	}
-	return nil
+	return func() { _ = f.SetConfig(c) }, nil // valid: SetConfig cannot refuse it
 }
 
 // Policy reports the scheduling policy and the accounting method.

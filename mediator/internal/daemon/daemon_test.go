@@ -25,7 +25,7 @@ func newDaemon(t *testing.T, clock, stateDir string) *Daemon {
 	cfg.Socket = filepath.Join(dir, "sluiced.sock")
 	cfg.StateDir = stateDir
 	cfg.Clock = clock
-	cfg.Proxy.Binary = "off" // syscall_test.go starts real proxies
+	cfg.Proxy.Binary = "off" // the e2e suite starts real proxies
 	d, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
