@@ -76,7 +76,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.spin, "spin", def.Spin, "how long the receive loop watches the request ring after its last request before it sleeps on the socket (0: never spin; default 200µs with 4 processors or more, else 0)")
 	fs.DurationVar(&o.contextSpin, "context-spin", def.ContextSpin, "how long an idle context thread watches its queue before it blocks (0: never spin; default 50µs with 4 processors or more, else 0)")
 	fs.BoolVar(&o.noSandbox, "no-sandbox", false, "serve without confinement, in --volume (tests only)")
-	fs.StringVar(&o.probe, "probe-syscall", "", "test helper: once sandboxed, make this forbidden call (mount, ptrace, execve, reboot, unshare-net, socket-netlink, socket-inet, setsockopt-ip, setsockopt-socket) and report its errno as Fatal")
+	fs.StringVar(&o.probe, "probe-syscall", "", "test helper: once sandboxed, make this forbidden call (mount, ptrace, execve, reboot, unshare-net, socket-netlink, socket-raw, socket-inet, setsockopt-ip, setsockopt-socket) and report its errno as Fatal")
 	fs.BoolVar(&o.showVer, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -195,6 +195,9 @@ func probe(name string) error {
 		_, _, e = unix.Syscall(unix.SYS_UNSHARE, unix.CLONE_NEWNET, 0, 0)
 	case "socket-netlink":
 		_, _, e = unix.Syscall(unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_NETFILTER)
+	case "socket-raw":
+		// Needs CAP_NET_RAW, which the sandbox dropped.
+		_, _, e = unix.Syscall(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP)
 	case "socket-inet":
 		_, _, e = unix.Syscall(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_DGRAM, 0)
 	case "setsockopt-ip":

@@ -286,6 +286,7 @@ func TestSandboxSeccomp(t *testing.T) {
 		{"reboot", false, unix.EPERM},
 		{"unshare-net", false, unix.EPERM},
 		{"socket-netlink", false, unix.EPERM},
+		{"socket-raw", false, unix.EPERM},
 		{"setsockopt-ip", false, unix.EPERM},
 		{"socket-inet", false, 0},
 		{"setsockopt-socket", false, 0},

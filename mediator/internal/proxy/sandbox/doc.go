@@ -11,7 +11,10 @@
 //     inside it; no /proc, /sys or /dev exist (ENOENT).
 //  3. Resource limits: RLIMIT_NOFILE (EMFILE past it), RLIMIT_NPROC (threads
 //     of the sandbox's uids), RLIMIT_CORE 0, RLIMIT_FSIZE, RLIMIT_AS.
-//  4. no_new_privs.
+//  4. Capabilities: every thread keeps only Kept (identity switching and
+//     file access as the sandbox's root); CAP_SYS_ADMIN, CAP_NET_ADMIN,
+//     CAP_NET_RAW and the rest leave every set, the bounding set included.
+//     Then no_new_privs.
 //  5. Landlock, best effort: read and write beneath "/" (the volume),
 //     nothing else; Enter reports the ABI level the kernel gave.
 //  6. A seccomp allowlist on every thread (TSYNC): the Go runtime's calls and

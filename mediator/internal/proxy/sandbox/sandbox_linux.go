@@ -54,10 +54,17 @@ func Enter(cfg Config) (Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return rep, err
 	}
+	last, err := LastCap()
+	if err != nil {
+		return rep, err
+	}
 	if err := Root(cfg.Volume); err != nil {
 		return rep, err
 	}
 	if err := Limits(cfg); err != nil {
+		return rep, err
+	}
+	if err := DropCapabilities(last); err != nil {
 		return rep, err
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
