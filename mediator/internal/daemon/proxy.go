@@ -41,6 +41,9 @@ func (d *Daemon) prepareVolume(req *hostapi.CreateVMRequest) error {
 		return fmt.Errorf("vm %q: volume %q must be an absolute path: %w", req.Name, req.Volume, hostapi.ErrInvalid)
 	}
 	req.Volume = filepath.Clean(req.Volume)
+	if err := d.notNestedLocked(req.Name, req.Volume); err != nil {
+		return err
+	}
 	_, err := os.Lstat(req.Volume)
 	existed := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -130,6 +133,28 @@ func isEmptyDir(dir string) (bool, error) {
 		return true, nil
 	}
 	return false, err
+}
+
+// notNestedLocked refuses a volume inside another VM's, or holding one: the
+// outer VM's guest could then replace the inner volume's root (and with it
+// the id range the inner sandbox runs as, read from the root's owner).
+func (d *Daemon) notNestedLocked(name, vol string) error {
+	for other, e := range d.vms {
+		if other == name || e.req.Volume == "" {
+			continue
+		}
+		if within(vol, e.req.Volume) || within(e.req.Volume, vol) {
+			return fmt.Errorf("vm %q: volume %q overlaps vm %q's volume %q: give each VM a directory of its own: %w",
+				name, vol, other, e.req.Volume, hostapi.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// within reports whether path is dir or below it (both clean and absolute).
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // searchable checks that the sandbox, whose ids are nobody's on the host,

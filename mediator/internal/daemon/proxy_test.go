@@ -105,3 +105,25 @@ func TestCreateVMChecksProxyPlacement(t *testing.T) {
 		t.Errorf("%d vms created", len(vms))
 	}
 }
+
+func TestVolumesDoNotNest(t *testing.T) {
+	d := &Daemon{vms: map[string]*entry{"outer": {req: hostapi.CreateVMRequest{Name: "outer", Volume: "/srv/vols/outer"}}}}
+	for _, tc := range []struct {
+		vol string
+		ok  bool
+	}{
+		{"/srv/vols/outer/inner", false}, // inside another VM's volume
+		{"/srv/vols", false},             // holding it
+		{"/srv/vols/outer", false},       // the same
+		{"/srv/vols/outer2", true},       // a sibling whose name shares a prefix
+		{"/srv/other", true},
+	} {
+		err := d.notNestedLocked("new", tc.vol)
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, hostapi.ErrInvalid)) {
+			t.Errorf("volume %s: %v, want ok=%v", tc.vol, err, tc.ok)
+		}
+	}
+	if err := d.notNestedLocked("outer", "/srv/vols/outer"); err != nil {
+		t.Errorf("a VM's own volume (restore): %v", err)
+	}
+}
