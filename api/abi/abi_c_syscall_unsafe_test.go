@@ -47,7 +47,8 @@ func TestCSyscallProtocol(t *testing.T) {
 			cc := requireTool(t, tc.compiler)
 			bin := filepath.Join(t.TempDir(), "syscall_guest")
 			compile(t, cc, append(tc.args, "-O2", "-pthread", "-I", inc, "-o", bin, src)...)
-			runSyscallGuest(t, bin, 8, 200, 4)
+			runSyscallGuest(t, bin, 8, 200, 4, false)
+			runSyscallGuest(t, bin, 4, 200, 4, true)
 		})
 	}
 }
@@ -73,7 +74,7 @@ type hostCall struct {
 	s    Slot
 }
 
-func runSyscallGuest(t *testing.T, bin string, threads, calls, slots int) {
+func runSyscallGuest(t *testing.T, bin string, threads, calls, slots int, owned bool) {
 	const spare = 2 // slots past the guest's, which must stay zero
 	f, err := os.Create(filepath.Join(t.TempDir(), "syscall-area"))
 	if err != nil {
@@ -102,7 +103,11 @@ func runSyscallGuest(t *testing.T, bin string, threads, calls, slots int) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, f.Name(), itoa(uint64(threads)), itoa(uint64(calls)), itoa(uint64(slots)))
+	args := []string{f.Name(), itoa(uint64(threads)), itoa(uint64(calls)), itoa(uint64(slots))}
+	if owned {
+		args = append(args, "1")
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -149,6 +154,13 @@ func runSyscallGuest(t *testing.T, bin string, threads, calls, slots int) {
 	}
 	if want := threads * (calls / 4); nonBlocking != want {
 		t.Errorf("%d non-blocking calls, want %d", nonBlocking, want)
+	}
+	// Owned callers set their slots' ready hints (this host never clears
+	// them); nothing else does.
+	for i := range slots + spare {
+		if set := mem[SyscallReadyMapOff+i] != 0; set != (owned && i < threads) {
+			t.Errorf("ready hint of slot %d: %v", i, set)
+		}
 	}
 	// Each slot ends FREE, its sequence advanced once per call.
 	for i := range slots + spare {
@@ -216,7 +228,10 @@ func (g *guestSlots) serve(t *testing.T, exited <-chan error) ([]hostCall, error
 			off := SlotOff(uint32(c.slot))
 			le.PutUint64(g.mem[off+SysRet:], c.s.Args[0]*1000000+c.s.Args[1])
 			le.PutUint64(g.mem[off+SysErrno:], c.s.Args[2])
-			if !atomic.CompareAndSwapUint32(g.state(c.slot), SlotWord(SlotProcessing, c.s.Seq), SlotWord(SlotFinished, c.s.Seq)) {
+			// FINISHED|s and the errno (SysFinErrno) in one store.
+			w := g.word64(c.slot)
+			if uint32(w) != SlotWord(SlotProcessing, c.s.Seq) ||
+				!atomic.CompareAndSwapUint64(g.word64p(c.slot), w, uint64(SlotWord(SlotFinished, c.s.Seq))|c.s.Args[2]<<32) {
 				t.Fatalf("slot %d changed under the host while PROCESSING", c.slot)
 			}
 		}
@@ -234,6 +249,13 @@ func (g *guestSlots) serve(t *testing.T, exited <-chan error) ([]hostCall, error
 		}
 	}
 }
+
+// word64p points at slot i's bytes 0..7: the state word and SysFinErrno.
+func (g *guestSlots) word64p(i int) *uint64 {
+	return (*uint64)(unsafe.Pointer(&g.mem[SlotOff(uint32(i))+SysState]))
+}
+
+func (g *guestSlots) word64(i int) uint64 { return atomic.LoadUint64(g.word64p(i)) }
 
 func (g *guestSlots) anyReady() bool {
 	for i := range g.used {

@@ -66,6 +66,8 @@ func cConstChecks() []cCheck {
 		{"SLUICE_IVSHMEM_DOORBELL", 12},
 
 		{"SLUICE_FEATURE_SYSCALLS", FeatureSyscalls},
+		{"SLUICE_FEATURE_READY_MAP", FeatureReadyMap},
+		{"SLUICE_FEATURE_RESULT_WORD", FeatureResultWord},
 		{"SLUICE_HDR_MAGIC", HdrMagic},
 		{"SLUICE_HDR_VERSION_MAJOR", HdrVersionMajor},
 		{"SLUICE_HDR_VERSION_MINOR", HdrVersionMinor},
@@ -163,6 +165,7 @@ func cConstChecks() []cCheck {
 		{"SLUICE_LAUNCH_RELOCS", LaunchRelocs},
 
 		{"SLUICE_SYSCALL_BITMAP_OFF", SyscallBitmapOff},
+		{"SLUICE_SYSCALL_READY_MAP_OFF", SyscallReadyMapOff},
 		{"SLUICE_SYSCALL_SLOTS_OFF", SyscallSlotsOff},
 		{"SLUICE_SYS_STATE", SysState},
 		{"SLUICE_SYS_NUMBER", SysNumber},
@@ -171,6 +174,7 @@ func cConstChecks() []cCheck {
 		{"SLUICE_SYS_ARGS", SysArgs},
 		{"SLUICE_SYS_RET", SysRet},
 		{"SLUICE_SYS_ERRNO", SysErrno},
+		{"SLUICE_SYS_FIN_ERRNO", SysFinErrno},
 		{"SLUICE_SYS_COOKIE", SysCookie},
 		{"SLUICE_SYS_ARG_COUNT", SysArgCount},
 		{"SLUICE_SYS_FLAG_BLOCKING", u(SysFlagBlocking)},
@@ -257,6 +261,8 @@ func cConstChecks() []cCheck {
 		{"SLUICE_PROG_KERNEL", ProgKernel},
 		{"SLUICE_PROG_STRONG", ProgStrong},
 		{"SLUICE_PROG_RELAXED", ProgRelaxed},
+		{"SLUICE_PROG_OWN_SLOTS", ProgOwnSlots},
+		{"SLUICE_PROG_ORDER_MASK", ProgOrderMask},
 		{"SLUICE_KERNEL_SYS_ONE", KernelSysOne},
 		{"SLUICE_SYS_ONE_NUMBER", SysOneNumber},
 		{"SLUICE_SYS_ONE_ARGS", SysOneArgs},
@@ -524,6 +530,7 @@ func cHelperChecks(t *testing.T, l Layout) []cCheck {
 		{"(uintptr_t)sluice_channel_desc(base, &h, 0) - (uintptr_t)base", l.ChannelOff(0)},
 		{"(uintptr_t)sluice_channel_desc(base, &h, 3) - (uintptr_t)base", l.ChannelOff(3)},
 		{"(uintptr_t)sluice_syscall_bitmap(base, &h) - (uintptr_t)base", l.SyscallOff + SyscallBitmapOff},
+		{"(uintptr_t)sluice_syscall_ready_map(base, &h) - (uintptr_t)base", l.SyscallOff + SyscallReadyMapOff},
 		{"(uintptr_t)sluice_syscall_slot_at(base, &h, 0) - (uintptr_t)base", l.SyscallOff + SyscallSlotsOff},
 		{"(uintptr_t)sluice_syscall_slot_at(base, &h, 127) - (uintptr_t)base", l.SyscallOff + SyscallSlotsOff + 127*SyscallSlotSize},
 	}

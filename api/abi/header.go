@@ -35,6 +35,13 @@ const (
 // Feature bits announced in Header.Features.
 const (
 	FeatureSyscalls uint64 = 1 << 0 // the syscall area is served
+	// FeatureReadyMap: the host scans the syscall area's ready map (one hint
+	// byte per slot, syscall.go) and the state words only now and then;
+	// guests should set the hints.
+	FeatureReadyMap uint64 = 1 << 1
+	// FeatureResultWord: a FINISHED slot holds its errno at SysFinErrno too,
+	// stored with the state word (syscall.go).
+	FeatureResultWord uint64 = 1 << 2
 )
 
 // Header is the first part of the region, written by the host when the

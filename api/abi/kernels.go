@@ -15,7 +15,7 @@ package abi
 //	16  u32 first_slot   the slots this launch may use: [first_slot, first_slot+nslots)
 //	20  u32 nslots
 //	24  u8  granularity  ProgWorkItem, ProgWorkGroup or ProgKernel: which threads call
-//	25  u8  ordering     ProgStrong or ProgRelaxed
+//	25  u8  ordering     ProgStrong or ProgRelaxed, optionally | ProgOwnSlots
 //	26  u8  context      the guest context of every call
 //	27  u8  flags        slot flags (SysFlagBlocking is implied where a result is used)
 //	28  u32 iterations   calls per caller (programs that repeat)
@@ -41,6 +41,17 @@ package abi
 // other than the caller have nothing more to do. Work-item granularity is
 // strong by nature; kernel granularity is always relaxed (a barrier over the
 // whole grid could deadlock, GENESYS §4.1).
+//
+// ProgOwnSlots (a bit of the ordering byte, masked off by ProgOrderMask)
+// says that the launch owns its slots: its callers do not share them
+// (nslots ≥ callers) and nothing else uses them while it runs. A caller then
+// makes its calls without the cookie lock and without reading the state word
+// at each claim: it reads its slot's state once, waits for FREE|s, and keeps
+// the sequence number itself (after a non-blocking call, which the host
+// frees, it waits for FREE again before the next). A launch with more callers
+// than slots ignores the bit (the programs check). Break the promise and
+// calls may be lost or mixed up (the launch's own), never another's: the
+// host's checks are the same either way.
 //
 // Pointer arguments of calls are heap offsets (the host reads them so); a
 // program that reads what a call wrote (pread's bytes) gets the heap's
@@ -69,6 +80,9 @@ const (
 
 	ProgStrong  = 0 // callers' earlier memory writes are visible to the host first; the group waits for the result
 	ProgRelaxed = 1 // no barrier: the other work-items of the group go on
+
+	ProgOwnSlots  = 0x80 // ordering bit: the launch's callers own their slots (see above)
+	ProgOrderMask = 0x7f // the ordering byte less its option bits
 )
 
 // The programs, by kernel name, and their specific arguments.

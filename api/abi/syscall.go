@@ -7,12 +7,28 @@ import (
 
 // The syscall area (ABI 1.1, announced by FeatureSyscalls).
 //
-// It starts at Layout.SyscallOff with a page holding the ready bitmap, then
+// It starts at Layout.SyscallOff with a page holding the ready map, then
 // Layout.SyscallSlots slots of SyscallSlotSize bytes at SyscallSlotsOff.
-// The bitmap (bit i%64 of the little-endian uint64 word i/64 for slot i) is a
-// hint a guest may set when slot i becomes READY; the host never relies on
-// it (a GPU cannot always make an atomic OR to host memory over PCIe) and
-// finds READY slots by their state words.
+//
+// # The ready map (FeatureReadyMap)
+//
+// Byte i of the page at SyscallReadyMapOff is slot i's ready hint (1024
+// slots: 16 cache lines, against 1024 for the state words). A guest sets it
+// to any nonzero value with a plain store after it stored READY (a GPU
+// cannot always make an atomic read-modify-write on host memory over PCIe,
+// and a byte store needs none). The host scans the map, and for each set
+// byte clears it BEFORE it reads the slot's state word, so that a hint set
+// by a later publish of the slot is never lost; when the state is not READY
+// yet but POPULATING (a GPU's hint store may land before its READY store),
+// it sets the byte again and looks at the next pass. Hints are only hints:
+// the host still reads the state word and acts on it alone, and it also
+// scans every state word now and then (the mediator: every 64 passes
+// or 50 µs, and at each idle scan), so that a guest that sets no hints (a guest library older than
+// FeatureReadyMap, a hostile one) is still served, only later; a hint on a
+// slot that is not READY costs the host one state read. Before
+// FeatureReadyMap the page held a bitmap (bit i of the little-endian uint64
+// word i/64) that no host read: a guest that still sets bits there sets
+// hint bytes 0..511, which is harmless.
 //
 // # One slot
 //
@@ -44,9 +60,10 @@ import (
 // writes afterwards reaches the call: the host acts on its copy.
 //
 //   - Blocking calls: when the call ends the host writes args[0] and args[1]
-//     and then FINISHED|s, by compare-and-swap from PROCESSING|s (a guest that
-//     scribbled on the state loses its result). The caller reads the result
-//     and frees the slot with FREE|s+1.
+//     and then FINISHED|s with the errno at SysFinErrno, by an 8-byte
+//     compare-and-swap from PROCESSING|s and the bytes 4..7 the copy held (a
+//     guest that scribbled on them loses its result). The caller reads the
+//     result and frees the slot with FREE|s+1.
 //   - Non-blocking calls (no SysFlagBlocking): the host frees the slot right
 //     after the copy, READY|s → FREE|s+1; the result is discarded (counted
 //     in the host's statistics).
@@ -55,20 +72,26 @@ import (
 // completion (or a guest racing the host on a recycled slot) is recognised
 // instead of being mistaken for the current call (the ABA problem).
 const (
-	SyscallBitmapOff = 0        // relative to Layout.SyscallOff
-	SyscallSlotsOff  = PageSize // relative to Layout.SyscallOff
+	SyscallBitmapOff   = 0        // relative to Layout.SyscallOff: the page before the slots (ABI 1.1 before FeatureReadyMap: a bitmap no host read)
+	SyscallReadyMapOff = 0        // relative to Layout.SyscallOff: one hint byte per slot (FeatureReadyMap)
+	SyscallSlotsOff    = PageSize // relative to Layout.SyscallOff
 )
+
+// ReadyMapOff is the offset of slot i's ready hint byte relative to
+// Layout.SyscallOff.
+func ReadyMapOff(i uint32) uint64 { return SyscallReadyMapOff + uint64(i) }
 
 // Field offsets within one GENESYS syscall slot.
 const (
-	SysState   = 0  // uint32 state word
-	SysNumber  = 4  // uint16 call number
-	SysFlags   = 6  // uint8 SysFlag*
-	SysContext = 7  // uint8 context id
-	SysArgs    = 8  // uint64[SysArgCount]
-	SysRet     = 8  // int64 return value (args[0]), written by the host
-	SysErrno   = 16 // uint64 errno (args[1]), written by the host
-	SysCookie  = 56 // uint64, the guest's own
+	SysState    = 0  // uint32 state word
+	SysNumber   = 4  // uint16 call number
+	SysFlags    = 6  // uint8 SysFlag*
+	SysContext  = 7  // uint8 context id
+	SysArgs     = 8  // uint64[SysArgCount]
+	SysRet      = 8  // int64 return value (args[0]), written by the host
+	SysErrno    = 16 // uint64 errno (args[1]), written by the host
+	SysFinErrno = 4  // uint32 errno in a FINISHED slot (FeatureResultWord), stored with the state word
+	SysCookie   = 56 // uint64, the guest's own
 
 	SysArgCount = 6
 )

@@ -146,9 +146,27 @@ type Launch struct {
 	Iterations  uint32
 	FirstSlot   uint32
 	Slots       uint32 // 0: every slot from FirstSlot
+	// SharedSlots: other launches may use [FirstSlot, FirstSlot+Slots)
+	// while this one runs. Without it a launch whose callers do not
+	// outnumber its slots owns them (abi.ProgOwnSlots: no lock, no state
+	// read at each claim); with it, or with more callers than slots, the
+	// callers take turns under the library's lock.
+	SharedSlots bool
 	Out         uint64 // heap offset of the program's results
 	Specific    []byte // the blob from abi.ProgSpecific on
 	HeapRelocs  []uint32
+}
+
+// callers is how many callers the launch has, by granularity (at most: a
+// program may make fewer).
+func (l *Launch) callers() uint64 {
+	switch l.Granularity {
+	case abi.ProgWorkItem:
+		return uint64(l.Grid) * uint64(l.Block)
+	case abi.ProgWorkGroup:
+		return uint64(l.Grid)
+	}
+	return 1
 }
 
 // Launch runs a program and waits for it.
@@ -162,6 +180,9 @@ func (r *Runner) Launch(ctx context.Context, l Launch) error {
 	le.PutUint32(blob[abi.ProgFirstSlot:], l.FirstSlot)
 	le.PutUint32(blob[abi.ProgSlots:], l.Slots)
 	blob[abi.ProgGranularity], blob[abi.ProgOrdering] = l.Granularity, l.Ordering
+	if !l.SharedSlots && l.callers() <= uint64(l.Slots) {
+		blob[abi.ProgOrdering] |= abi.ProgOwnSlots
+	}
 	blob[abi.ProgContext], blob[abi.ProgFlags] = l.Context, l.Flags
 	le.PutUint32(blob[abi.ProgIterations:], l.Iterations)
 	blob = append(blob, l.Specific...)

@@ -58,11 +58,14 @@ const (
 	NullPhasesRec      = 32
 	// Modes (bits): no cookie lock, no state read at the claim after the
 	// first (with PhaseOwned), poll without nanosleep, free with a relaxed
-	// store.
-	PhaseOwned    = 1
-	PhaseKnownSeq = 2
-	PhaseSpin     = 4
-	PhaseFreeRlx  = 8
+	// store, set no ready hint, read the result the old way (state, then
+	// args[0] and args[1]; otherwise one 16-byte load).
+	PhaseOwned     = 1
+	PhaseKnownSeq  = 2
+	PhaseSpin      = 4
+	PhaseFreeRlx   = 8
+	PhaseNoHint    = 16
+	PhaseOldResult = 32
 )
 
 // Names lists every entry point of PTX.

@@ -30,7 +30,17 @@ struct caller {
 	int group;        /* work-group granularity: the block takes part */
 	int strong;       /* work-group granularity with strong ordering */
 	struct sluice_syscall_slot *slot;
+	struct sluice_sys_caller sc; /* the slot, its ready hint, owned or not */
 };
+
+/* at points c at slot first_slot + k % nslots; the launch's callers own
+ * their slots when it says so and there are no more callers than slots. */
+static __device__ void at(const struct sluice_prog_args *p, struct caller *c, uint32_t k)
+{
+	int owned = (p->ordering & SLUICE_PROG_OWN_SLOTS) && c->n <= p->nslots;
+	c->sc = sluice_sys_caller_at((void *)p->sys, p->first_slot + k % p->nslots, owned);
+	c->slot = c->sc.slot;
+}
 
 /* whoami fills c; 0 when the launch makes no call at all (no slots, an
  * unknown granularity). */
@@ -52,7 +62,7 @@ static __device__ int whoami(const struct sluice_prog_args *p, struct caller *c)
 		c->n = sluice_grid_blocks();
 		c->calls = t == 0;
 		c->group = 1;
-		c->strong = p->ordering == SLUICE_PROG_STRONG;
+		c->strong = (p->ordering & SLUICE_PROG_ORDER_MASK) == SLUICE_PROG_STRONG;
 		break;
 	case SLUICE_PROG_KERNEL:
 		c->id = 0;
@@ -62,22 +72,22 @@ static __device__ int whoami(const struct sluice_prog_args *p, struct caller *c)
 	default:
 		return 0;
 	}
-	c->slot = sluice_sys_slot((void *)p->sys, p->first_slot + c->id % p->nslots);
+	at(p, c, c->id);
 	return 1;
 }
 
 /* call makes one call as c: work-group granularity goes through the group
  * helper (every work-item of a strongly ordered group must get here and
  * gets the result), the others through the caller alone. */
-static __device__ struct sluice_sysret call(const struct caller *c, const struct sluice_prog_args *p, uint16_t nr,
+static __device__ struct sluice_sysret call(struct caller *c, const struct sluice_prog_args *p, uint16_t nr,
                                             uint8_t flags, const uint64_t *args)
 {
 	struct sluice_sysret r = {0, 0};
 	if (c->group)
-		return sluice_syscall_work_group(c->slot, nr, flags, p->context, args,
-		                                 c->strong ? SLUICE_PROG_STRONG : SLUICE_PROG_RELAXED);
+		return sluice_syscall_work_group_as(&c->sc, nr, flags, p->context, args,
+		                                    c->strong ? SLUICE_PROG_STRONG : SLUICE_PROG_RELAXED);
 	if (c->calls)
-		r = sluice_syscall(c->slot, nr, flags, p->context, args);
+		r = sluice_syscall_as(&c->sc, nr, flags, p->context, args);
 	return r;
 }
 
@@ -100,7 +110,8 @@ extern "C" __global__ void sluice_sys_one(struct sluice_sys_one_args a)
 	if (!c.group && sluice_thread_in_block() != 0)
 		return;
 	c.calls = sluice_thread_in_block() == 0;
-	c.slot = sluice_sys_slot((void *)a.prog.sys, a.prog.first_slot);
+	c.n = 1;
+	at(&a.prog, &c, 0);
 	for (i = 0; i < SLUICE_SYS_ARG_COUNT; i++)
 		args[i] = a.args[i];
 	r = call(&c, &a.prog, (uint16_t)a.number, (uint8_t)(a.prog.flags | SLUICE_SYS_FLAG_BLOCKING), args);
@@ -239,7 +250,7 @@ struct wc_state {
 
 /* count_file counts one open file into s: pread chunk by chunk until EOF
  * or a failure. Every work-item of a strongly ordered group runs it. */
-static __device__ void count_file(const struct sluice_wc_args *a, const struct caller *c, uint64_t fd,
+static __device__ void count_file(const struct sluice_wc_args *a, struct caller *c, uint64_t fd,
                                   struct wc_state *s, uint32_t t, uint32_t T)
 {
 	__shared__ unsigned long long group_words;
@@ -304,8 +315,8 @@ extern "C" __global__ void sluice_wordcount(struct sluice_wc_args a)
 		c.n = sluice_grid_blocks();
 		c.calls = t == 0;
 		c.group = 1;
-		c.strong = p->ordering == SLUICE_PROG_STRONG;
-		c.slot = sluice_sys_slot((void *)p->sys, p->first_slot + g % p->nslots);
+		c.strong = (p->ordering & SLUICE_PROG_ORDER_MASK) == SLUICE_PROG_STRONG;
+		at(p, &c, g);
 	}
 	first = p->granularity == SLUICE_PROG_KERNEL ? 0 : g;
 	stride = c.n;
@@ -361,11 +372,17 @@ extern "C" __global__ void sluice_wordcount(struct sluice_wc_args a)
  *   PH_KNOWNSEQ  with PH_OWNED: read the state word only at the first claim
  *   PH_SPIN      poll for FINISHED without nanosleep
  *   PH_FREE_RLX  free the slot with a relaxed store (no system fence)
+ *   PH_NOHINT    set no ready hint (the host finds the call by a full scan)
+ *   PH_OLDRESULT read the result the old way: the state word (acquire),
+ *                then ret and errno (args[0], args[1]); otherwise one
+ *                16-byte load (sluice_sys_result)
  */
 #define PH_OWNED 1u
 #define PH_KNOWNSEQ 2u
 #define PH_SPIN 4u
 #define PH_FREE_RLX 8u
+#define PH_NOHINT 16u
+#define PH_OLDRESULT 32u
 #define SLUICE_PHASES_REC 32
 
 struct sluice_null_phases_args {
@@ -406,17 +423,27 @@ extern "C" __global__ void sluice_sys_null_phases(struct sluice_null_phases_args
 		sluice_sys_populate(s, SLUICE_SYS_NULL, flags, a.prog.context, 0);
 		t2 = globaltimer();
 		sluice_sys_store_release(&s->state, sluice_slot_word(SLUICE_SLOT_READY, seq));
+		if (!(mode & PH_NOHINT))
+			*(volatile uint8_t *)((uint8_t *)a.prog.sys + SLUICE_SYSCALL_READY_MAP_OFF + a.prog.first_slot +
+			                      c.id % a.prog.nslots) = 1;
 		t3 = globaltimer();
 		ns = 0;
 		for (;;) {
+			struct sluice_sysret r;
 			polls++;
-			if (sluice_sys_load_acquire(&s->state) == sluice_slot_word(SLUICE_SLOT_FINISHED, seq))
+			if (mode & PH_OLDRESULT) {
+				if (sluice_sys_load_acquire(&s->state) == sluice_slot_word(SLUICE_SLOT_FINISHED, seq))
+					break;
+			} else if (sluice_sys_result(s, seq, &r)) {
+				w = (uint32_t)r.ret | (uint32_t)r.err;
 				break;
+			}
 			if (!(mode & PH_SPIN))
 				sluice_sys_backoff(&ns);
 		}
 		t4 = globaltimer();
-		w = (uint32_t)v->args[0] | (uint32_t)v->args[1];
+		if (mode & PH_OLDRESULT)
+			w = (uint32_t)v->args[0] | (uint32_t)v->args[1];
 		if (mode & PH_FREE_RLX)
 			v->state = sluice_slot_word(SLUICE_SLOT_FREE, sluice_next_seq(seq)) | (w & 0); /* after the reads */
 		else

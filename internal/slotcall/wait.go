@@ -31,7 +31,8 @@ func (a *Area) Claim(slot uint32) (Ticket, error) {
 }
 
 // Publish writes req into the claimed slot and makes it READY. Every field is
-// stored before the state word, which is stored last (release).
+// stored before the state word, which is stored last (release); then the
+// slot's ready hint is set (abi.FeatureReadyMap).
 func (a *Area) Publish(t Ticket, req Request) {
 	base := a.off + abi.SlotOff(t.Slot)
 	a.r.Store32(base+abi.SysNumber, uint32(req.Number)|uint32(req.Flags)<<16|uint32(req.Context)<<24)
@@ -40,6 +41,20 @@ func (a *Area) Publish(t Ticket, req Request) {
 	}
 	a.r.Store64(base+abi.SysCookie, req.Cookie)
 	a.r.Store32(base+abi.SysState, abi.SlotWord(abi.SlotReady, t.Seq))
+	a.setHint(t.Slot)
+}
+
+// setHint sets slot's ready-map byte, by compare-and-swap on its aligned
+// word (the host clears the other bytes of the word concurrently).
+func (a *Area) setHint(slot uint32) {
+	off := a.off + abi.ReadyMapOff(slot)
+	word, shift := off&^3, 8*(off&3)
+	for {
+		old := a.r.Load32(word)
+		if old>>shift&0xff != 0 || a.r.CompareAndSwap32(word, old, old|1<<shift) {
+			return
+		}
+	}
 }
 
 // Wait polls the published blocking call t until the host finishes it, reads
@@ -53,13 +68,16 @@ func (a *Area) Wait(t Ticket) (Result, error) {
 	off := a.stateOff(t.Slot)
 	var p poller
 	for {
-		st, seq := abi.SplitSlotWord(a.r.Load32(off))
+		// The state word and, once FINISHED, the errno beside it
+		// (abi.FeatureResultWord) in one load.
+		w := a.r.Load64(off)
+		st, seq := abi.SplitSlotWord(uint32(w))
 		switch {
 		case seq != t.Seq&abi.SlotSeqMask || (st != abi.SlotReady && st != abi.SlotProcessing && st != abi.SlotFinished):
 			return Result{}, fmt.Errorf("waiting on slot %d seq %d: found %v seq %d: %w", t.Slot, t.Seq, st, seq, ErrLost)
 		case st == abi.SlotFinished:
 			base := a.off + abi.SlotOff(t.Slot)
-			r := Result{Ret: int64(a.r.Load64(base + abi.SysRet)), Errno: abi.Errno(a.r.Load64(base + abi.SysErrno))}
+			r := Result{Ret: int64(a.r.Load64(base + abi.SysRet)), Errno: abi.Errno(w >> 32)}
 			a.r.Store32(off, abi.SlotWord(abi.SlotFree, abi.NextSeq(seq)))
 			return r, nil
 		}

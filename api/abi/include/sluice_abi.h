@@ -115,7 +115,9 @@ extern "C" {
  * ------------------------------------------------------------------------ */
 
 /* Feature bits in sluice_header.features. */
-#define SLUICE_FEATURE_SYSCALLS UINT64_C(0x1) /* the syscall area is served */
+#define SLUICE_FEATURE_SYSCALLS UINT64_C(0x1)    /* the syscall area is served */
+#define SLUICE_FEATURE_READY_MAP UINT64_C(0x2)   /* the host scans the ready map (hint bytes), the state words now and then */
+#define SLUICE_FEATURE_RESULT_WORD UINT64_C(0x4) /* a FINISHED slot holds its errno at SLUICE_SYS_FIN_ERRNO too */
 
 /* Byte offsets of the header's fields. */
 #define SLUICE_HDR_MAGIC 0
@@ -378,12 +380,17 @@ struct sluice_reloc {
  * Syscall area (1.1, SLUICE_FEATURE_SYSCALLS; header.syscall_off)
  * ------------------------------------------------------------------------ */
 
-/* The area starts with a page holding the ready bitmap: bit i (bit i % 64 of
- * the little-endian uint64_t word i / 64) is a hint a guest may set when slot
- * i becomes READY; the host never relies on it (a GPU cannot always make an
- * atomic OR to host memory) and finds READY slots by their state words. The
- * slots follow. Offsets are relative to header.syscall_off. */
-#define SLUICE_SYSCALL_BITMAP_OFF 0
+/* The area starts with a page holding the ready map (SLUICE_FEATURE_READY_MAP):
+ * byte i is slot i's ready hint, which a guest sets (any nonzero value, a
+ * plain store) after it stored READY. The host scans the map; for a set byte
+ * it clears the byte, then reads the slot's state word (it sets the byte
+ * again while the state is still POPULATING: the hint may land first), and
+ * it still scans every state word now and then: hints are only hints, and a
+ * guest that sets none is served, later. (Before the ready map the page held
+ * a bitmap, bit i of uint64_t word i / 64, that no host read.) The slots
+ * follow. Offsets are relative to header.syscall_off. */
+#define SLUICE_SYSCALL_BITMAP_OFF 0    /* the page before the slots */
+#define SLUICE_SYSCALL_READY_MAP_OFF 0 /* one hint byte per slot */
 #define SLUICE_SYSCALL_SLOTS_OFF 4096
 
 /* Byte offsets within a slot. */
@@ -394,6 +401,8 @@ struct sluice_reloc {
 #define SLUICE_SYS_ARGS 8
 #define SLUICE_SYS_RET 8     /* i64 return value (args[0]), written by the host */
 #define SLUICE_SYS_ERRNO 16  /* u64 errno (args[1]), written by the host */
+#define SLUICE_SYS_FIN_ERRNO 4 /* u32 errno of a FINISHED slot (SLUICE_FEATURE_RESULT_WORD): bytes 0..7 are
+                                * stored at once, FINISHED|s and the errno, after ret and args[1] */
 #define SLUICE_SYS_COOKIE 56
 #define SLUICE_SYS_ARG_COUNT 6
 
@@ -530,6 +539,9 @@ struct sluice_syscall_slot {
 /* sluice_prog_args.ordering (work-group granularity). */
 #define SLUICE_PROG_STRONG 0  /* barriers before and after the call: the group's writes first, the group waits */
 #define SLUICE_PROG_RELAXED 1 /* no barriers: the other work-items go on */
+/* Option bits of sluice_prog_args.ordering. */
+#define SLUICE_PROG_OWN_SLOTS 0x80u  /* the callers own their slots: no sharing (nslots >= callers), no lock */
+#define SLUICE_PROG_ORDER_MASK 0x7fu /* the ordering less the option bits */
 
 struct sluice_prog_args {
 	uint64_t sys;         /* SLUICE_RELOC_SYSCALL: the syscall area */
@@ -696,6 +708,11 @@ SLUICE_INLINE struct sluice_syscall_slot *sluice_syscall_slot_at(void *base, con
 SLUICE_INLINE uint64_t *sluice_syscall_bitmap(void *base, const struct sluice_header *hdr)
 {
 	return (uint64_t *)((uint8_t *)base + hdr->syscall_off + SLUICE_SYSCALL_BITMAP_OFF);
+}
+
+SLUICE_INLINE uint8_t *sluice_syscall_ready_map(void *base, const struct sluice_header *hdr)
+{
+	return (uint8_t *)base + hdr->syscall_off + SLUICE_SYSCALL_READY_MAP_OFF;
 }
 
 /* Slot state words. */

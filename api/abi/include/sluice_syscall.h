@@ -38,8 +38,27 @@
  *   r = sluice_sys_wait(slot, seq);        FINISHED|s: ret, errno; FREE|s+1
  *
  * or sluice_syscall() for all four. A call without SLUICE_SYS_FLAG_BLOCKING
- * ends at the ring: the host frees the slot and discards the result. The
- * ready bitmap (a hint) is left alone: the host scans the state words.
+ * ends at the ring: the host frees the slot and discards the result.
+ *
+ * A caller handle (struct sluice_sys_caller, sluice_sys_caller_at) adds two
+ * things, through the *_as functions and sluice_syscall_as:
+ *   - the ready hint (SLUICE_FEATURE_READY_MAP): after READY the caller
+ *     stores 1 to its slot's byte of the ready map, so that the host finds
+ *     the call without scanning every state word (without the hint the call
+ *     is found by the host's periodic full scan, later);
+ *   - owned slots (SLUICE_PROG_OWN_SLOTS): a caller that alone uses its
+ *     slot takes no lock and does not read the state word at each claim: it
+ *     waits for FREE once, keeps the sequence number, and waits again only
+ *     after a non-blocking call (the host frees that slot).
+ *
+ * The result (SLUICE_FEATURE_RESULT_WORD, which this library needs of the
+ * host unless SLUICE_SYS_LEGACY_RESULT is defined): a FINISHED slot holds
+ * the errno at SLUICE_SYS_FIN_ERRNO, stored with the state word, so a GPU
+ * polls with one 16-byte load of bytes 0..15 (state, errno, ret: one PCIe
+ * read, served from one coherent copy of the line the host wrote ret to
+ * before it swapped the state in) and, once FINISHED, an acquire fence
+ * (what the call wrote elsewhere, a pread's bytes, is visible after it).
+ * A CPU loads bytes 0..7 with acquire ordering, then ret.
  *
  * Tuning, by defining before the include:
  *   SLUICE_POLL_MAX_NS  longest GPU back-off between two polls of a state
@@ -267,16 +286,44 @@ SLUICE_SYS_FN void sluice_sys_ring(struct sluice_syscall_slot *slot, uint32_t se
 #endif
 }
 
+/* Read the result of the call rung with seq if the slot is FINISHED|seq:
+ * 1 with *r filled (and, on a GPU, an acquire fence done), else 0. The slot
+ * is left as it is. */
+SLUICE_SYS_FN int sluice_sys_result(struct sluice_syscall_slot *slot, uint32_t seq, struct sluice_sysret *r)
+{
+	volatile struct sluice_syscall_slot *v = slot;
+#if defined(SLUICE_SYS_LEGACY_RESULT)
+	if (sluice_sys_load_acquire(&slot->state) != sluice_slot_word(SLUICE_SLOT_FINISHED, seq))
+		return 0;
+	r->ret = (int64_t)v->args[0];
+	r->err = v->args[1];
+#elif defined(__CUDA_ARCH__)
+	uint64_t w, ret;
+	asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];" : "=l"(w), "=l"(ret) : "l"(slot) : "memory");
+	if ((uint32_t)w != sluice_slot_word(SLUICE_SLOT_FINISHED, seq))
+		return 0;
+	/* Acquire: with the load above, what the host wrote before FINISHED. */
+	asm volatile("fence.acq_rel.sys;" ::: "memory");
+	r->ret = (int64_t)ret;
+	r->err = w >> 32;
+	(void)v;
+#else
+	uint64_t w = __atomic_load_n((uint64_t *)(void *)slot, __ATOMIC_ACQUIRE);
+	if ((uint32_t)w != sluice_slot_word(SLUICE_SLOT_FINISHED, seq))
+		return 0;
+	r->ret = (int64_t)v->args[0];
+	r->err = w >> 32;
+#endif
+	return 1;
+}
+
 /* Check once whether the blocking call rung with seq has finished. If so,
  * store its result in *r, free the slot (FREE|seq+1) and return 1; else
  * return 0 (call it again later: the GPU can do other work in between). */
 SLUICE_SYS_FN int sluice_sys_poll(struct sluice_syscall_slot *slot, uint32_t seq, struct sluice_sysret *r)
 {
-	volatile struct sluice_syscall_slot *v = slot;
-	if (sluice_sys_load_acquire(&slot->state) != sluice_slot_word(SLUICE_SLOT_FINISHED, seq))
+	if (!sluice_sys_result(slot, seq, r))
 		return 0;
-	r->ret = (int64_t)v->args[0];
-	r->err = v->args[1];
 	/* Release: the result is read before the slot can be reused. */
 	sluice_sys_store_release(&slot->state, sluice_slot_word(SLUICE_SLOT_FREE, sluice_next_seq(seq)));
 #ifdef __CUDA_ARCH__
@@ -308,6 +355,110 @@ SLUICE_SYS_FN struct sluice_sysret sluice_syscall(struct sluice_syscall_slot *sl
 	sluice_sys_ring(slot, seq, flags);
 	if (flags & SLUICE_SYS_FLAG_BLOCKING)
 		r = sluice_sys_wait(slot, seq);
+	return r;
+}
+
+/* ------------------------------------------------------------------------
+ * Caller handles: the ready hint and owned slots
+ * ------------------------------------------------------------------------ */
+
+/* One caller's view of its slot. */
+struct sluice_sys_caller {
+	struct sluice_syscall_slot *slot;
+	uint8_t *hint;  /* the slot's ready-map byte; NULL: set no hint */
+	uint32_t seq;   /* owned: the sequence number of the caller's next call */
+	uint8_t owned;  /* the caller alone uses the slot (SLUICE_PROG_OWN_SLOTS) */
+	uint8_t known;  /* owned: the slot is known to be FREE|seq */
+	uint8_t pad[2];
+};
+
+/* The caller of slot i of the area at sys, with its ready hint; owned:
+ * no other caller uses the slot while this one does. */
+SLUICE_SYS_FN struct sluice_sys_caller sluice_sys_caller_at(void *sys, uint32_t i, int owned)
+{
+	struct sluice_sys_caller c;
+	c.slot = sluice_sys_slot(sys, i);
+	c.hint = (uint8_t *)sys + SLUICE_SYSCALL_READY_MAP_OFF + i;
+	c.seq = 0;
+	c.owned = owned ? 1 : 0;
+	c.known = 0;
+	c.pad[0] = c.pad[1] = 0;
+	return c;
+}
+
+/* Take c's slot (sluice_sys_claim); an owner waits for FREE only when it
+ * does not know the slot's sequence number, and takes no lock. Returns the
+ * sequence number. */
+SLUICE_SYS_FN uint32_t sluice_sys_claim_as(struct sluice_sys_caller *c)
+{
+	uint32_t w, ns = 0;
+	if (!c->owned)
+		return sluice_sys_claim(c->slot);
+	if (!c->known) {
+		for (;;) {
+			w = sluice_sys_load_acquire(&c->slot->state);
+			if (sluice_slot_state(w) == SLUICE_SLOT_FREE)
+				break;
+			sluice_sys_backoff(&ns);
+		}
+		c->seq = sluice_slot_seq(w);
+		c->known = 1;
+	}
+	/* The owner alone writes the word while it is FREE. */
+	((volatile struct sluice_syscall_slot *)c->slot)->state = sluice_slot_word(SLUICE_SLOT_POPULATING, c->seq);
+	return c->seq;
+}
+
+/* Ring c's claimed slot (sluice_sys_ring), then set its ready hint. */
+SLUICE_SYS_FN void sluice_sys_ring_as(struct sluice_sys_caller *c, uint32_t seq, uint8_t flags)
+{
+	if (c->owned) {
+		sluice_sys_store_release(&c->slot->state, sluice_slot_word(SLUICE_SLOT_READY, seq));
+		/* The host frees a non-blocking call's slot: wait for it next
+		 * time. */
+		if (!(flags & SLUICE_SYS_FLAG_BLOCKING))
+			c->known = 0;
+	} else {
+		sluice_sys_ring(c->slot, seq, flags);
+	}
+	if (c->hint)
+		*(volatile uint8_t *)c->hint = 1;
+}
+
+/* Check once for the result of c's blocking call rung with seq
+ * (sluice_sys_poll); an owner frees the slot without a lock to drop and
+ * knows the next sequence number. */
+SLUICE_SYS_FN int sluice_sys_poll_as(struct sluice_sys_caller *c, uint32_t seq, struct sluice_sysret *r)
+{
+	if (!c->owned)
+		return sluice_sys_poll(c->slot, seq, r);
+	if (!sluice_sys_result(c->slot, seq, r))
+		return 0;
+	c->seq = sluice_next_seq(seq);
+	sluice_sys_store_release(&c->slot->state, sluice_slot_word(SLUICE_SLOT_FREE, c->seq));
+	return 1;
+}
+
+/* Wait for the result of c's blocking call rung with seq. */
+SLUICE_SYS_FN struct sluice_sysret sluice_sys_wait_as(struct sluice_sys_caller *c, uint32_t seq)
+{
+	struct sluice_sysret r = {0, 0};
+	uint32_t ns = 0;
+	while (!sluice_sys_poll_as(c, seq, &r))
+		sluice_sys_backoff(&ns);
+	return r;
+}
+
+/* sluice_syscall as caller c. */
+SLUICE_SYS_FN struct sluice_sysret sluice_syscall_as(struct sluice_sys_caller *c, uint16_t number, uint8_t flags,
+                                                     uint8_t context, const uint64_t *args)
+{
+	struct sluice_sysret r = {0, 0};
+	uint32_t seq = sluice_sys_claim_as(c);
+	sluice_sys_populate(c->slot, number, flags, context, args);
+	sluice_sys_ring_as(c, seq, flags);
+	if (flags & SLUICE_SYS_FLAG_BLOCKING)
+		r = sluice_sys_wait_as(c, seq);
 	return r;
 }
 
@@ -347,9 +498,9 @@ SLUICE_DEV_FN struct sluice_sysret sluice_syscall_work_item(struct sluice_syscal
  * ordered before it), and every work-item waits for the result and gets it
  * (through shared memory). Relaxed (SLUICE_PROG_RELAXED): no barrier; only
  * work-item 0 does anything, the others return {0, 0} at once. */
-SLUICE_DEV_FN struct sluice_sysret sluice_syscall_work_group(struct sluice_syscall_slot *slot, uint16_t number,
-                                                             uint8_t flags, uint8_t context, const uint64_t *args,
-                                                             uint8_t ordering)
+SLUICE_DEV_FN struct sluice_sysret sluice_syscall_work_group_as(struct sluice_sys_caller *c, uint16_t number,
+                                                                uint8_t flags, uint8_t context, const uint64_t *args,
+                                                                uint8_t ordering)
 {
 	__shared__ struct sluice_sysret sluice_group_ret;
 	struct sluice_sysret r = {0, 0};
@@ -360,7 +511,7 @@ SLUICE_DEV_FN struct sluice_sysret sluice_syscall_work_group(struct sluice_sysca
 	if (caller) {
 		if (strong)
 			sluice_fence_system();
-		r = sluice_syscall(slot, number, flags, context, args);
+		r = sluice_syscall_as(c, number, flags, context, args);
 		if (strong)
 			sluice_group_ret = r;
 	}
@@ -371,6 +522,15 @@ SLUICE_DEV_FN struct sluice_sysret sluice_syscall_work_group(struct sluice_sysca
 		r = sluice_group_ret;
 	}
 	return r;
+}
+
+/* sluice_syscall_work_group_as with a plain shared slot and no hint. */
+SLUICE_DEV_FN struct sluice_sysret sluice_syscall_work_group(struct sluice_syscall_slot *slot, uint16_t number,
+                                                             uint8_t flags, uint8_t context, const uint64_t *args,
+                                                             uint8_t ordering)
+{
+	struct sluice_sys_caller c = {slot, 0, 0, 0, 0, {0, 0}};
+	return sluice_syscall_work_group_as(&c, number, flags, context, args, ordering);
 }
 
 /* Kernel granularity: work-item 0 of work-group 0 makes the call; always

@@ -3,7 +3,7 @@
  * calls through sluice_syscall.h on a syscall area the Go test maps too and
  * serves.
  *
- *   syscall_guest FILE THREADS CALLS SLOTS
+ *   syscall_guest FILE THREADS CALLS SLOTS [OWNED]
  *
  * FILE holds the syscall area (bitmap page, then the slots). Thread t makes
  * CALLS calls on slot t % SLOTS, so threads share slots and take turns. Call
@@ -11,7 +11,10 @@
  * 0, 0xa5a5...}, cookie t << 32 | i; every fourth call (i % 4 == 3) is
  * non-blocking. The host answers ret = t * 1000000 + i and errno args[2].
  * Thread 0 uses the step-by-step functions and polls; the others
- * sluice_syscall. Exit status 0 when every blocking call got its own answer.
+ * sluice_syscall. With OWNED 1 (THREADS <= SLOTS) every thread calls through
+ * a caller handle that owns its slot and sets the ready hint
+ * (sluice_sys_claim_as, _ring_as, _wait_as). Exit status 0 when every
+ * blocking call got its own answer.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
@@ -27,7 +30,7 @@
 #include "sluice_syscall.h"
 
 static void *sys_area;
-static uint32_t ncalls, nslots;
+static uint32_t ncalls, nslots, owned;
 
 struct worker {
 	pthread_t th;
@@ -41,12 +44,20 @@ static void *work(void *arg)
 {
 	struct worker *w = (struct worker *)arg;
 	struct sluice_syscall_slot *slot = sluice_sys_slot(sys_area, w->id % nslots);
+	struct sluice_sys_caller c = sluice_sys_caller_at(sys_area, w->id % nslots, 1);
 	uint32_t i;
 	for (i = 0; i < ncalls; i++) {
 		uint64_t args[SLUICE_SYS_ARG_COUNT] = {w->id, i, want_errno(w->id, i), 0, 0, UINT64_C(0xa5a5a5a5a5a5a5a5)};
 		uint8_t flags = (uint8_t)(i % 4 == 3 ? 0 : SLUICE_SYS_FLAG_BLOCKING);
 		struct sluice_sysret r = {0, 0};
-		if (w->id == 0) {
+		if (owned) {
+			uint32_t seq = sluice_sys_claim_as(&c);
+			sluice_sys_populate(slot, SLUICE_SYS_NULL, flags, (uint8_t)(w->id % 3), args);
+			slot->cookie = ((uint64_t)w->id << 32) | i;
+			sluice_sys_ring_as(&c, seq, flags);
+			if (flags & SLUICE_SYS_FLAG_BLOCKING)
+				r = sluice_sys_wait_as(&c, seq);
+		} else if (w->id == 0) {
 			uint32_t seq, ns = 0;
 			while (!sluice_sys_try_claim(slot, &seq))
 				sluice_sys_backoff(&ns);
@@ -96,13 +107,16 @@ int main(int argc, char **argv)
 	uint32_t n, t, bad = 0;
 	size_t size;
 	int fd;
-	if (argc != 5) {
-		fprintf(stderr, "usage: %s FILE THREADS CALLS SLOTS\n", argv[0]);
+	if (argc != 5 && argc != 6) {
+		fprintf(stderr, "usage: %s FILE THREADS CALLS SLOTS [OWNED]\n", argv[0]);
 		return 2;
 	}
 	n = (uint32_t)strtoul(argv[2], NULL, 10);
 	ncalls = (uint32_t)strtoul(argv[3], NULL, 10);
 	nslots = (uint32_t)strtoul(argv[4], NULL, 10);
+	owned = argc == 6 ? (uint32_t)strtoul(argv[5], NULL, 10) : 0;
+	if (owned && n > nslots)
+		return 2;
 	size = SLUICE_SYSCALL_SLOTS_OFF + (size_t)nslots * SLUICE_SYSCALL_SLOT_SIZE;
 	fd = open(argv[1], O_RDWR);
 	if (fd < 0 || n == 0 || nslots == 0) {

@@ -115,6 +115,7 @@ func newSyscallBenchCmd(g *globals) *cobra.Command {
 		phases       []int
 		phaseCallers []int
 		phaseIters   uint32
+		shared       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "syscall-bench",
@@ -157,7 +158,7 @@ between runs and tell them apart with --label.`,
 						return fmt.Errorf("--callers %d is not a multiple of --block-max %d", n, blockMax)
 					}
 					iters := uint32(max(1, calls/n))
-					m, err := benchNullRun(ctx, r, grid, block, iters, abi.SysFlagBlocking, pids)
+					m, err := benchNullRun(ctx, r, grid, block, iters, abi.SysFlagBlocking, shared, pids)
 					r.Reset()
 					if err != nil {
 						return fmt.Errorf("%d callers: %w", n, err)
@@ -198,14 +199,15 @@ between runs and tell them apart with --label.`,
 	fl.StringVar(&preadPath, "pread-path", "", "file in the volume for the pread comparison (at least --pread-calls × 4 KiB); empty: none")
 	fl.IntVar(&preadCalls, "pread-calls", 16384, "4 KiB preads per pread run")
 	fl.IntVar(&preadCallers, "pread-callers", 32, "concurrent callers of the pread runs (one work-group)")
-	fl.IntSliceVar(&phases, "phases", nil, "diagnostic: run sluice_sys_null_phases in each of these modes (bits: 1 no lock, 2 known seq, 4 spin, 8 relaxed free; PTX only)")
+	fl.IntSliceVar(&phases, "phases", nil, "diagnostic: run sluice_sys_null_phases in each of these modes (bits: 1 no lock, 2 known seq, 4 spin, 8 relaxed free, 16 no ready hint, 32 old result read; PTX only)")
+	fl.BoolVar(&shared, "shared-slots", false, "the null runs' callers take turns under the lock even when they could own their slots (the path before abi.ProgOwnSlots)")
 	fl.IntSliceVar(&phaseCallers, "phase-callers", []int{1, 32, 1024}, "callers of the --phases runs")
 	fl.Uint32Var(&phaseIters, "phase-iterations", 50, "calls per caller of the --phases runs")
 	return cmd
 }
 
 // benchNullRun launches the null program with flags and measures it.
-func benchNullRun(ctx context.Context, r *gpucall.Runner, grid, block, iters uint32, flags uint8, pids []int) (benchNull, error) {
+func benchNullRun(ctx context.Context, r *gpucall.Runner, grid, block, iters uint32, flags uint8, shared bool, pids []int) (benchNull, error) {
 	callers := int(grid * block)
 	m := benchNull{Callers: callers, Grid: grid, Block: block, Iterations: iters, Calls: callers * int(iters)}
 	n := uint64(m.Calls) * abi.NullOutPerCall
@@ -217,7 +219,7 @@ func benchNullRun(ctx context.Context, r *gpucall.Runner, grid, block, iters uin
 	start := time.Now()
 	err = r.Launch(ctx, gpucall.Launch{
 		Kernel: abi.KernelSysNull, Grid: grid, Block: block, Granularity: abi.ProgWorkItem,
-		Flags: flags, Iterations: iters, Out: out,
+		Flags: flags, Iterations: iters, Out: out, SharedSlots: shared,
 	})
 	wall := time.Since(start)
 	after := readCPU(pids)
@@ -356,7 +358,7 @@ func benchPreads(ctx context.Context, r *gpucall.Runner, f *gpuFlags, res *bench
 		res.Note = strings.TrimSpace(res.Note + fmt.Sprintf(" no fastcall numbered %#x could be had (got %#x): no fastcall run", abi.SysNull, num))
 		return nil
 	}
-	m, err := benchNullRun(ctx, r, 1, block, uint32(iters), abi.SysFlagBlocking|abi.SysFlagFastcall, pids)
+	m, err := benchNullRun(ctx, r, 1, block, uint32(iters), abi.SysFlagBlocking|abi.SysFlagFastcall, false, pids)
 	if err != nil {
 		// The sim's null program refuses the fastcall flag; the PTX takes it.
 		res.Note = strings.TrimSpace(res.Note + " fastcall pread: " + err.Error())

@@ -163,5 +163,6 @@ func (h *Host) take(i uint32) {
 	}
 	h.r.Store64(base+abi.SysRet, uint64(res.Ret))
 	h.r.Store64(base+abi.SysErrno, uint64(res.Errno))
+	h.r.Store32(base+abi.SysFinErrno, uint32(res.Errno)) // FeatureResultWord: with the state word
 	h.r.CompareAndSwap32(base, abi.SlotWord(abi.SlotProcessing, s.Seq), abi.SlotWord(abi.SlotFinished, s.Seq))
 }

@@ -45,7 +45,9 @@
 // one: ErrUnsupported); RelocBuffer is ErrUnsupported. The blob must hold
 // the program's arguments (more bytes are ignored), with RelocSyscall on sys
 // and RelocHeap on out and the heap fields (SweepHeap, WCHeap, which must be
-// 0); slots inside the area, a known granularity, ordering and flags,
+// 0); slots inside the area, a known granularity, ordering (with or without
+// abi.ProgOwnSlots, which changes nothing in the sim: its callers claim by
+// compare-and-swap) and flags,
 // iterations at most 65536, a grid of at most 2^20 work-groups of at most
 // 1024 work-items, no more than Params.Resident: otherwise ErrBadRecord, or
 // ErrHeapRange for an out, buffer or paths range outside the heap. The sim

@@ -18,6 +18,8 @@ var grans = []struct {
 	{"work-group strong", abi.ProgWorkGroup, abi.ProgStrong},
 	{"work-group relaxed", abi.ProgWorkGroup, abi.ProgRelaxed},
 	{"kernel", abi.ProgKernel, abi.ProgRelaxed},
+	{"work-group strong, own slots", abi.ProgWorkGroup, abi.ProgStrong | abi.ProgOwnSlots},
+	{"work-item, own slots", abi.ProgWorkItem, abi.ProgStrong | abi.ProgOwnSlots},
 }
 
 func TestLoadModule(t *testing.T) {
@@ -73,6 +75,7 @@ func TestLaunchValidation(t *testing.T) {
 		{"slots past area", abi.KernelSysNull, 1, with(null, abi.ProgFirstSlot, u32(61)...), std, abi.ErrBadRecord},
 		{"granularity", abi.KernelSysNull, 1, with(null, abi.ProgGranularity, 3), std, abi.ErrBadRecord},
 		{"ordering", abi.KernelSysNull, 1, with(null, abi.ProgOrdering, 2), std, abi.ErrBadRecord},
+		{"ordering option", abi.KernelSysNull, 1, with(null, abi.ProgOrdering, 0x40), std, abi.ErrBadRecord},
 		{"flags", abi.KernelSysNull, 1, with(null, abi.ProgFlags, 4), std, abi.ErrBadRecord},
 		{"fastcall null", abi.KernelSysNull, 1, with(null, abi.ProgFlags, abi.SysFlagFastcall), std, abi.ErrBadRecord},
 		{"iterations", abi.KernelSysNull, 1, with(null, abi.ProgIterations, u32(maxIterations+1)...), std, abi.ErrBadRecord},

@@ -40,7 +40,8 @@ type reloc struct {
 type progArgs struct {
 	out          uint64 // heap offset
 	first, slots uint32
-	gran, order  uint8
+	gran, order  uint8 // order less abi.ProgOwnSlots
+	own          bool  // abi.ProgOwnSlots: the callers own their slots
 	context      uint8
 	flags        uint8
 	iterations   uint32
@@ -83,6 +84,10 @@ func (l *launch) checkArgs(v *simVM) abi.ErrorCode {
 		gran: b[abi.ProgGranularity], order: b[abi.ProgOrdering], context: b[abi.ProgContext],
 		flags: b[abi.ProgFlags], iterations: le.Uint32(b[abi.ProgIterations:]),
 	}
+	// ProgOwnSlots lets a GPU caller skip its lock and state reads; the
+	// sim's callers claim by compare-and-swap either way, so it changes
+	// nothing here.
+	a.own, a.order = a.order&abi.ProgOwnSlots != 0, a.order&^abi.ProgOwnSlots
 	known := abi.SysFlagBlocking
 	if p.fastcall {
 		known |= abi.SysFlagFastcall

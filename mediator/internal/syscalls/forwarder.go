@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,12 @@ type Forwarder struct {
 	t0     time.Time      // the clock seenAt counts from
 	seenAt []atomic.Int64 // per slot: ns since t0 when the scan took its blocking call (0: none)
 
+	// The poller's own: whether it scans the ready map (readyMap.go), and
+	// when it last scanned every state word.
+	readyMap  bool
+	lastFull  int64 // ns since t0
+	sinceFull int   // hint passes since
+
 	fastMu sync.RWMutex // guards fast; held (read) across a fastcall's I/O
 	fast   fastTable
 }
@@ -95,6 +102,7 @@ func New(spec Spec, cfg Config) (*Forwarder, error) {
 		inflight: make([]uint32, spec.Slots),
 		t0:       time.Now(),
 		seenAt:   make([]atomic.Int64, spec.Slots),
+		readyMap: os.Getenv("SLUICE_SYSCALL_READY_MAP") != "off",
 	}
 	if f.log == nil {
 		f.log = slog.Default()
@@ -205,6 +213,10 @@ func (f *Forwarder) finish(slot, seq uint32, ret int64, errno abi.Errno) {
 	}
 	f.spec.Area.Store64(base+abi.SysRet, uint64(ret))
 	f.spec.Area.Store64(base+abi.SysErrno, uint64(errno))
+	// The errno beside the state word too (FeatureResultWord): stored
+	// before FINISHED, so that a guest's 8-byte load that sees FINISHED
+	// sees it (x86 and Go's atomics keep stores in order).
+	f.spec.Area.Store32(base+abi.SysFinErrno, uint32(errno))
 	if !f.spec.Area.CompareAndSwap32(base+abi.SysState, processing, abi.SlotWord(abi.SlotFinished, seq)) {
 		f.stats.lost.Add(1)
 	}

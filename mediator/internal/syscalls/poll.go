@@ -148,17 +148,24 @@ func (f *Forwarder) sleep(t *time.Timer, d time.Duration) bool {
 	return true
 }
 
-// scan walks every slot once from *next, taking READY ones until batch has
-// max calls. Calls the forwarder serves itself (fastcalls, revocations,
+// scan takes READY slots until batch has max calls: from the ready map's
+// hints (readymap.go), or, every fullScanPasses passes or fullScanNs (and
+// always without the ready map), by walking every slot's state word once
+// from *next. Calls the forwarder serves itself (fastcalls, revocations,
 // malformed slots) are answered on the spot.
 func (f *Forwarder) scan(batch []proxyproto.Request, max int, next *uint32, p *sock) []proxyproto.Request {
 	n := uint32(f.spec.Slots)
-	var raw [abi.SyscallSlotSize]byte
 	start := f.now()
 	defer func() {
 		f.stats.passes.Add(1)
 		f.stats.passNs.Add(f.now() - start)
 	}()
+	if f.readyMap && f.sinceFull < fullScanPasses && start-f.lastFull < fullScanNs {
+		f.sinceFull++
+		return f.scanHints(batch, max, next, p)
+	}
+	f.sinceFull, f.lastFull = 0, start
+	f.stats.fullScans.Add(1)
 	for k := uint32(0); k < n && len(batch) < max; k++ {
 		if k%256 == 255 {
 			// A long scan: results that came meanwhile go back now, not
@@ -168,37 +175,44 @@ func (f *Forwarder) scan(batch []proxyproto.Request, max int, next *uint32, p *s
 			f.mu.Unlock()
 		}
 		i := (*next + k) % n
-		off := abi.SlotOff(i)
-		if st, _ := abi.SplitSlotWord(f.spec.Area.Load32(off + abi.SysState)); st != abi.SlotReady {
+		if st, _ := abi.SplitSlotWord(f.spec.Area.Load32(abi.SlotOff(i) + abi.SysState)); st != abi.SlotReady {
 			continue
 		}
-		f.spec.Area.CopyOut(raw[:], off)
-		s, errno := abi.DecodeSlot(raw[:])
-		if errno == abi.ErrnoAGAIN {
-			continue // it changed under us: not (or no longer) READY
-		}
-		if s.Blocking() {
-			f.seenAt[i].Store(f.now())
-		}
-		if !f.take(i, &s) {
-			f.seenAt[i].Store(0)
-			f.stats.raced.Add(1)
-			continue
-		}
-		f.stats.taken.Add(1)
-		f.stats.call(&s)
-		if errno != 0 {
-			f.answer(i, &s, -1, errno)
-			continue
-		}
-		if req, ok := f.serveLocally(i, &s); ok {
-			batch = append(batch, req)
-			if !f.track(i, &s, p) {
-				batch = batch[:len(batch)-1]
-			}
-		}
+		batch = f.serveSlot(batch, i, p)
 	}
 	*next = (*next + 1) % n
+	return batch
+}
+
+// serveSlot copies slot i out and, if it is a valid READY call, takes it:
+// answered here, or appended to batch for the proxy.
+func (f *Forwarder) serveSlot(batch []proxyproto.Request, i uint32, p *sock) []proxyproto.Request {
+	var raw [abi.SyscallSlotSize]byte
+	f.spec.Area.CopyOut(raw[:], abi.SlotOff(i))
+	s, errno := abi.DecodeSlot(raw[:])
+	if errno == abi.ErrnoAGAIN {
+		return batch // it changed under us: not (or no longer) READY
+	}
+	if s.Blocking() {
+		f.seenAt[i].Store(f.now())
+	}
+	if !f.take(i, &s) {
+		f.seenAt[i].Store(0)
+		f.stats.raced.Add(1)
+		return batch
+	}
+	f.stats.taken.Add(1)
+	f.stats.call(&s)
+	if errno != 0 {
+		f.answer(i, &s, -1, errno)
+		return batch
+	}
+	if req, ok := f.serveLocally(i, &s); ok {
+		batch = append(batch, req)
+		if !f.track(i, &s, p) {
+			batch = batch[:len(batch)-1]
+		}
+	}
 	return batch
 }
 
@@ -279,7 +293,8 @@ func (f *Forwarder) logPoller(l *pollerLog) {
 	}
 	passNs, svcNs := f.stats.passNs.Load(), f.stats.serviceNs.Load()
 	dp, ds := passes-l.passes, served-l.served
-	args := []any{"passes", dp, "pass_mean_ns", (passNs - l.passNs) / int64(dp), "served", ds}
+	args := []any{"passes", dp, "pass_mean_ns", (passNs - l.passNs) / int64(dp), "served", ds,
+		"full_scans", f.stats.fullScans.Load(), "ready_hints", f.stats.hinted.Load()}
 	if ds > 0 {
 		args = append(args, "service_mean_ns", (svcNs-l.svcNs)/int64(ds), "service_max_ns", f.stats.serviceMax.Load())
 	}

@@ -21,6 +21,8 @@ type stats struct {
 	restarts    atomic.Uint64
 	passes      atomic.Uint64 // scan passes over the slots
 	passNs      atomic.Int64  // their time
+	fullScans   atomic.Uint64 // passes that read every state word (the others read the ready map)
+	hinted      atomic.Uint64 // READY slots found through their ready hint
 	served      atomic.Uint64 // blocking calls finished (result written)
 	serviceNs   atomic.Int64  // their time from READY seen to FINISHED written
 	serviceMax  atomic.Int64
@@ -88,6 +90,8 @@ type Stats struct {
 	// FINISHED written (the host's share of a round trip).
 	ScanPasses  uint64        `json:"scan_passes"`
 	ScanTime    time.Duration `json:"scan_ns"`
+	FullScans   uint64        `json:"full_scans"`  // passes that read every state word (the rest read the ready map)
+	Hinted      uint64        `json:"ready_hints"` // READY slots found through their ready-map hint
 	Served      uint64        `json:"served"`
 	ServiceTime time.Duration `json:"service_ns"`
 	ServiceMax  time.Duration `json:"service_max_ns"`
@@ -108,6 +112,8 @@ func (f *Forwarder) Stats() Stats {
 		ProxyRestarts: f.stats.restarts.Load(),
 		ScanPasses:    f.stats.passes.Load(),
 		ScanTime:      time.Duration(f.stats.passNs.Load()),
+		FullScans:     f.stats.fullScans.Load(),
+		Hinted:        f.stats.hinted.Load(),
 		Served:        f.stats.served.Load(),
 		ServiceTime:   time.Duration(f.stats.serviceNs.Load()),
 		ServiceMax:    time.Duration(f.stats.serviceMax.Load()),
