@@ -146,12 +146,13 @@ type Launch struct {
 	Iterations  uint32
 	FirstSlot   uint32
 	Slots       uint32 // 0: every slot from FirstSlot
-	// SharedSlots: other launches may use [FirstSlot, FirstSlot+Slots)
-	// while this one runs. Without it a launch whose callers do not
-	// outnumber its slots owns them (abi.ProgOwnSlots: no lock, no state
-	// read at each claim); with it, or with more callers than slots, the
-	// callers take turns under the library's lock.
-	SharedSlots bool
+	// OwnSlots promises that nothing else (another launch, another process
+	// of the guest) uses [FirstSlot, FirstSlot+Slots) while this launch
+	// runs: callers that do not outnumber the slots then own theirs
+	// (abi.ProgOwnSlots: no lock, no state read at each claim, ~2.5 µs less
+	// a call on an H200). Off by default: two launches sharing slots without
+	// the lock could lose calls, and a Runner cannot see other processes'.
+	OwnSlots bool
 	Out         uint64 // heap offset of the program's results
 	Specific    []byte // the blob from abi.ProgSpecific on
 	HeapRelocs  []uint32
@@ -180,7 +181,7 @@ func (r *Runner) Launch(ctx context.Context, l Launch) error {
 	le.PutUint32(blob[abi.ProgFirstSlot:], l.FirstSlot)
 	le.PutUint32(blob[abi.ProgSlots:], l.Slots)
 	blob[abi.ProgGranularity], blob[abi.ProgOrdering] = l.Granularity, l.Ordering
-	if !l.SharedSlots && l.callers() <= uint64(l.Slots) {
+	if l.OwnSlots && l.callers() <= uint64(l.Slots) {
 		blob[abi.ProgOrdering] |= abi.ProgOwnSlots
 	}
 	blob[abi.ProgContext], blob[abi.ProgFlags] = l.Context, l.Flags

@@ -200,7 +200,7 @@ between runs and tell them apart with --label.`,
 	fl.IntVar(&preadCalls, "pread-calls", 16384, "4 KiB preads per pread run")
 	fl.IntVar(&preadCallers, "pread-callers", 32, "concurrent callers of the pread runs (one work-group)")
 	fl.IntSliceVar(&phases, "phases", nil, "diagnostic: run sluice_sys_null_phases in each of these modes (bits: 1 no lock, 2 known seq, 4 spin, 8 relaxed free, 16 no ready hint, 32 old result read; PTX only)")
-	fl.BoolVar(&shared, "shared-slots", false, "the null runs' callers take turns under the lock even when they could own their slots (the path before abi.ProgOwnSlots)")
+	fl.BoolVar(&shared, "shared-slots", false, "the null runs' callers take turns under the lock instead of owning their slots (the benchmark owns the VM's slots while it runs; run no other GPU program of the VM meanwhile)")
 	fl.IntSliceVar(&phaseCallers, "phase-callers", []int{1, 32, 1024}, "callers of the --phases runs")
 	fl.Uint32Var(&phaseIters, "phase-iterations", 50, "calls per caller of the --phases runs")
 	return cmd
@@ -219,7 +219,7 @@ func benchNullRun(ctx context.Context, r *gpucall.Runner, grid, block, iters uin
 	start := time.Now()
 	err = r.Launch(ctx, gpucall.Launch{
 		Kernel: abi.KernelSysNull, Grid: grid, Block: block, Granularity: abi.ProgWorkItem,
-		Flags: flags, Iterations: iters, Out: out, SharedSlots: shared,
+		Flags: flags, Iterations: iters, Out: out, OwnSlots: !shared,
 	})
 	wall := time.Since(start)
 	after := readCPU(pids)
