@@ -289,15 +289,25 @@ func (v *VM) Close() error {
 
 func (v *VM) release() error {
 	errs := []error{v.StopDoorbells()}
-	// Before the GPU: calls in flight fail with EIO, so kernels waiting on
-	// them end instead of holding the backend's Close.
+	// Before the GPU: calls in flight fail with EIO, and calls kernels make
+	// while the GPU drains are refused with EIO too, so that a kernel still
+	// making calls ends instead of holding the backend's Close.
+	refusing := func() {}
 	if v.sys != nil {
 		errs = append(errs, v.sys.Close())
+		l := v.cfg.Layout
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			syscalls.Refuse(shm.New(v.region.Bytes(l.SyscallOff, l.SyscallSize)), int(l.SyscallSlots), stop)
+		}()
+		refusing = func() { close(stop); <-done } // before the region is unmapped
 	}
 	if v.gpu != nil {
 		errs = append(errs, v.gpu.Close())
 		v.gpu = nil
 	}
+	refusing()
 	v.mu.Lock()
 	if v.mem != nil {
 		errs = append(errs, shm.Unmap(v.mem))

@@ -1,0 +1,70 @@
+package syscalls
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/shm"
+)
+
+// Refuse answers every call published in a closed forwarder's area with
+// EIO until stop is closed: a VM being torn down after its forwarder runs it
+// while the GPU drains, so that a kernel still making calls gets an error
+// and ends instead of waiting forever for a result (and holding the drain).
+// It treats the area as Forwarder does: the state word decides, a slot the
+// guest rewrote is left alone.
+func Refuse(area *shm.Region, slots int, stop <-chan struct{}) {
+	for idle := 0; ; {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if refuseOnce(area, slots) > 0 {
+			idle = 0
+		} else {
+			idle++
+		}
+		if idle < 1000 {
+			runtime.Gosched()
+			continue
+		}
+		// Nothing for a while: every 100 µs (later than that on a
+		// machine whose timers are late) until stop.
+		select {
+		case <-stop:
+			return
+		case <-time.After(100 * time.Microsecond):
+		}
+	}
+}
+
+// refuseOnce answers the READY slots of one pass and says how many.
+func refuseOnce(area *shm.Region, slots int) int {
+	n := 0
+	for i := range uint32(slots) {
+		off := abi.SlotOff(i)
+		w := area.Load32(off + abi.SysState)
+		st, seq := abi.SplitSlotWord(w)
+		if st != abi.SlotReady {
+			continue
+		}
+		flags := area.Load32(off+abi.SysNumber) >> 16 & 0xff // the u8 flags at SysFlags
+		if flags&uint32(abi.SysFlagBlocking) == 0 {
+			area.CompareAndSwap32(off+abi.SysState, w, abi.SlotWord(abi.SlotFree, abi.NextSeq(seq)))
+			n++
+			continue
+		}
+		processing := abi.SlotWord(abi.SlotProcessing, seq)
+		if !area.CompareAndSwap32(off+abi.SysState, w, processing) {
+			continue
+		}
+		area.Store64(off+abi.SysRet, ^uint64(0)) // -1
+		area.Store64(off+abi.SysErrno, uint64(abi.ErrnoIO))
+		area.Store32(off+abi.SysFinErrno, uint32(abi.ErrnoIO))
+		area.CompareAndSwap32(off+abi.SysState, processing, abi.SlotWord(abi.SlotFinished, seq))
+		n++
+	}
+	return n
+}
