@@ -152,10 +152,10 @@ type Launch struct {
 	// (abi.ProgOwnSlots: no lock, no state read at each claim, ~2.5 µs less
 	// a call on an H200). Off by default: two launches sharing slots without
 	// the lock could lose calls, and a Runner cannot see other processes'.
-	OwnSlots bool
-	Out         uint64 // heap offset of the program's results
-	Specific    []byte // the blob from abi.ProgSpecific on
-	HeapRelocs  []uint32
+	OwnSlots   bool
+	Out        uint64 // heap offset of the program's results
+	Specific   []byte // the blob from abi.ProgSpecific on
+	HeapRelocs []uint32
 }
 
 // callers is how many callers the launch has, by granularity (at most: a
