@@ -8,6 +8,9 @@ BIN=${BIN:-bin}
 DEMO_SECONDS=${DEMO_SECONDS:-20}
 BIN=$(cd "$BIN" && pwd)
 dir=$(mktemp -d /tmp/sluice-demo.XXXXXX)
+# The VMs' system-call sandboxes (ids of their own) must reach their volumes
+# under the state dir: others may search the demo's directory, not list it.
+chmod 711 "$dir"
 sock=$dir/sluiced.sock
 ctl() { "$BIN/sluicectl" --socket "$sock" "$@"; }
 pids=()

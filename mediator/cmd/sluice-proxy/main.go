@@ -56,6 +56,7 @@ type options struct {
 	spin, contextSpin  time.Duration
 	noSandbox, showVer bool
 	probe              string
+	exeFD              int
 }
 
 func parseFlags(args []string) (options, error) {
@@ -77,6 +78,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.contextSpin, "context-spin", def.ContextSpin, "how long an idle context thread watches its queue before it blocks (0: never spin; default 50µs with 4 processors or more, else 0)")
 	fs.BoolVar(&o.noSandbox, "no-sandbox", false, "serve without confinement, in --volume (tests only)")
 	fs.StringVar(&o.probe, "probe-syscall", "", "test helper: once sandboxed, make this forbidden call (mount, ptrace, execve, reboot, unshare-net, socket-netlink, socket-raw, socket-inet, setsockopt-ip, setsockopt-socket) and report its errno as Fatal")
+	fs.IntVar(&o.exeFD, "exe-fd", -1, "a descriptor of this binary the parent executed it through (closed at once)")
 	fs.BoolVar(&o.showVer, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -101,6 +103,9 @@ func run(args []string) int {
 	o, err := parseFlags(args)
 	if err == flag.ErrHelp {
 		return 0
+	}
+	if o.exeFD > proxy.FDHeap {
+		unix.Close(o.exeFD) // nothing of the host's stays open in the sandbox
 	}
 	conn, cerr := mediatorConn()
 	if err != nil {

@@ -40,7 +40,9 @@ func proxyBinary(t *testing.T) string {
 		if binDir, binErr = os.MkdirTemp("", "sluice-proxy-bin"); binErr != nil {
 			return
 		}
-		_ = os.Chmod(binDir, 0o755) // the sandbox's root execs it
+		// Private on purpose: Start executes the binary through a descriptor,
+		// so the sandbox's ids need no search permission above it.
+		_ = os.Chmod(binDir, 0o700)
 		binPath = filepath.Join(binDir, "sluice-proxy")
 		cmd := exec.Command("go", "build", "-o", binPath, "github.com/sluice-gpu/sluice/mediator/cmd/sluice-proxy")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

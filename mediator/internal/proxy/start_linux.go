@@ -132,7 +132,18 @@ func Start(cfg StartConfig) (*Process, error) {
 		defer heap.Close()
 		files = append(files, heap)
 	}
-	cmd := exec.Command(cfg.Binary, cfg.args()...)
+	// Executed through a descriptor opened here: the sandbox's ids need no
+	// search permission on the directories above the binary (a build in a
+	// home directory of mode 0700, say).
+	exe, err := os.Open(cfg.Binary)
+	if err != nil {
+		return nil, fmt.Errorf("starting the proxy of %s: %w", cfg.VM, err)
+	}
+	defer exe.Close()
+	exeFD := 3 + len(files)
+	files = append(files, exe)
+	cmd := exec.Command(fmt.Sprintf("/proc/self/fd/%d", exeFD), append(cfg.args(), "--exe-fd", strconv.Itoa(exeFD))...)
+	cmd.Args[0] = cfg.Binary
 	cmd.ExtraFiles = files
 	cmd.Stderr = cfg.Stderr
 	cmd.Dir = "/"
