@@ -1,6 +1,12 @@
 package abi
 
-import "strconv"
+import (
+	"errors"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
 
 // Errno is a Linux errno value, as the host writes it into a finished slot's
 // args[1] (0: success). The values are Linux's (x86-64 and every other
@@ -31,6 +37,28 @@ const (
 )
 
 func (e Errno) Error() string { return "errno " + strconv.FormatUint(uint64(e), 10) }
+
+// Name is e's symbolic name ("ENOENT"), "OK" for 0, or Error's text for a
+// number Linux does not name.
+func (e Errno) Name() string {
+	if e == 0 {
+		return "OK"
+	}
+	if n := unix.ErrnoName(syscall.Errno(e)); n != "" {
+		return n
+	}
+	return e.Error()
+}
+
+// ErrnoOf maps a host call's error to the errno a guest sees: the kernel's
+// own unchanged, anything else EIO.
+func ErrnoOf(err error) Errno {
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return Errno(en)
+	}
+	return ErrnoIO
+}
 
 // PathMax is Linux's PATH_MAX: a path argument is at most PathMax bytes with
 // its NUL (longer: ENAMETOOLONG).
@@ -123,16 +151,36 @@ var Calls = []Call{
 	{SysFastcallRevoke, "fastcall_revoke", [6]ArgKind{ArgInt}},
 }
 
-var callsByNumber = func() map[uint16]*Call {
-	m := make(map[uint16]*Call, len(Calls))
-	for i := range Calls {
-		m[Calls[i].Number] = &Calls[i]
+// callIndex maps a call number to 1 + its index in Calls (0: no call): a
+// dense table, since every slot's number is looked up on the host's hot
+// path (DecodeSlot, the forwarder's counters).
+var callIndex = func() []uint8 {
+	top := uint16(0)
+	for _, c := range Calls {
+		top = max(top, c.Number)
 	}
-	return m
+	t := make([]uint8, int(top)+1)
+	for i, c := range Calls {
+		t[c.Number] = uint8(i + 1)
+	}
+	return t
 }()
 
+// CallIndex is the index in Calls of the call with number n, or -1.
+func CallIndex(n uint16) int {
+	if int(n) >= len(callIndex) {
+		return -1
+	}
+	return int(callIndex[n]) - 1
+}
+
 // LookupCall returns the call with number n, or nil (ENOSYS).
-func LookupCall(n uint16) *Call { return callsByNumber[n] }
+func LookupCall(n uint16) *Call {
+	if i := CallIndex(n); i >= 0 {
+		return &Calls[i]
+	}
+	return nil
+}
 
 // CallByName returns the call named name ("pread64", "null", ...), or nil.
 // "pread" and "pwrite" name pread64 and pwrite64.

@@ -22,7 +22,7 @@ func oneCall(ctx context.Context, r *gpucall.Runner, nr uint16, ctxID uint8, arg
 		return 0, err
 	}
 	if res.Errno != 0 {
-		return res.Ret, fmt.Errorf("%s: %s", abi.LookupCall(nr).Name, unix.ErrnoName(unix.Errno(res.Errno)))
+		return res.Ret, fmt.Errorf("%s: %s", abi.LookupCall(nr).Name, res.Errno.Name())
 	}
 	return res.Ret, nil
 }

@@ -99,7 +99,7 @@ func printResult(w io.Writer, asJSON bool, name string, res gpucall.Result) erro
 		return writeJSON(w, res)
 	}
 	if res.Errno != 0 {
-		_, err := fmt.Fprintf(w, "%s = %d (%s: %v)\n", name, res.Ret, unix.ErrnoName(syscall.Errno(res.Errno)), syscall.Errno(res.Errno))
+		_, err := fmt.Fprintf(w, "%s = %d (%s: %v)\n", name, res.Ret, res.Errno.Name(), syscall.Errno(res.Errno))
 		return err
 	}
 	_, err := fmt.Fprintf(w, "%s = %d\n", name, res.Ret)

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"encoding/binary"
-	"errors"
 
 	"golang.org/x/sys/unix"
 
@@ -12,19 +11,9 @@ import (
 
 var le = binary.LittleEndian
 
-// errnoOf maps a host call's error to the errno the guest sees: the kernel's
-// own unchanged, anything else EIO.
-func errnoOf(err error) abi.Errno {
-	var en unix.Errno
-	if errors.As(err, &en) {
-		return abi.Errno(en)
-	}
-	return abi.ErrnoIO
-}
-
 func ret(n int, err error) (int64, abi.Errno) {
 	if err != nil {
-		return -1, errnoOf(err)
+		return -1, abi.ErrnoOf(err)
 	}
 	return int64(n), 0
 }
@@ -140,7 +129,7 @@ func sysLseek(c *guestContext, r *proxyproto.Request) (int64, abi.Errno) {
 	}
 	off, err := unix.Seek(fd, int64(r.Args[1]), int(int32(r.Args[2])))
 	if err != nil {
-		return 0, errnoOf(err)
+		return 0, abi.ErrnoOf(err)
 	}
 	return off, 0
 }
@@ -161,7 +150,7 @@ func sysFstat(c *guestContext, r *proxyproto.Request) (int64, abi.Errno) {
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return 0, errnoOf(err)
+		return 0, abi.ErrnoOf(err)
 	}
 	putStat(b, &st)
 	return 0, 0
@@ -199,7 +188,7 @@ func preadFull(fd int, b []byte, off int64) abi.Errno {
 		case err == unix.EINTR:
 			continue
 		case err != nil:
-			return errnoOf(err)
+			return abi.ErrnoOf(err)
 		case n == 0:
 			clear(b)
 			return 0

@@ -23,7 +23,7 @@ func sysClockGettime(c *guestContext, r *proxyproto.Request) (int64, abi.Errno) 
 	}
 	var ts unix.Timespec
 	if err := unix.ClockGettime(int32(r.Args[0]), &ts); err != nil {
-		return 0, errnoOf(err)
+		return 0, abi.ErrnoOf(err)
 	}
 	var s [TimespecSize]byte
 	putTimespec(s[:], ts)
@@ -48,7 +48,7 @@ func sysGetrusage(c *guestContext, r *proxyproto.Request) (int64, abi.Errno) {
 	}
 	var self unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &self); err != nil {
-		return 0, errnoOf(err)
+		return 0, abi.ErrnoOf(err)
 	}
 	cpu := time.Duration(self.Utime.Nano() + self.Stime.Nano())
 	var s [RusageSize]byte
@@ -89,7 +89,7 @@ func sysFastcallRegister(c *guestContext, r *proxyproto.Request) (int64, abi.Err
 	}
 	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
 	if err != nil {
-		return 0, errnoOf(err)
+		return 0, abi.ErrnoOf(err)
 	}
 	if acc := fl & unix.O_ACCMODE; reads && acc == unix.O_WRONLY || !reads && acc == unix.O_RDONLY {
 		return 0, abi.ErrnoBADF
@@ -101,7 +101,7 @@ func sysFastcallRegister(c *guestContext, r *proxyproto.Request) (int64, abi.Err
 		Slot: r.Slot, Seq: r.Seq, Op: uint16(op), HeapOff: heapOff, Length: n, FileOff: fileOff,
 	})
 	if err := sendWithFD(c.connFD, msg, fd); err != nil {
-		return 0, errnoOf(err)
+		return 0, abi.ErrnoOf(err)
 	}
 	return 0, answered
 }

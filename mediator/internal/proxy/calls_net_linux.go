@@ -75,7 +75,7 @@ func sysRecvfrom(c *guestContext, r *proxyproto.Request) (int64, abi.Errno) {
 	var sa [maxSockaddr]byte
 	n, salen, err := rawRecvfrom(fd, b, flags, sa[:])
 	if err != nil {
-		return 0, errnoOf(err)
+		return 0, abi.ErrnoOf(err)
 	}
 	copy(out, sa[:min(uint64(salen), want)])
 	le.PutUint32(lb, salen)

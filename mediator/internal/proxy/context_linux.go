@@ -74,12 +74,12 @@ func (c *guestContext) thread(ident identity, ready chan<- abi.Errno) {
 // all to do it).
 func (c *guestContext) setup(id identity) abi.Errno {
 	if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_FILES); err != nil {
-		return errnoOf(err)
+		return abi.ErrnoOf(err)
 	}
 	c.reserved = inheritedFDs()
 	c.closeInheritedStreams()
 	if err := unix.Chdir(id.base); err != nil {
-		return errnoOf(err)
+		return abi.ErrnoOf(err)
 	}
 	if !id.keep {
 		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(id.gid), uintptr(id.gid), uintptr(id.gid)); e != 0 {
@@ -91,7 +91,7 @@ func (c *guestContext) setup(id identity) abi.Errno {
 	}
 	if id.cwd != "" {
 		if err := unix.Chdir(id.cwd); err != nil {
-			return errnoOf(err)
+			return abi.ErrnoOf(err)
 		}
 	}
 	unix.Umask(int(id.umask))

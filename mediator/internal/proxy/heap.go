@@ -10,8 +10,7 @@ import (
 // the heap (checked without overflow). The slice is the guest's own memory:
 // it may be handed to the kernel as a buffer, never trusted as data.
 func heapRange(heap []byte, off, n uint64) ([]byte, abi.Errno) {
-	size := uint64(len(heap))
-	if off > size || n > size-off {
+	if !(abi.Layout{HeapSize: uint64(len(heap))}).HeapRange(off, n) {
 		return nil, abi.ErrnoFAULT
 	}
 	return heap[off : off+n : off+n], 0

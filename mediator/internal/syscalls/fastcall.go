@@ -94,7 +94,7 @@ func (f *Forwarder) installFastcall(fc proxyproto.Fastcall, fd int) (uint16, abi
 		unix.Close(fd)
 		return 0, abi.ErrnoINVAL
 	}
-	if fc.HeapOff > uint64(len(f.spec.Heap)) || fc.Length > uint64(len(f.spec.Heap))-fc.HeapOff || fc.FileOff > 1<<62 {
+	if !(abi.Layout{HeapSize: uint64(len(f.spec.Heap))}).HeapRange(fc.HeapOff, fc.Length) || fc.FileOff > 1<<62 {
 		unix.Close(fd)
 		return 0, abi.ErrnoFAULT
 	}
@@ -147,7 +147,7 @@ func (f *Forwarder) runFastcall(num uint16) (int64, abi.Errno) {
 		n, err = unix.Write(e.fd, e.buf)
 	}
 	if err != nil {
-		return -1, errnoOf(err)
+		return -1, abi.ErrnoOf(err)
 	}
 	return int64(n), 0
 }

@@ -3,11 +3,9 @@ package syscalls
 import (
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
-	"golang.org/x/sys/unix"
 )
 
 type stats struct {
@@ -34,24 +32,16 @@ type stats struct {
 	errnos map[abi.Errno]uint64 // the rest (a hostile proxy's inventions)
 }
 
-var callIndex = func() map[uint16]int {
-	m := make(map[uint16]int, len(abi.Calls))
-	for i, c := range abi.Calls {
-		m[c.Number] = i
-	}
-	return m
-}()
-
 func (s *stats) init() {
 	s.byCall = make([]atomic.Uint64, len(abi.Calls)+2)
 	s.errnos = map[abi.Errno]uint64{}
 }
 
 func (s *stats) call(sl *abi.Slot) {
-	switch i, ok := callIndex[sl.Number]; {
+	switch i := abi.CallIndex(sl.Number); {
 	case sl.Fastcall():
 		s.byCall[len(abi.Calls)].Add(1)
-	case ok:
+	case i >= 0:
 		s.byCall[i].Add(1)
 	default:
 		s.byCall[len(abi.Calls)+1].Add(1)
@@ -136,12 +126,12 @@ func (f *Forwarder) Stats() Stats {
 	}
 	for e := range f.stats.small {
 		if n := f.stats.small[e].Load(); n > 0 {
-			s.Errnos[ErrnoName(abi.Errno(e))] = n
+			s.Errnos[abi.Errno(e).Name()] = n
 		}
 	}
 	f.stats.mu.Lock()
 	for e, n := range f.stats.errnos {
-		s.Errnos[ErrnoName(e)] = n
+		s.Errnos[e.Name()] = n
 	}
 	f.stats.mu.Unlock()
 	f.mu.Lock()
@@ -152,23 +142,4 @@ func (f *Forwarder) Stats() Stats {
 		s.ProxyPID, s.ProxyCPU = p.Pid(), p.CPUTime()
 	}
 	return s
-}
-
-// ErrnoName is an errno's symbolic name ("ENOENT"), "OK" for 0.
-func ErrnoName(e abi.Errno) string {
-	if e == 0 {
-		return "OK"
-	}
-	if n := unix.ErrnoName(syscall.Errno(e)); n != "" {
-		return n
-	}
-	return e.Error()
-}
-
-// errnoOf maps a host error to the errno a guest sees.
-func errnoOf(err error) abi.Errno {
-	if e, ok := err.(syscall.Errno); ok {
-		return abi.Errno(e)
-	}
-	return abi.ErrnoIO
 }
