@@ -211,13 +211,7 @@ func (f *Forwarder) finish(slot, seq uint32, ret int64, errno abi.Errno) {
 		f.stats.errno(errno)
 		return
 	}
-	f.spec.Area.Store64(base+abi.SysRet, uint64(ret))
-	f.spec.Area.Store64(base+abi.SysErrno, uint64(errno))
-	// The errno beside the state word too (FeatureResultWord): stored
-	// before FINISHED, so that a guest's 8-byte load that sees FINISHED
-	// sees it (x86 and Go's atomics keep stores in order).
-	f.spec.Area.Store32(base+abi.SysFinErrno, uint32(errno))
-	if !f.spec.Area.CompareAndSwap32(base+abi.SysState, processing, abi.SlotWord(abi.SlotFinished, seq)) {
+	if !complete(f.spec.Area, slot, seq, ret, errno) {
 		f.stats.lost.Add(1)
 	}
 	f.stats.errno(errno)
@@ -228,6 +222,19 @@ func (f *Forwarder) finish(slot, seq uint32, ret int64, errno abi.Errno) {
 		for m := f.stats.serviceMax.Load(); d > m && !f.stats.serviceMax.CompareAndSwap(m, d); m = f.stats.serviceMax.Load() {
 		}
 	}
+}
+
+// complete writes a taken call's result into its slot and turns it from
+// PROCESSING|seq to FINISHED|seq; false if the guest rewrote the state.
+func complete(area *shm.Region, slot, seq uint32, ret int64, errno abi.Errno) bool {
+	base := abi.SlotOff(slot)
+	area.Store64(base+abi.SysRet, uint64(ret))
+	area.Store64(base+abi.SysErrno, uint64(errno))
+	// The errno beside the state word too (FeatureResultWord): stored
+	// before FINISHED, so that a guest's 8-byte load that sees FINISHED
+	// sees it (x86 and Go's atomics keep stores in order).
+	area.Store32(base+abi.SysFinErrno, uint32(errno))
+	return area.CompareAndSwap32(base+abi.SysState, abi.SlotWord(abi.SlotProcessing, seq), abi.SlotWord(abi.SlotFinished, seq))
 }
 
 // now is the time since t0 in ns, at least 1.

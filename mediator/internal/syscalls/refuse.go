@@ -56,14 +56,10 @@ func refuseOnce(area *shm.Region, slots int) int {
 			n++
 			continue
 		}
-		processing := abi.SlotWord(abi.SlotProcessing, seq)
-		if !area.CompareAndSwap32(off+abi.SysState, w, processing) {
+		if !area.CompareAndSwap32(off+abi.SysState, w, abi.SlotWord(abi.SlotProcessing, seq)) {
 			continue
 		}
-		area.Store64(off+abi.SysRet, ^uint64(0)) // -1
-		area.Store64(off+abi.SysErrno, uint64(abi.ErrnoIO))
-		area.Store32(off+abi.SysFinErrno, uint32(abi.ErrnoIO))
-		area.CompareAndSwap32(off+abi.SysState, processing, abi.SlotWord(abi.SlotFinished, seq))
+		complete(area, i, seq, -1, abi.ErrnoIO)
 		n++
 	}
 	return n
