@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 )
@@ -43,16 +44,24 @@ func (r *Runner) Call(ctx context.Context, number uint16, ctxID uint8, args [abi
 }
 
 // NullRun is what Null measured: per-call round trips in ns as the GPU
-// threads saw them.
+// threads saw them, and the launch's wall time (submit to completion).
 type NullRun struct {
 	Callers    int
 	Iterations int
 	RoundTrips []uint32
+	Wall       time.Duration
+}
+
+// NullOptions are a null launch's slot flags (abi.SysFlagBlocking,
+// abi.SysFlagFastcall) and whether it owns its slots (Launch.OwnSlots).
+type NullOptions struct {
+	Flags    uint8
+	OwnSlots bool
 }
 
 // Null makes iterations null calls from each of grid×block work-items at
 // the given granularity and returns every call's round trip.
-func (r *Runner) Null(ctx context.Context, grid, block uint32, granularity uint8, iterations uint32, blocking bool) (NullRun, error) {
+func (r *Runner) Null(ctx context.Context, grid, block uint32, granularity uint8, iterations uint32, o NullOptions) (NullRun, error) {
 	callers := int(grid * block)
 	switch granularity {
 	case abi.ProgWorkGroup:
@@ -65,21 +74,19 @@ func (r *Runner) Null(ctx context.Context, grid, block uint32, granularity uint8
 	if err != nil {
 		return NullRun{}, err
 	}
-	flags := uint8(0)
-	if blocking {
-		flags = abi.SysFlagBlocking
-	}
+	start := time.Now()
 	if err := r.Launch(ctx, Launch{
 		Kernel: abi.KernelSysNull, Grid: grid, Block: block, Granularity: granularity,
-		Flags: flags, Iterations: iterations, Out: out,
+		Flags: o.Flags, Iterations: iterations, Out: out, OwnSlots: o.OwnSlots,
 	}); err != nil {
 		return NullRun{}, err
 	}
+	run := NullRun{Callers: callers, Iterations: int(iterations), Wall: time.Since(start)}
 	b, err := r.Read(out, n)
 	if err != nil {
 		return NullRun{}, err
 	}
-	run := NullRun{Callers: callers, Iterations: int(iterations), RoundTrips: make([]uint32, len(b)/4)}
+	run.RoundTrips = make([]uint32, len(b)/4)
 	for i := range run.RoundTrips {
 		run.RoundTrips[i] = le.Uint32(b[4*i:])
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -144,7 +145,7 @@ between runs and tell them apart with --label.`,
 				res := benchResult{Label: label, Slots: r.Slots()}
 				// A first launch pays for what is done once (the module's
 				// functions, the poller waking): not measured.
-				if _, err := r.Null(ctx, 1, 1, abi.ProgWorkItem, 8, true); err != nil {
+				if _, err := r.Null(ctx, 1, 1, abi.ProgWorkItem, 8, gpucall.NullOptions{Flags: abi.SysFlagBlocking}); err != nil {
 					return fmt.Errorf("warming up: %w", err)
 				}
 				r.Reset()
@@ -210,34 +211,16 @@ between runs and tell them apart with --label.`,
 func benchNullRun(ctx context.Context, r *gpucall.Runner, grid, block, iters uint32, flags uint8, shared bool, pids []int) (benchNull, error) {
 	callers := int(grid * block)
 	m := benchNull{Callers: callers, Grid: grid, Block: block, Iterations: iters, Calls: callers * int(iters)}
-	n := uint64(m.Calls) * abi.NullOutPerCall
-	out, err := r.Alloc(n)
-	if err != nil {
-		return m, err
-	}
 	before := readCPU(pids)
-	start := time.Now()
-	err = r.Launch(ctx, gpucall.Launch{
-		Kernel: abi.KernelSysNull, Grid: grid, Block: block, Granularity: abi.ProgWorkItem,
-		Flags: flags, Iterations: iters, Out: out, OwnSlots: !shared,
-	})
-	wall := time.Since(start)
+	run, err := r.Null(ctx, grid, block, abi.ProgWorkItem, iters, gpucall.NullOptions{Flags: flags, OwnSlots: !shared})
 	after := readCPU(pids)
 	if err != nil {
 		return m, err
 	}
-	b, err := r.Read(out, n)
-	if err != nil {
-		return m, err
-	}
-	rts := make([]uint32, m.Calls)
-	for i := range rts {
-		rts[i] = le32(b[4*i:])
-	}
-	m.WallS = wall.Seconds()
+	m.WallS = run.Wall.Seconds()
 	m.CallsPerS = float64(m.Calls) / m.WallS
-	m.P50Ns, m.P99Ns, m.MaxNs = percentiles(rts)
-	m.hostCPU = cpuDelta(before, after, m.Calls, wall)
+	m.P50Ns, m.P99Ns, m.MaxNs = percentiles(run.RoundTrips)
+	m.hostCPU = cpuDelta(before, after, m.Calls, run.Wall)
 	return m, nil
 }
 
@@ -272,8 +255,8 @@ func benchPhasesRun(ctx context.Context, r *gpucall.Runner, grid, block, iters, 
 	step := ^uint32(0)
 	for k := 0; k < m.Calls; k++ {
 		rec := b[k*kernels.NullPhasesRec:]
-		t0 := uint64(le32(rec)) | uint64(le32(rec[4:]))<<32
-		ts := [5]uint32{le32(rec[8:]), le32(rec[12:]), le32(rec[16:]), le32(rec[20:]), le32(rec[24:])}
+		t0 := uint64(binary.LittleEndian.Uint32(rec)) | uint64(binary.LittleEndian.Uint32(rec[4:]))<<32
+		ts := [5]uint32{binary.LittleEndian.Uint32(rec[8:]), binary.LittleEndian.Uint32(rec[12:]), binary.LittleEndian.Uint32(rec[16:]), binary.LittleEndian.Uint32(rec[20:]), binary.LittleEndian.Uint32(rec[24:])}
 		prev := uint32(0)
 		for _, t := range ts {
 			if d := t - prev; t > prev && d < step {
@@ -287,7 +270,7 @@ func benchPhasesRun(ctx context.Context, r *gpucall.Runner, grid, block, iters, 
 		wait = append(wait, ts[3]-ts[2])
 		free = append(free, ts[4]-ts[3])
 		total = append(total, ts[4])
-		polls = append(polls, le32(rec[28:]))
+		polls = append(polls, binary.LittleEndian.Uint32(rec[28:]))
 		first = min(first, t0)
 		last = max(last, t0+uint64(ts[4]))
 	}
@@ -380,10 +363,6 @@ func benchPreads(ctx context.Context, r *gpucall.Runner, f *gpuFlags, res *bench
 	_, _ = oneCall(ctx, r, abi.SysFastcallRevoke, f.context, uint64(num))
 	_, _ = oneCall(ctx, r, abi.SysClose, f.context, uint64(fd))
 	return nil
-}
-
-func le32(b []byte) uint32 {
-	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
 }
 
 // percentiles are the nearest-rank p50, p99 and the maximum.

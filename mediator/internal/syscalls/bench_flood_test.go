@@ -2,12 +2,10 @@ package syscalls
 
 import (
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
-	"github.com/sluice-gpu/sluice/internal/slotcall"
 )
 
 // BenchmarkQuietBesideFlood is a quiet VM's null round trip (one caller)
@@ -33,24 +31,10 @@ func BenchmarkQuietBesideFlood(b *testing.B) {
 	b.ResetTimer()
 	alone := measure()
 	flood := newVM(b, 1024, DefaultConfig(), bin)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			g := flood.guest.WithStop(stop)
-			for i := uint32(w); ; i = (i + 64) % 1024 {
-				if _, err := g.Call(i, slotcall.Request{Number: abi.SysNull}); err != nil {
-					return
-				}
-			}
-		}()
-	}
+	stop := flood.flood(64)
 	time.Sleep(10 * time.Millisecond) // the flood is on
 	beside := measure()
-	close(stop)
-	wg.Wait()
+	stop()
 	b.StopTimer()
 	for _, m := range []struct {
 		name string

@@ -181,25 +181,31 @@ func TestRealFastcallPread(t *testing.T) {
 	}
 }
 
-// A VM flooding its slots with calls does not stop another VM's calls.
-func TestFloodFromOneVMLeavesAnotherServed(t *testing.T) {
-	flood := newRealVM(t, 1024, DefaultConfig())
-	quiet := newRealVM(t, 64, DefaultConfig())
-	stop := make(chan struct{})
+// flood has callers goroutines make non-blocking null calls on the VM's 1024
+// slots without pause; the function it returns stops them.
+func (v *realVM) flood(callers int) (stop func()) {
+	done := make(chan struct{})
 	var wg sync.WaitGroup
-	for w := range 64 {
+	for w := range callers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g := flood.guest.WithStop(stop)
-			for i := uint32(w); ; i = (i + 64) % 1024 {
+			g := v.guest.WithStop(done)
+			for i := uint32(w); ; i = (i + uint32(callers)) % 1024 {
 				if _, err := g.Call(i, slotcall.Request{Number: abi.SysNull}); err != nil {
 					return
 				}
 			}
 		}()
 	}
-	defer func() { close(stop); wg.Wait() }()
+	return func() { close(done); wg.Wait() }
+}
+
+// A VM flooding its slots with calls does not stop another VM's calls.
+func TestFloodFromOneVMLeavesAnotherServed(t *testing.T) {
+	flood := newRealVM(t, 1024, DefaultConfig())
+	quiet := newRealVM(t, 64, DefaultConfig())
+	defer flood.flood(64)()
 	var worst time.Duration
 	for range 100 {
 		t0 := time.Now()
