@@ -22,8 +22,9 @@ import (
 // yet but POPULATING (a GPU's hint store may land before its READY store),
 // it sets the byte again and looks at the next pass. Hints are only hints:
 // the host still reads the state word and acts on it alone, and it also
-// scans every state word now and then (the mediator: every 64 passes
-// or 50 µs, and at each idle scan), so that a guest that sets no hints (a guest library older than
+// sweeps every state word now and then (the mediator: a sweep every
+// 200 µs, 32 slots a pass, and a whole one at each wakeup from idle), so
+// that a guest that sets no hints (a guest library older than
 // FeatureReadyMap, a hostile one) is still served, only later; a hint on a
 // slot that is not READY costs the host one state read. Before
 // FeatureReadyMap the page held a bitmap (bit i of the little-endian uint64

@@ -152,6 +152,10 @@ type SyscallStats struct {
 	Served       uint64 `json:"served"`
 	ServiceNs    int64  `json:"service_ns"`
 	ServiceMaxNs int64  `json:"service_max_ns"`
+	// PollerBusyNs is the time the poller was awake (spinning or working):
+	// the host core it held. Served calls per second of it is what one
+	// poller core serves.
+	PollerBusyNs int64 `json:"poller_busy_ns"`
 }
 
 // Stats is a snapshot for live views: sample it twice and divide the deltas

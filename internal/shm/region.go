@@ -62,10 +62,18 @@ func (r *Region) Store64(off uint64, v uint64) {
 	store64(r.b, off, v)
 }
 
+// check panics unless [off, off+n) is inside the region and off is a
+// multiple of align (a power of two). It is small enough to inline: every
+// access on the syscall poller's path goes through it.
 func (r *Region) check(off, n, align uint64) {
-	if off%align != 0 || off > uint64(len(r.b)) || n > uint64(len(r.b))-off {
-		panic(fmt.Sprintf("shm: access [%d, +%d) align %d outside region of %d bytes", off, n, align, len(r.b)))
+	if off&(align-1) != 0 || off > uint64(len(r.b)) || n > uint64(len(r.b))-off {
+		r.outside(off, n, align)
 	}
+}
+
+//go:noinline
+func (r *Region) outside(off, n, align uint64) {
+	panic(fmt.Sprintf("shm: access [%d, +%d) align %d outside region of %d bytes", off, n, align, len(r.b)))
 }
 
 // CompareAndSwap32 atomically replaces the uint32 at off with new if it is
@@ -73,4 +81,18 @@ func (r *Region) check(off, n, align uint64) {
 func (r *Region) CompareAndSwap32(off uint64, old, new uint32) bool {
 	r.check(off, 4, 4)
 	return cas32(r.b, off, old, new)
+}
+
+// And32 atomically clears the bits of the uint32 at off that mask does not
+// have.
+func (r *Region) And32(off uint64, mask uint32) {
+	r.check(off, 4, 4)
+	and32(r.b, off, mask)
+}
+
+// CompareAndSwap64 atomically replaces the uint64 at off with new if it is
+// old, and reports whether it did.
+func (r *Region) CompareAndSwap64(off uint64, old, new uint64) bool {
+	r.check(off, 8, 8)
+	return cas64(r.b, off, old, new)
 }

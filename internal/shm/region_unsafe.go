@@ -26,3 +26,11 @@ func store64(b []byte, off uint64, v uint64) {
 func cas32(b []byte, off uint64, old, new uint32) bool {
 	return atomic.CompareAndSwapUint32((*uint32)(unsafe.Pointer(&b[off])), old, new)
 }
+
+func and32(b []byte, off uint64, mask uint32) {
+	atomic.AndUint32((*uint32)(unsafe.Pointer(&b[off])), mask)
+}
+
+func cas64(b []byte, off uint64, old, new uint64) bool {
+	return atomic.CompareAndSwapUint64((*uint64)(unsafe.Pointer(&b[off])), old, new)
+}

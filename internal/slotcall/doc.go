@@ -17,6 +17,7 @@
 // its timeout passes (ErrTimeout). A slot whose state word goes somewhere
 // the protocol does not allow while this side owns it is ErrLost.
 //
-// The ready bitmap is a hint a guest may set (abi/syscall.go); this package
-// does not set it: the host finds READY slots by their state words.
+// Publish sets the slot's ready-map hint (abi.FeatureReadyMap) after READY,
+// as the GPU library does: the host finds the slot in its next pass instead
+// of its next sweep of every state word.
 package slotcall

@@ -127,9 +127,13 @@ func serviceField(s *hostapi.SyscallStats) string {
 	if s.Served == 0 || s.ScanPasses == 0 {
 		return "none yet"
 	}
-	return fmt.Sprintf("mean %v, max %v over %d calls; scan %v a pass",
+	out := fmt.Sprintf("mean %v, max %v over %d calls; scan %v a pass",
 		time.Duration(s.ServiceNs/int64(s.Served)), time.Duration(s.ServiceMaxNs), s.Served,
 		time.Duration(s.ScanNs/int64(s.ScanPasses)))
+	if s.PollerBusyNs > 0 {
+		out += fmt.Sprintf("; poller busy %v", time.Duration(s.PollerBusyNs).Round(time.Millisecond))
+	}
+	return out
 }
 
 func proxyField(s *hostapi.SyscallStats) string {

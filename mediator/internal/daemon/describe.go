@@ -72,5 +72,6 @@ func syscallStats(s syscalls.Stats) *hostapi.SyscallStats {
 		ProxyRestarts: s.ProxyRestarts, WindowNs: int64(s.Window), Batch: s.Batch,
 		ScanPasses: s.ScanPasses, ScanNs: int64(s.ScanTime), Served: s.Served,
 		ServiceNs: int64(s.ServiceTime), ServiceMaxNs: int64(s.ServiceMax),
+		PollerBusyNs: int64(s.PollerBusy),
 	}
 }

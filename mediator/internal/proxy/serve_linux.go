@@ -102,7 +102,12 @@ func Serve(ctx context.Context, conn *net.UnixConn, heap []byte, cfg ServeConfig
 		head uint64
 		last time.Time
 		idle uint // empty looks at the ring since the last request
+
+		yieldEvery uint = 1
 	)
+	if runtime.GOMAXPROCS(0) >= 4 {
+		yieldEvery = 64
+	}
 	for {
 		if ring != nil {
 			var err error
@@ -117,9 +122,16 @@ func Serve(ctx context.Context, conn *net.UnixConn, heap []byte, cfg ServeConfig
 				last, idle = time.Now(), 0
 				continue
 			}
-			// Spinning: the clock is read every 32 empty looks only.
+			// Spinning: the clock is read every 32 empty looks only. The
+			// goroutine yields on every look below 4 processors (32
+			// yields: the only watch there, as nothing spins), every 64
+			// looks above (runtime.Gosched goes through the scheduler's
+			// global queue and lock: microseconds a look on a host of
+			// many processors).
 			if idle++; idle%32 != 0 || time.Since(last) < cfg.Spin {
-				runtime.Gosched()
+				if idle%yieldEvery == 0 {
+					runtime.Gosched()
+				}
 				continue
 			}
 			// Announce the sleep, then look once more: a batch published

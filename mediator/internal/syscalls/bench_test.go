@@ -22,8 +22,22 @@ import (
 
 // BenchmarkNullRoundTrip is one caller's blocking null call: p50 and p99.
 // Host CPU per call: this process (forwarder and caller) and the proxy.
+// The proxy spins as the binary does by default (on 4 processors or more),
+// and never (it sleeps on its socket after each batch: a kick per call).
 func BenchmarkNullRoundTrip(b *testing.B) {
-	v := newVM(b, 64, DefaultConfig(), proxyBinary(b))
+	for _, spin := range []bool{true, false} {
+		b.Run(fmt.Sprintf("proxy-spin=%v", spin), func(b *testing.B) {
+			v := newVMWith(b, 64, DefaultConfig(), proxyBinary(b), func(c *proxy.StartConfig) {
+				if !spin {
+					c.Spin, c.ContextSpin = -1, -1
+				}
+			})
+			benchNullRoundTrip(b, v)
+		})
+	}
+}
+
+func benchNullRoundTrip(b *testing.B, v *realVM) {
 	v.call(b, 0, abi.SysNull) // the proxy is up
 	lat := make([]time.Duration, 0, b.N)
 	c0, p0 := processCPU(), v.proxyCPU()
@@ -185,6 +199,19 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// BenchmarkClock is one read of the clock the poller stamps its passes
+// with (time.Since: the vDSO's clock_gettime where the clock source allows).
+func BenchmarkClock(b *testing.B) {
+	t0 := time.Now()
+	var d time.Duration
+	for range b.N {
+		d += time.Since(t0)
+	}
+	if d < 0 {
+		b.Fatal(d)
+	}
+}
+
 // BenchmarkScanIdle is one scan pass over 1024 slots none of which is READY:
 // what every call waits half of to be seen while the poller spins (and the
 // poller's own pass runs beside it).
@@ -193,7 +220,7 @@ func BenchmarkScanIdle(b *testing.B) {
 	var next uint32
 	b.ResetTimer()
 	for range b.N {
-		if got := v.f.scan(nil, 1, &next, nil); len(got) != 0 {
+		if got := v.f.scan(nil, 1, &next, nil, true, v.f.now()); len(got) != 0 {
 			b.Fatal("a READY slot in an idle area")
 		}
 	}

@@ -53,10 +53,10 @@ func (f *Forwarder) addFastcall(msg, oob []byte) error {
 		return nil
 	}
 	if errno != 0 {
-		f.finish(fc.Slot, fc.Seq, -1, errno)
+		f.finish(fc.Slot, fc.Seq, -1, errno, f.now())
 		return nil
 	}
-	f.finish(fc.Slot, fc.Seq, int64(num), 0)
+	f.finish(fc.Slot, fc.Seq, int64(num), 0, f.now())
 	return nil
 }
 

@@ -69,11 +69,18 @@ type Forwarder struct {
 	t0     time.Time      // the clock seenAt counts from
 	seenAt []atomic.Int64 // per slot: ns since t0 when the scan took its blocking call (0: none)
 
-	// The poller's own: whether it scans the ready map (readyMap.go), and
-	// when it last scanned every state word.
+	// The poller's own: whether it scans the ready map (readymap.go); the
+	// sweep of every state word in progress (the next slot, -1: none) and
+	// when the last one started (ns since t0); the pass's start, which
+	// stamps what the pass takes; the counts it flushes into stats at the
+	// end of each pass; scratch for the hinted slots and their states.
 	readyMap  bool
-	lastFull  int64 // ns since t0
-	sinceFull int   // hint passes since
+	sweepAt   int
+	lastSweep int64
+	passAt    int64
+	tally     tally
+	cand      []uint32
+	states    []uint32
 
 	fastMu sync.RWMutex // guards fast; held (read) across a fastcall's I/O
 	fast   fastTable
@@ -103,6 +110,9 @@ func New(spec Spec, cfg Config) (*Forwarder, error) {
 		t0:       time.Now(),
 		seenAt:   make([]atomic.Int64, spec.Slots),
 		readyMap: os.Getenv("SLUICE_SYSCALL_READY_MAP") != "off",
+		sweepAt:  -1,
+		cand:     make([]uint32, 0, spec.Slots),
+		states:   make([]uint32, spec.Slots),
 	}
 	if f.log == nil {
 		f.log = slog.Default()
@@ -110,6 +120,7 @@ func New(spec Spec, cfg Config) (*Forwarder, error) {
 	f.log = f.log.With("vm", spec.Name)
 	f.cfg.Store(&cfg)
 	f.stats.init()
+	f.tally.byCall = make([]uint64, len(f.stats.byCall))
 	f.wg.Add(2)
 	go f.supervise()
 	go f.poll()
@@ -184,14 +195,18 @@ func (f *Forwarder) drainLocked() int {
 		return 0
 	}
 	n := 0
+	var now int64 // read once, when a result came
 	for max := rg.ResultCap(); n < max; n++ {
 		r, ok := rg.MediatorNextResult(f.resHead)
 		if !ok {
 			break
 		}
+		if now == 0 {
+			now = f.now()
+		}
 		f.resHead++
 		if f.claimLocked(r.Slot, r.Seq) {
-			f.finish(r.Slot, r.Seq, r.Ret, r.Errno)
+			f.finish(r.Slot, r.Seq, r.Ret, r.Errno, now)
 		}
 	}
 	if n > 0 {
@@ -201,22 +216,18 @@ func (f *Forwarder) drainLocked() int {
 	return n
 }
 
-// finish writes a blocking call's result and hands the slot back.
-func (f *Forwarder) finish(slot, seq uint32, ret int64, errno abi.Errno) {
-	base := abi.SlotOff(slot)
-	processing := abi.SlotWord(abi.SlotProcessing, seq)
-	if f.spec.Area.Load32(base+abi.SysState) != processing {
-		// The guest took the slot back: its bytes are not ours to write.
+// finish writes a blocking call's result and hands the slot back; now
+// (ns since t0) ends the call's service time.
+func (f *Forwarder) finish(slot, seq uint32, ret int64, errno abi.Errno, now int64) {
+	f.stats.errno(errno)
+	if !complete(f.spec.Area, slot, seq, ret, errno) {
+		// The guest took the slot back: its bytes were not ours to write.
 		f.stats.lost.Add(1)
-		f.stats.errno(errno)
+		f.seenAt[slot].Store(0)
 		return
 	}
-	if !complete(f.spec.Area, slot, seq, ret, errno) {
-		f.stats.lost.Add(1)
-	}
-	f.stats.errno(errno)
 	if seen := f.seenAt[slot].Swap(0); seen != 0 {
-		d := f.now() - seen
+		d := max(now-seen, 0)
 		f.stats.served.Add(1)
 		f.stats.serviceNs.Add(d)
 		for m := f.stats.serviceMax.Load(); d > m && !f.stats.serviceMax.CompareAndSwap(m, d); m = f.stats.serviceMax.Load() {
@@ -224,17 +235,34 @@ func (f *Forwarder) finish(slot, seq uint32, ret int64, errno abi.Errno) {
 	}
 }
 
+// completeTries bounds complete's compare-and-swap against a guest that
+// keeps rewriting its slot's first word.
+const completeTries = 8
+
 // complete writes a taken call's result into its slot and turns it from
-// PROCESSING|seq to FINISHED|seq; false if the guest rewrote the state.
+// PROCESSING|seq to FINISHED|seq with the errno beside the state word
+// (FeatureResultWord), in one 8-byte compare-and-swap; false if the guest
+// rewrote the state. The result is written only while the state is
+// PROCESSING|seq.
 func complete(area *shm.Region, slot, seq uint32, ret int64, errno abi.Errno) bool {
 	base := abi.SlotOff(slot)
+	processing := abi.SlotWord(abi.SlotProcessing, seq)
+	w := area.Load64(base + abi.SysState)
+	if uint32(w) != processing {
+		return false
+	}
 	area.Store64(base+abi.SysRet, uint64(ret))
 	area.Store64(base+abi.SysErrno, uint64(errno))
-	// The errno beside the state word too (FeatureResultWord): stored
-	// before FINISHED, so that a guest's 8-byte load that sees FINISHED
-	// sees it (x86 and Go's atomics keep stores in order).
-	area.Store32(base+abi.SysFinErrno, uint32(errno))
-	return area.CompareAndSwap32(base+abi.SysState, abi.SlotWord(abi.SlotProcessing, seq), abi.SlotWord(abi.SlotFinished, seq))
+	fin := uint64(abi.SlotWord(abi.SlotFinished, seq)) | uint64(uint32(errno))<<32
+	for range completeTries {
+		if area.CompareAndSwap64(base+abi.SysState, w, fin) {
+			return true
+		}
+		if w = area.Load64(base + abi.SysState); uint32(w) != processing {
+			return false
+		}
+	}
+	return false
 }
 
 // now is the time since t0 in ns, at least 1.

@@ -10,69 +10,96 @@ import (
 
 // The ready map (abi.FeatureReadyMap): one hint byte per slot that a guest
 // sets after it stored READY. The poller reads the map 8 bytes at a time (16
-// cache lines for 1024 slots, against 1024 for the state words), and for
-// each set byte clears it, then reads the slot's state word: a guest that
-// publishes the slot again after the clear sets the byte again, so no
-// publish is lost. A slot that is still POPULATING (its hint landed before
-// its READY) gets its byte back for the next pass; any other state drops
-// the hint. Hints are only hints: the state word decides, and every
-// fullScanPasses passes or fullScanNs the poller scans every state word
-// (guests that set no hints, stale or hostile ones).
+// cache lines for 1024 slots, against 1024 for the state words), clears the
+// set bytes of a word with one atomic AND per half, then reads the hinted
+// slots' state words: a guest that publishes a slot again after the clear
+// sets its byte again, so no publish is lost. A slot that is still
+// POPULATING (its hint landed before its READY) gets its byte back for the
+// next pass; any other state drops the hint. Hints are only hints: the state
+// word decides, and a sweep of every state word starts every sweepNs,
+// sweepChunk slots per pass (whole at a wakeup from idle), for guests that set
+// no hints, stale or hostile ones.
 const (
-	fullScanPasses = 64
-	fullScanNs     = int64(50 * time.Microsecond)
+	sweepNs    = int64(200 * time.Microsecond)
+	sweepChunk = 32
 )
 
 // scanHints is one pass over the ready map, from the word *next falls in.
+// It first collects the hinted slots (clearing their hints), then reads
+// their state words in one loop, whose cache misses overlap, then serves
+// the READY ones.
 func (f *Forwarder) scanHints(batch []proxyproto.Request, max int, next *uint32, p *sock) []proxyproto.Request {
 	n := uint32(f.spec.Slots)
 	words := (n + 7) / 8
 	w0 := (*next / 8) % words
-	served := 0
-	for k := uint32(0); k < words && len(batch) < max; k++ {
+	*next = (*next + 8) % n
+	cand := f.cand[:0]
+	for k := uint32(0); k < words && len(batch)+len(cand) < max; k++ {
 		w := (w0 + k) % words
 		off := abi.SyscallReadyMapOff + uint64(w)*8
 		v := f.spec.Area.Load64(off)
-		for v != 0 && len(batch) < max {
+		if v == 0 {
+			continue
+		}
+		f.clearHints(off, v)
+		for v != 0 {
 			b := uint32(bits.TrailingZeros64(v)) / 8
 			v &^= 0xff << (8 * b)
-			i := w*8 + b
-			f.setHint(off+uint64(b), false)
-			if i >= n {
-				continue // past the slots: a hostile guest's, dropped
-			}
-			st, _ := abi.SplitSlotWord(f.spec.Area.Load32(abi.SlotOff(i) + abi.SysState))
-			switch st {
-			case abi.SlotReady:
-				f.stats.hinted.Add(1)
-				batch = f.serveSlot(batch, i, p)
-				if served++; served%256 == 0 {
-					f.mu.Lock()
-					f.drainLocked()
-					f.mu.Unlock()
-				}
-			case abi.SlotPopulating:
-				f.setHint(off+uint64(b), true) // READY may land after the hint
+			if i := w*8 + b; i < n { // past the slots: a hostile guest's, dropped
+				cand = append(cand, i)
 			}
 		}
 	}
-	*next = (*next + 8) % n
+	states := f.states[:len(cand)]
+	for j, i := range cand {
+		states[j] = f.spec.Area.Load32(abi.SlotOff(i) + abi.SysState)
+	}
+	served := 0
+	for j, i := range cand {
+		st, _ := abi.SplitSlotWord(states[j])
+		switch {
+		case st == abi.SlotPopulating || (st == abi.SlotReady && len(batch) >= max):
+			f.setHint(i) // READY may land after the hint; or no room this pass
+		case st == abi.SlotReady:
+			f.tally.hinted++
+			batch = f.serveSlot(batch, i, p)
+			if served++; served%256 == 0 {
+				f.mu.Lock()
+				f.drainLocked()
+				f.mu.Unlock()
+			}
+		}
+	}
+	f.cand = cand
 	return batch
 }
 
-// setHint sets or clears the hint byte at off (relative to the area) with a
-// compare-and-swap on its aligned 32-bit word: the guest may store the
-// other bytes of the word meanwhile.
-func (f *Forwarder) setHint(off uint64, set bool) {
+// clearHints clears the set bytes of the map word at off (v as read) with
+// an atomic AND on each half that has any: the guest may store the word's
+// other bytes meanwhile.
+func (f *Forwarder) clearHints(off, v uint64) {
+	var mask uint64
+	for b := 0; b < 64; b += 8 {
+		if v>>b&0xff != 0 {
+			mask |= 0xff << b
+		}
+	}
+	if lo := uint32(mask); lo != 0 {
+		f.spec.Area.And32(off, ^lo)
+	}
+	if hi := uint32(mask >> 32); hi != 0 {
+		f.spec.Area.And32(off+4, ^hi)
+	}
+}
+
+// setHint sets slot i's hint byte again, by compare-and-swap on its aligned
+// 32-bit word.
+func (f *Forwarder) setHint(i uint32) {
+	off := abi.SyscallReadyMapOff + uint64(i)
 	word, shift := off&^3, 8*(off&3)
-	mask := uint32(0xff) << shift
 	for {
 		old := f.spec.Area.Load32(word)
-		nw := old &^ mask
-		if set {
-			nw |= 1 << shift
-		}
-		if old == nw || f.spec.Area.CompareAndSwap32(word, old, nw) {
+		if old>>shift&0xff != 0 || f.spec.Area.CompareAndSwap32(word, old, old|1<<shift) {
 			return
 		}
 	}

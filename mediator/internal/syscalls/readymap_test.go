@@ -47,3 +47,66 @@ func TestReadyMapHints(t *testing.T) {
 		t.Fatal("the hint of a served slot stayed")
 	}
 }
+
+// Eight hints in one map word are served from one pass's clear; hint bytes
+// past the last slot (a hostile guest's) are never read.
+func TestReadyMapWordOfHints(t *testing.T) {
+	r := newRig(t, DefaultConfig(), false)
+	r.call(0, abi.SysNull, 0) // the proxy is up
+	for i := uint32(8); i < 16; i++ {
+		r.publish(i, abi.Slot{Number: abi.SysLseek, Flags: abi.SysFlagBlocking, Args: [6]uint64{uint64(i)}})
+	}
+	past := uint64(abi.SyscallReadyMapOff + rigSlots) // the bytes of slots 64..71: none exist
+	r.area.Store64(past, ^uint64(0))
+	r.area.Store64(abi.SyscallReadyMapOff+8, 0x0101010101010101)
+	for i := uint32(8); i < 16; i++ {
+		if ret, errno := r.wait(i, abi.SlotFinished); ret != int64(i)+1 || errno != 0 {
+			t.Fatalf("slot %d: ret %d errno %d", i, ret, errno)
+		}
+	}
+	deadline := time.Now().Add(time.Second)
+	for r.area.Load64(abi.SyscallReadyMapOff+8) != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if w := r.area.Load64(abi.SyscallReadyMapOff + 8); w != 0 {
+		t.Fatalf("hints of served slots left: %#x", w)
+	}
+	if st := r.f.Stats(); st.Calls["unknown"] != 0 || st.Raced != 0 {
+		t.Fatalf("the bytes past the slots were acted on: %+v", st)
+	}
+}
+
+// A guest that sets no hints is still served while the poller never goes
+// idle (another caller keeps it busy): by the sweep, a chunk per pass.
+func TestSweepServesUnhintedSlotsWhileBusy(t *testing.T) {
+	r := newRig(t, DefaultConfig(), false)
+	r.call(0, abi.SysNull, 0)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // slot 1: hinted calls back to back
+		defer close(done)
+		for seq := uint32(0); ; seq = abi.NextSeq(seq) {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			r.publish(1, abi.Slot{Seq: seq, Number: abi.SysNull, Flags: abi.SysFlagBlocking})
+			w := uint64(abi.SyscallReadyMapOff)
+			r.area.Store32(w, r.area.Load32(w)|1<<8)
+			for st, _ := r.state(1); st != abi.SlotFinished; st, _ = r.state(1) {
+			}
+			r.area.Store32(abi.SlotOff(1)+abi.SysState, abi.SlotWord(abi.SlotFree, abi.NextSeq(seq)))
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	time.Sleep(5 * time.Millisecond)
+	passes := r.f.Stats().ScanPasses
+	r.publish(40, abi.Slot{Number: abi.SysLseek, Flags: abi.SysFlagBlocking, Args: [6]uint64{41}})
+	if ret, errno := r.wait(40, abi.SlotFinished); ret != 42 || errno != 0 {
+		t.Fatalf("slot 40: ret %d errno %d", ret, errno)
+	}
+	if r.f.Stats().ScanPasses == passes {
+		t.Fatal("no pass between the publish and the result")
+	}
+}

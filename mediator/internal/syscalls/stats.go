@@ -24,6 +24,8 @@ type stats struct {
 	served      atomic.Uint64 // blocking calls finished (result written)
 	serviceNs   atomic.Int64  // their time from READY seen to FINISHED written
 	serviceMax  atomic.Int64
+	busyNs      atomic.Int64    // the poller's time awake (spinning or working), ended spans
+	busySince   atomic.Int64    // when the poller woke (ns since t0), 0 while it sleeps
 	byCall      []atomic.Uint64 // index in abi.Calls, then fastcalls, then unknown
 
 	small [256]atomic.Uint64 // results by errno, below 256 (every Linux errno)
@@ -37,15 +39,40 @@ func (s *stats) init() {
 	s.errnos = map[abi.Errno]uint64{}
 }
 
-func (s *stats) call(sl *abi.Slot) {
+// tally is what a scan pass counts, flushed into stats at its end: the
+// poller's path then makes no atomic add per call for them.
+type tally struct {
+	taken, hinted uint64
+	byCall        []uint64 // as stats.byCall
+}
+
+func (t *tally) count(sl *abi.Slot) {
+	t.taken++
 	switch i := abi.CallIndex(sl.Number); {
 	case sl.Fastcall():
-		s.byCall[len(abi.Calls)].Add(1)
+		t.byCall[len(abi.Calls)]++
 	case i >= 0:
-		s.byCall[i].Add(1)
+		t.byCall[i]++
 	default:
-		s.byCall[len(abi.Calls)+1].Add(1)
+		t.byCall[len(abi.Calls)+1]++
 	}
+}
+
+// flushTally adds the pass's counts to the stats.
+func (f *Forwarder) flushTally() {
+	t := &f.tally
+	if t.taken == 0 && t.hinted == 0 {
+		return
+	}
+	f.stats.taken.Add(t.taken)
+	f.stats.hinted.Add(t.hinted)
+	for i, n := range t.byCall {
+		if n != 0 {
+			f.stats.byCall[i].Add(n)
+			t.byCall[i] = 0
+		}
+	}
+	t.taken, t.hinted = 0, 0
 }
 
 func (s *stats) errno(e abi.Errno) {
@@ -85,8 +112,12 @@ type Stats struct {
 	Served      uint64        `json:"served"`
 	ServiceTime time.Duration `json:"service_ns"`
 	ServiceMax  time.Duration `json:"service_max_ns"`
-	Window      time.Duration `json:"window_ns"`
-	Batch       int           `json:"batch"`
+	// PollerBusy is the time the poller was awake, spinning or working:
+	// the core it held. Served / PollerBusy is what one poller core
+	// serves.
+	PollerBusy time.Duration `json:"poller_busy_ns"`
+	Window     time.Duration `json:"window_ns"`
+	Batch      int           `json:"batch"`
 }
 
 // Stats returns a snapshot.
@@ -107,6 +138,10 @@ func (f *Forwarder) Stats() Stats {
 		Served:        f.stats.served.Load(),
 		ServiceTime:   time.Duration(f.stats.serviceNs.Load()),
 		ServiceMax:    time.Duration(f.stats.serviceMax.Load()),
+		PollerBusy:    time.Duration(f.stats.busyNs.Load()),
+	}
+	if since := f.stats.busySince.Load(); since != 0 {
+		s.PollerBusy += time.Duration(f.now() - since)
 	}
 	cfg := f.cfg.Load()
 	s.Window, s.Batch = cfg.Window, cfg.Batch

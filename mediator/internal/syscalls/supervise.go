@@ -156,7 +156,7 @@ func (f *Forwarder) failInflightLocked() {
 	for i, s := range f.inflight {
 		if s != 0 {
 			f.inflight[i] = 0
-			f.finish(uint32(i), s-1, -1, abi.ErrnoIO)
+			f.finish(uint32(i), s-1, -1, abi.ErrnoIO, f.now())
 		}
 	}
 	f.nIn = 0
@@ -209,11 +209,12 @@ func (f *Forwarder) receive(s *sock) error {
 func (f *Forwarder) deliver(res []proxyproto.Result) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	now := f.now()
 	for _, r := range res {
 		if !f.claimLocked(r.Slot, r.Seq) {
 			continue // a non-blocking call's result, or a stale one
 		}
-		f.finish(r.Slot, r.Seq, r.Ret, r.Errno)
+		f.finish(r.Slot, r.Seq, r.Ret, r.Errno, now)
 	}
 }
 

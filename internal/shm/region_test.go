@@ -1,0 +1,43 @@
+package shm
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRegionAtomics(t *testing.T) {
+	r := New(make([]byte, 64))
+	r.Store32(8, 0xffff00ff)
+	r.And32(8, 0x0000ff0f)
+	if got := r.Load32(8); got != 0x0000000f {
+		t.Fatalf("And32: %#x", got)
+	}
+	r.Store64(16, 7)
+	if r.CompareAndSwap64(16, 8, 9) || r.Load64(16) != 7 {
+		t.Fatal("CompareAndSwap64 swapped a value that was not old")
+	}
+	if !r.CompareAndSwap64(16, 7, 1<<40) || r.Load64(16) != 1<<40 {
+		t.Fatal("CompareAndSwap64 did not swap")
+	}
+}
+
+func TestRegionBounds(t *testing.T) {
+	r := New(make([]byte, 64))
+	for name, f := range map[string]func(){
+		"past the end":  func() { r.Load64(64) },
+		"straddling":    func() { r.Load32(62) },
+		"unaligned":     func() { r.Store32(2, 1) },
+		"unaligned CAS": func() { r.CompareAndSwap64(4, 0, 1) },
+		"copy past":     func() { r.CopyIn(60, make([]byte, 8)) },
+		"huge offset":   func() { r.And32(1<<63, 0) },
+	} {
+		func() {
+			defer func() {
+				if p, ok := recover().(string); !ok || !strings.Contains(p, "outside region") {
+					t.Errorf("%s: panic %v", name, p)
+				}
+			}()
+			f()
+		}()
+	}
+}
