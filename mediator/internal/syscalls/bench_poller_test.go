@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
-	"github.com/sluice-gpu/sluice/internal/shm"
+	"github.com/sluice-gpu/sluice/internal/slotcall"
 )
 
 // BenchmarkPollerSaturated keeps every one of 1024 slots busy with blocking
@@ -28,7 +28,6 @@ func BenchmarkPollerSaturated(b *testing.B) {
 			const slots = 1024
 			v := newVM(b, slots, DefaultConfig(), path)
 			v.call(b, 0, abi.SysNull) // the proxy is up
-			area := v.f.spec.Area
 			drivers := max(1, min(4, runtime.GOMAXPROCS(0)/4))
 			var done atomic.Int64
 			stop := make(chan struct{})
@@ -40,7 +39,7 @@ func BenchmarkPollerSaturated(b *testing.B) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					driveSlots(area, uint32(d*slots/drivers), uint32((d+1)*slots/drivers), int64(b.N), &done, stop)
+					driveSlots(v.guest, uint32(d*slots/drivers), uint32((d+1)*slots/drivers), int64(b.N), &done, stop)
 				}()
 			}
 			for done.Load() < int64(b.N) {
@@ -65,24 +64,15 @@ func BenchmarkPollerSaturated(b *testing.B) {
 }
 
 // driveSlots keeps slots [lo, hi) busy with blocking null calls until done
-// reaches total or stop closes; each finished call adds one to done.
-func driveSlots(area *shm.Region, lo, hi uint32, total int64, done *atomic.Int64, stop <-chan struct{}) {
+// reaches total or stop closes; each finished call adds one to done. A
+// FINISHED slot is freed (Wait returns at once) and published again with
+// the next sequence number, without a claim: the slot is the driver's own.
+func driveSlots(guest *slotcall.Area, lo, hi uint32, total int64, done *atomic.Int64, stop <-chan struct{}) {
+	null := slotcall.Request{Number: abi.SysNull, Flags: abi.SysFlagBlocking}
 	seq := make([]uint32, hi-lo)
-	publish := func(i uint32) {
-		base := abi.SlotOff(i)
-		area.Store32(base+abi.SysNumber, uint32(abi.SysNull)|uint32(abi.SysFlagBlocking)<<16)
-		area.Store32(base+abi.SysState, abi.SlotWord(abi.SlotReady, seq[i-lo]))
-		word, shift := abi.ReadyMapOff(i)&^3, 8*(abi.ReadyMapOff(i)&3)
-		for {
-			old := area.Load32(word)
-			if old>>shift&0xff != 0 || area.CompareAndSwap32(word, old, old|1<<shift) {
-				break
-			}
-		}
-	}
 	for i := lo; i < hi; i++ {
-		_, seq[i-lo] = abi.SplitSlotWord(area.Load32(abi.SlotOff(i) + abi.SysState))
-		publish(i)
+		_, seq[i-lo] = guest.State(i)
+		guest.Publish(slotcall.Ticket{Slot: i, Seq: seq[i-lo]}, null)
 	}
 	for k := 0; ; k++ {
 		if k%64 == 0 {
@@ -93,15 +83,15 @@ func driveSlots(area *shm.Region, lo, hi uint32, total int64, done *atomic.Int64
 			}
 		}
 		for i := lo; i < hi; i++ {
-			w := area.Load32(abi.SlotOff(i) + abi.SysState)
-			if w != abi.SlotWord(abi.SlotFinished, seq[i-lo]) {
+			if st, _ := guest.State(i); st != abi.SlotFinished {
 				continue
 			}
-			_ = area.Load64(abi.SlotOff(i) + abi.SysRet)
+			if _, err := guest.Wait(slotcall.Ticket{Slot: i, Seq: seq[i-lo]}); err != nil {
+				panic(err)
+			}
 			seq[i-lo] = abi.NextSeq(seq[i-lo])
-			area.Store32(abi.SlotOff(i)+abi.SysState, abi.SlotWord(abi.SlotFree, seq[i-lo]))
 			if done.Add(1) <= total {
-				publish(i)
+				guest.Publish(slotcall.Ticket{Slot: i, Seq: seq[i-lo]}, null)
 			}
 		}
 	}

@@ -184,6 +184,13 @@ func (f *Forwarder) Close() error {
 	return nil
 }
 
+// drain is drainLocked under the lock.
+func (f *Forwarder) drain() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.drainLocked()
+}
+
 // drainLocked consumes the result ring: each result whose slot still waits
 // for exactly that call is written back; anything else (a non-blocking
 // call's result, a stale one, or whatever a hostile proxy wrote) is dropped.

@@ -89,9 +89,7 @@ func (f *Forwarder) poll() {
 		// result published before the proxy could see the announcement
 		// would wait for no kick).
 		rg.MediatorIdle(true)
-		f.mu.Lock()
-		late := f.drainLocked()
-		f.mu.Unlock()
+		late := f.drain()
 		f.ringMu.RUnlock()
 		if late > 0 {
 			announced = true // begin clears it
@@ -212,9 +210,7 @@ func (f *Forwarder) sweep(batch []proxyproto.Request, max int, chunk uint32, p *
 		if i%256 == 255 {
 			// A long sweep: results that came meanwhile go back now, not
 			// at the next pass.
-			f.mu.Lock()
-			f.drainLocked()
-			f.mu.Unlock()
+			f.drain()
 		}
 		if st, _ := abi.SplitSlotWord(f.spec.Area.Load32(abi.SlotOff(i) + abi.SysState)); st == abi.SlotReady {
 			batch = f.serveSlot(batch, i, p)

@@ -64,9 +64,7 @@ func (f *Forwarder) scanHints(batch []proxyproto.Request, max int, next *uint32,
 			f.tally.hinted++
 			batch = f.serveSlot(batch, i, p)
 			if served++; served%256 == 0 {
-				f.mu.Lock()
-				f.drainLocked()
-				f.mu.Unlock()
+				f.drain()
 			}
 		}
 	}

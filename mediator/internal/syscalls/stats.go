@@ -19,7 +19,7 @@ type stats struct {
 	restarts    atomic.Uint64
 	passes      atomic.Uint64 // scan passes over the slots
 	passNs      atomic.Int64  // their time
-	fullScans   atomic.Uint64 // passes that read every state word (the others read the ready map)
+	fullScans   atomic.Uint64 // sweeps of every state word started (readymap.go)
 	hinted      atomic.Uint64 // READY slots found through their ready hint
 	served      atomic.Uint64 // blocking calls finished (result written)
 	serviceNs   atomic.Int64  // their time from READY seen to FINISHED written
@@ -107,7 +107,7 @@ type Stats struct {
 	// FINISHED written (the host's share of a round trip).
 	ScanPasses  uint64        `json:"scan_passes"`
 	ScanTime    time.Duration `json:"scan_ns"`
-	FullScans   uint64        `json:"full_scans"`  // passes that read every state word (the rest read the ready map)
+	FullScans   uint64        `json:"full_scans"`  // sweeps of every state word started (the passes read the ready map)
 	Hinted      uint64        `json:"ready_hints"` // READY slots found through their ready-map hint
 	Served      uint64        `json:"served"`
 	ServiceTime time.Duration `json:"service_ns"`
