@@ -23,9 +23,16 @@ type ringMediator struct {
 	tail, head uint64
 	kicks      int
 	mem        []byte
+	area       *shm.Region // the syscall area handed to the proxy, or nil
 }
 
 func newRingMediator(t *testing.T, cfg ServeConfig) *ringMediator {
+	return newRingMediatorArea(t, cfg, 0)
+}
+
+// newRingMediatorArea hands the proxy a syscall area of slots (none for
+// 0), at a page's offset in its memfd, as the forwarder does.
+func newRingMediatorArea(t *testing.T, cfg ServeConfig, slots uint32) *ringMediator {
 	med, prox := socketpair(t)
 	heapFD, err := shm.NewMemfd("heap", 1<<16)
 	if err != nil {
@@ -71,7 +78,23 @@ func newRingMediator(t *testing.T, cfg ServeConfig) *ringMediator {
 	if m.rg, err = proxyproto.InitRing(mem, l); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Sendmsg(m.fd, proxyproto.AppendRing(nil, l), unix.UnixRights(ringFD), nil, 0); err != nil {
+	fds, a := []int{ringFD}, proxyproto.AreaSpec{}
+	if slots > 0 {
+		size := 4096 + int(abi.SyscallAreaSize(int(slots)))
+		areaFD, err := shm.NewMemfd("region", int64(size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(areaFD)
+		region, err := shm.Map(areaFD, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { shm.Unmap(region) })
+		m.area = shm.New(region[4096:])
+		fds, a = append(fds, areaFD), proxyproto.AreaSpec{Slots: slots, Off: 4096}
+	}
+	if err := unix.Sendmsg(m.fd, proxyproto.AppendRing(nil, l, a), unix.UnixRights(fds...), nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	return m
@@ -96,12 +119,14 @@ func (m *ringMediator) calls(reqs ...proxyproto.Request) map[uint32]proxyproto.R
 	for len(out) < len(reqs) {
 		if r, ok := m.rg.MediatorNextResult(m.head); ok {
 			m.head++
+			m.rg.MediatorConsumed(m.head)
 			out[r.Slot] = r
 			continue
 		}
 		m.rg.MediatorIdle(true)
 		if r, ok := m.rg.MediatorNextResult(m.head); ok {
 			m.head++
+			m.rg.MediatorConsumed(m.head)
 			out[r.Slot] = r
 			m.rg.MediatorIdle(false)
 			continue
@@ -163,4 +188,51 @@ func TestServeRing(t *testing.T) {
 			t.Logf("spin %v: %d kicks for %d batches", spin, m.kicks, 351)
 		})
 	}
+}
+
+// With the syscall area, the proxy writes blocking calls' results into
+// their slots itself and tells the mediator so; a slot the guest took back
+// is left alone and reported refused; a non-blocking call's result is the
+// mediator's to drop.
+func TestServeRingWritesSlots(t *testing.T) {
+	m := newRingMediatorArea(t, ServeConfig{Dir: t.TempDir()}, 16)
+	const blocking = abi.SysFlagBlocking
+	processing := func(slot, seq uint32) {
+		m.area.Store32(abi.SlotOff(slot)+abi.SysState, abi.SlotWord(abi.SlotProcessing, seq))
+	}
+	processing(0, 5)
+	processing(1, 6)
+	processing(2, 7)
+	m.area.Store32(abi.SlotOff(2)+abi.SysState, abi.SlotWord(abi.SlotReady, 8)) // the guest took slot 2 back
+	res := m.calls(
+		proxyproto.Request{Slot: 0, Seq: 5, Number: abi.SysNull, Flags: blocking},
+		proxyproto.Request{Slot: 1, Seq: 6, Number: 0x3ff, Flags: blocking},
+		proxyproto.Request{Slot: 2, Seq: 7, Number: abi.SysNull, Flags: blocking},
+		proxyproto.Request{Slot: 3, Seq: 9, Number: abi.SysNull},
+	)
+	want := map[uint32]proxyproto.Delivery{0: proxyproto.ByProxy, 1: proxyproto.ByProxy, 2: proxyproto.Refused, 3: proxyproto.ByMediator}
+	for slot, d := range want {
+		if res[slot].Delivery != d {
+			t.Errorf("slot %d: delivery %d, want %d (%+v)", slot, res[slot].Delivery, d, res[slot])
+		}
+	}
+	check := func(slot uint32, st abi.SlotState, seq uint32, ret int64, errno abi.Errno) {
+		t.Helper()
+		w := m.area.Load64(abi.SlotOff(slot) + abi.SysState)
+		gotSt, gotSeq := abi.SplitSlotWord(uint32(w))
+		gotRet := int64(m.area.Load64(abi.SlotOff(slot) + abi.SysRet))
+		if gotSt != st || gotSeq != seq || (st == abi.SlotFinished && (gotRet != ret || abi.Errno(w>>32) != errno)) {
+			t.Errorf("slot %d: %v seq %d ret %d errno %d; want %v seq %d ret %d errno %d", slot, gotSt, gotSeq, gotRet, w>>32, st, seq, ret, errno)
+		}
+	}
+	check(0, abi.SlotFinished, 5, 0, 0)
+	check(1, abi.SlotFinished, 6, -1, abi.ErrnoNOSYS)
+	check(2, abi.SlotReady, 8, 0, 0)
+	check(3, abi.SlotFree, 0, 0, 0)
+	// Context threads' results take the same path.
+	processing(4, 1)
+	if r := m.calls(proxyproto.Request{Slot: 4, Seq: 1, Number: abi.SysClockGet, Flags: blocking, Args: [6]uint64{unix.CLOCK_MONOTONIC, 64}}); r[4].Delivery != proxyproto.ByProxy {
+		t.Fatalf("context call: %+v", r[4])
+	}
+	check(4, abi.SlotFinished, 1, 0, 0)
 }

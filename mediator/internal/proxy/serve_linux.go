@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/shm"
 	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
 )
 
@@ -95,7 +96,7 @@ func Serve(ctx context.Context, conn *net.UnixConn, heap []byte, cfg ServeConfig
 		return fmt.Errorf("sending ready: %w", err)
 	}
 	buf := make([]byte, proxyproto.MaxMessage+1)
-	oob := make([]byte, unix.CmsgSpace(4))
+	oob := make([]byte, unix.CmsgSpace(8)) // MsgRing: the rings and the area
 	var (
 		reqs []proxyproto.Request
 		ring *proxyproto.Ring
@@ -163,10 +164,11 @@ func Serve(ctx context.Context, conn *net.UnixConn, heap []byte, cfg ServeConfig
 				closeRights(oob[:oobn])
 				return fmt.Errorf("receiving calls: %w: a second ring", proxyproto.ErrMessage)
 			}
-			if ring, err = mapRing(msg, oob[:oobn]); err != nil {
+			var area *shm.Region
+			if ring, area, err = mapRing(msg, oob[:oobn]); err != nil {
 				return fmt.Errorf("receiving the rings: %w", err)
 			}
-			s.out.ring.Store(&ringOut{rg: ring, fd: s.connFD, stop: s.out.w.stop})
+			s.out.ring.Store(&ringOut{rg: ring, area: area, fd: s.connFD, stop: s.out.w.stop})
 			ring.ProxyIdle(false)
 			last = time.Now()
 		default:
@@ -210,31 +212,54 @@ func (s *server) recv(ctx context.Context, buf, oob []byte) (n, oobn int, err er
 	}
 }
 
-// mapRing maps the ring memfd a MsgRing carries (shared, read/write) and
-// closes the descriptor. The mapping lives as long as the process: context
-// threads may still be answering when Serve returns.
-func mapRing(msg, oob []byte) (*proxyproto.Ring, error) {
+// mapRing maps the ring memfd a MsgRing carries (shared, read/write), and
+// the syscall area's when it carries one, and closes the descriptors. The
+// mappings live as long as the process: context threads may still be
+// answering when Serve returns.
+func mapRing(msg, oob []byte) (*proxyproto.Ring, *shm.Region, error) {
 	fds := rights(oob)
-	if len(fds) != 1 {
+	defer func() {
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
-		return nil, fmt.Errorf("%w: ring with %d descriptors", proxyproto.ErrMessage, len(fds))
-	}
-	defer unix.Close(fds[0])
-	l, size, err := proxyproto.DecodeRing(msg)
+	}()
+	l, size, a, err := proxyproto.DecodeRing(msg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if want := 1 + min(int(a.Slots), 1); len(fds) != want {
+		return nil, nil, fmt.Errorf("%w: ring with %d descriptors, want %d", proxyproto.ErrMessage, len(fds), want)
 	}
 	mem, err := unix.Mmap(fds[0], 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return nil, fmt.Errorf("mapping the rings: %w", err)
+		return nil, nil, fmt.Errorf("mapping the rings: %w", err)
 	}
 	rg, err := proxyproto.OpenRing(mem, l)
 	if err != nil {
 		_ = unix.Munmap(mem)
+		return nil, nil, err
 	}
-	return rg, err
+	if a.Slots == 0 {
+		return rg, nil, nil
+	}
+	area, err := mapArea(fds[1], a)
+	if err != nil {
+		_ = unix.Munmap(mem)
+		return nil, nil, err
+	}
+	return rg, area, nil
+}
+
+// mapArea maps the syscall area of a's slots at a.Off in fd.
+func mapArea(fd int, a proxyproto.AreaSpec) (*shm.Region, error) {
+	page := uint64(unix.Getpagesize())
+	base := a.Off &^ (page - 1)
+	size := abi.SyscallAreaSize(int(a.Slots))
+	m, err := unix.Mmap(fd, int64(base), int(a.Off-base+size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mapping the syscall area (%d slots at %d): %w", a.Slots, a.Off, err)
+	}
+	return shm.New(m[a.Off-base:]), nil
 }
 
 func rights(oob []byte) []int {
@@ -405,5 +430,5 @@ func result(r *proxyproto.Request, ret int64, e abi.Errno) proxyproto.Result {
 	if e != 0 {
 		ret = -1
 	}
-	return proxyproto.Result{Slot: r.Slot, Seq: r.Seq, Ret: ret, Errno: e}
+	return proxyproto.Result{Slot: r.Slot, Seq: r.Seq, Ret: ret, Errno: e, Flags: r.Flags}
 }

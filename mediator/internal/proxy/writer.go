@@ -8,6 +8,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/shm"
 	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
 )
 
@@ -29,9 +31,13 @@ func (s *sink) send(rs []proxyproto.Result) {
 
 // ringOut writes results straight into the result ring from whichever
 // thread made them (no hand-off), and kicks the mediator when it said it
-// sleeps.
+// sleeps. With the VM's syscall area (area not nil) a blocking call's result
+// goes into its slot first (proxyproto.CompleteSlot), so that the GPU
+// thread waiting there is answered without the mediator; the record then
+// only tells the mediator the call is over.
 type ringOut struct {
 	rg   *proxyproto.Ring
+	area *shm.Region   // the VM's syscall area, or nil
 	tail atomic.Uint64 // the producers' reservation counter
 	fd   int           // the mediator socket (the same number in every thread's table)
 	stop <-chan struct{}
@@ -40,6 +46,11 @@ type ringOut struct {
 var kickMsg = []byte{proxyproto.MsgKick}
 
 func (o *ringOut) send(rs []proxyproto.Result) {
+	if o.area != nil {
+		for i := range rs {
+			o.complete(&rs[i])
+		}
+	}
 	for _, r := range rs {
 		for spins := 0; !o.rg.ProxyTryPut(&o.tail, r); spins++ {
 			// Full: the mediator is behind. Make sure it looks, then wait.
@@ -57,6 +68,19 @@ func (o *ringOut) send(rs []proxyproto.Result) {
 		}
 	}
 	o.kick()
+}
+
+// complete writes a blocking call's result into its slot, and says so in r.
+// A slot past the area is the mediator's to refuse (it never sends one).
+func (o *ringOut) complete(r *proxyproto.Result) {
+	if r.Flags&abi.SysFlagBlocking == 0 || abi.SlotOff(r.Slot)+abi.SyscallSlotSize > uint64(o.area.Len()) {
+		return
+	}
+	if proxyproto.CompleteSlot(o.area, r.Slot, r.Seq, r.Ret, r.Errno) {
+		r.Delivery = proxyproto.ByProxy
+	} else {
+		r.Delivery = proxyproto.Refused
+	}
 }
 
 // kick wakes the mediator if it announced that it sleeps. The socket is

@@ -26,7 +26,10 @@ import (
 //
 // 2: calls and results travel through shared-memory rings (ring.go); the
 // socket keeps Ready, Fatal, MsgFastcall and kicks.
-const Version = 2
+// 3: MsgRing may hand the proxy the VM's syscall area, and the proxy then
+// writes blocking calls' results into their slots itself (Delivery); the
+// result ring's records are freed by the consumer's head.
+const Version = 3
 
 // Message types.
 const (
@@ -117,7 +120,25 @@ type Result struct {
 	Seq   uint32
 	Ret   int64
 	Errno abi.Errno
+	// Delivery says who writes the result into the slot (result rings
+	// only; a Results datagram's are ByMediator).
+	Delivery Delivery
+	// Flags are the request's (the proxy's own; not on the wire).
+	Flags uint8
 }
+
+// Delivery says who writes a blocking call's result into its slot.
+type Delivery uint8
+
+const (
+	// ByMediator: the mediator writes it (the proxy has no area).
+	ByMediator Delivery = iota
+	// ByProxy: the proxy wrote it and set FINISHED (CompleteSlot).
+	ByProxy
+	// Refused: the proxy found the slot no longer PROCESSING with the
+	// call's sequence number (the guest took it back) and wrote nothing.
+	Refused
+)
 
 var le = binary.LittleEndian
 

@@ -3,6 +3,8 @@ package proxyproto
 import (
 	"errors"
 	"testing"
+
+	"github.com/sluice-gpu/sluice/api/abi"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -39,6 +41,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(AppendCalls(nil, []Request{{Slot: 1}}))
 	f.Add(AppendResults(nil, []Result{{Slot: 1}}))
 	f.Add(AppendReady(nil, 1))
+	f.Add(AppendRing(nil, RingLayout{ReqCap: 4, ResCap: 8}, AreaSpec{Slots: 16, Off: 4096}))
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		if reqs, err := DecodeCalls(nil, msg); err == nil {
 			if again := AppendCalls(nil, reqs); len(again) != len(msg) {
@@ -49,5 +52,13 @@ func FuzzDecode(f *testing.F) {
 			t.Fatal("results do not round trip in size")
 		}
 		_, _, _ = DecodeReady(msg)
+		if l, size, a, err := DecodeRing(msg); err == nil {
+			if l.Validate() != nil || size != l.Size() || a.Slots > abi.MaxSyscallSlots {
+				t.Fatalf("DecodeRing accepted %+v %d %+v", l, size, a)
+			}
+			if l2, _, a2, err := DecodeRing(AppendRing(nil, l, a)); err != nil || l2 != l || a2 != a {
+				t.Fatal("ring message does not round trip")
+			}
+		}
 	})
 }

@@ -8,18 +8,18 @@ import (
 	"github.com/sluice-gpu/sluice/internal/shm"
 )
 
-// # Rings (protocol version 2)
+// # Rings (protocol version 3)
 //
 // Calls and results travel through two rings in a memfd the mediator creates
 // for each proxy it starts and sends, right after the proxy's Ready, as the
-// descriptor of a MsgRing datagram; the socket stays for the handshake,
-// MsgFastcall (a descriptor travels with it) and kicks.
+// first descriptor of a MsgRing datagram; the socket stays for the
+// handshake, MsgFastcall (a descriptor travels with it) and kicks.
 //
 //	0     u32 magic, u32 version, u32 request capacity, u32 result capacity
 //	64    u64 request tail    (mediator writes: requests published)
 //	128   u64 request head    (proxy writes: requests consumed)
 //	192   u32 proxy idle      (1: the proxy sleeps on its socket; kick it)
-//	256   u64 result head     (mediator writes; informational)
+//	256   u64 result head     (mediator writes: results consumed)
 //	320   u32 mediator idle   (1: no mediator thread watches the results; kick it)
 //	4096  requests: capacity × RequestSize bytes, as in a Calls message
 //	...   results: capacity × ResultStride bytes (64-byte aligned)
@@ -28,14 +28,27 @@ import (
 // consumer (the proxy's receive loop). The result ring has many producers
 // (the receive loop and every context thread) and one consumer at a time
 // (the forwarder's poller, or its receiver when kicked): a bounded MPSC ring
-// after Vyukov, where each record's mark says whose it is: mark == pos, free
-// for the producer of position pos; pos+1, holding pos's result; the
-// consumer sets pos+capacity once it has read it. Producers reserve positions
-// with compare-and-swap on a counter of the proxy's own. The consumer keeps
-// its head to itself and accepts a record only when its mark is exactly
-// head+1, so a proxy that scribbles on the ring can make it read garbage
-// results (which the mediator checks against its own table of calls in
-// flight, as it did the socket's) but never read outside the ring or loop.
+// after Vyukov, where each record's mark says whether it holds a result:
+// pos+1 once the producer of position pos published it. Producers reserve
+// positions with compare-and-swap on a counter of the proxy's own, and only
+// positions less than a capacity past the result head, which the consumer
+// stores once per drain (no store per record). The consumer keeps its own
+// head and accepts a record only when its mark is exactly head+1, so a
+// proxy that scribbles on the ring can make it read garbage results (which
+// the mediator checks against its own table of calls in flight, as it did
+// the socket's) but never read outside the ring or loop.
+//
+// # Results the proxy writes itself
+//
+// When the MsgRing carries a second descriptor, the VM's syscall area (the
+// memfd of the VM's region, the area at an offset), the proxy writes each
+// blocking call's result into its slot and moves it from PROCESSING|seq to
+// FINISHED|seq itself (CompleteSlot, one compare-and-swap), then publishes
+// the result record marked ByProxy: the mediator then only ends its
+// tracking of the call. The GPU thread waiting on the slot is answered one
+// hop earlier, and the mediator's poller does not touch the slot again.
+// The area is the VM's own memory, as the heap the proxy already writes is:
+// a proxy that misbehaves there harms its VM alone.
 //
 // Wakeups (virtio's event index idea): a side that stops watching its ring
 // stores 1 in its idle word, looks at the ring once more, and only then
@@ -61,14 +74,23 @@ const (
 // More message types.
 const (
 	// MsgRing (mediator → proxy): u32 request capacity, u32 result
-	// capacity, u64 size; the memfd travels as SCM_RIGHTS.
+	// capacity, u32 size, u32 slots, u64 area offset; the rings' memfd
+	// travels as SCM_RIGHTS, and, when slots is not 0, the syscall area's
+	// memfd after it (the area at the offset).
 	MsgRing byte = 6
 	// MsgKick (either way, 1 byte): look at your ring.
 	MsgKick byte = 7
 )
 
 // RingMsgSize is a MsgRing datagram's size.
-const RingMsgSize = 16
+const RingMsgSize = 32
+
+// AreaSpec says where the VM's syscall area is in the descriptor that
+// follows the rings' in a MsgRing: Slots 0 means none is handed over.
+type AreaSpec struct {
+	Slots uint32
+	Off   uint64
+}
 
 // RingLayout is the capacities of a ring pair (powers of two).
 type RingLayout struct{ ReqCap, ResCap uint32 }
@@ -93,26 +115,33 @@ func (l RingLayout) Validate() error {
 }
 
 // AppendRing appends a MsgRing datagram.
-func AppendRing(b []byte, l RingLayout) []byte {
+func AppendRing(b []byte, l RingLayout, a AreaSpec) []byte {
 	b = append(b, MsgRing, 0, 0, 0)
 	b = le.AppendUint32(b, l.ReqCap)
 	b = le.AppendUint32(b, l.ResCap)
-	return le.AppendUint32(b, uint32(l.Size()))
+	b = le.AppendUint32(b, uint32(l.Size()))
+	b = le.AppendUint32(b, a.Slots)
+	b = le.AppendUint32(b, 0)
+	return le.AppendUint64(b, a.Off)
 }
 
 // DecodeRing decodes a MsgRing datagram.
-func DecodeRing(msg []byte) (RingLayout, int, error) {
+func DecodeRing(msg []byte) (RingLayout, int, AreaSpec, error) {
 	if len(msg) != RingMsgSize || msg[0] != MsgRing {
-		return RingLayout{}, 0, fmt.Errorf("%w: ring message of %d bytes", ErrMessage, len(msg))
+		return RingLayout{}, 0, AreaSpec{}, fmt.Errorf("%w: ring message of %d bytes", ErrMessage, len(msg))
 	}
 	l := RingLayout{ReqCap: le.Uint32(msg[4:]), ResCap: le.Uint32(msg[8:])}
 	if err := l.Validate(); err != nil {
-		return l, 0, err
+		return l, 0, AreaSpec{}, err
 	}
 	if int(le.Uint32(msg[12:])) != l.Size() {
-		return l, 0, fmt.Errorf("%w: ring of %d bytes, want %d", ErrMessage, le.Uint32(msg[12:]), l.Size())
+		return l, 0, AreaSpec{}, fmt.Errorf("%w: ring of %d bytes, want %d", ErrMessage, le.Uint32(msg[12:]), l.Size())
 	}
-	return l, l.Size(), nil
+	a := AreaSpec{Slots: le.Uint32(msg[16:]), Off: le.Uint64(msg[24:])}
+	if a.Slots > abi.MaxSyscallSlots {
+		return l, 0, AreaSpec{}, fmt.Errorf("%w: an area of %d slots", ErrMessage, a.Slots)
+	}
+	return l, l.Size(), a, nil
 }
 
 // Ring is a view of a ring pair in shared memory; either side's methods are
@@ -142,7 +171,7 @@ func InitRing(b []byte, l RingLayout) (*Ring, error) {
 	rg.r.Store32(8, l.ReqCap)
 	rg.r.Store32(12, l.ResCap)
 	for i := range rg.resCap {
-		rg.r.Store64(rg.resOff+i*ResultStride, i)
+		rg.r.Store64(rg.resOff+i*ResultStride, i) // not i+1: nothing published
 	}
 	rg.r.Store32(ringProxyIdl, 1)
 	rg.r.Store32(ringMedIdle, 1)
@@ -203,18 +232,22 @@ func (rg *Ring) MediatorPublish(tail uint64) (kick bool) {
 }
 
 // MediatorNextResult returns the result at the consumer's head, if the
-// proxy published it, and frees the record; the caller advances head.
+// proxy published it; the caller advances head, and frees the records
+// before it with MediatorConsumed.
 func (rg *Ring) MediatorNextResult(head uint64) (Result, bool) {
 	off := rg.resOff + (head&rg.resMask)*ResultStride
 	if rg.r.Load64(off) != head+1 {
 		return Result{}, false
 	}
 	w1, w2, w3 := rg.r.Load64(off+8), rg.r.Load64(off+16), rg.r.Load64(off+24)
-	rg.r.Store64(off, head+rg.resCap)
-	return Result{Slot: uint32(w1), Seq: uint32(w1 >> 32), Ret: int64(w2), Errno: abi.Errno(uint32(w3))}, true
+	return Result{
+		Slot: uint32(w1), Seq: uint32(w1 >> 32), Ret: int64(w2),
+		Errno: abi.Errno(uint32(w3)), Delivery: Delivery(w3 >> 32),
+	}, true
 }
 
-// MediatorConsumed records the result head (for the proxy's diagnostics).
+// MediatorConsumed gives the result records before head back to the
+// proxy's producers.
 func (rg *Ring) MediatorConsumed(head uint64) { rg.r.Store64(ringResHead, head) }
 
 // MediatorIdle announces whether a mediator thread watches the results.
@@ -269,21 +302,18 @@ func (rg *Ring) ProxyIdle(idle bool) {
 func (rg *Ring) ProxyTryPut(tail *atomic.Uint64, res Result) bool {
 	for {
 		pos := tail.Load()
-		off := rg.resOff + (pos&rg.resMask)*ResultStride
-		switch m := rg.r.Load64(off); {
-		case m == pos:
-			if !tail.CompareAndSwap(pos, pos+1) {
-				continue
-			}
-			rg.r.Store64(off+8, uint64(res.Slot)|uint64(res.Seq)<<32)
-			rg.r.Store64(off+16, uint64(res.Ret))
-			rg.r.Store64(off+24, uint64(uint32(res.Errno)))
-			rg.r.Store64(off, pos+1)
-			return true
-		case m < pos:
-			return false // still holds the result of pos-capacity
+		if pos-rg.r.Load64(ringResHead) >= rg.resCap {
+			return false // position pos-capacity is not consumed yet
 		}
-		// Another producer took pos meanwhile: look again.
+		if !tail.CompareAndSwap(pos, pos+1) {
+			continue // another producer took pos meanwhile
+		}
+		off := rg.resOff + (pos&rg.resMask)*ResultStride
+		rg.r.Store64(off+8, uint64(res.Slot)|uint64(res.Seq)<<32)
+		rg.r.Store64(off+16, uint64(res.Ret))
+		rg.r.Store64(off+24, uint64(uint32(res.Errno))|uint64(res.Delivery)<<32)
+		rg.r.Store64(off, pos+1)
+		return true
 	}
 }
 

@@ -5,12 +5,17 @@ import (
 	"sync/atomic"
 	"testing"
 	"unsafe"
+
+	"github.com/sluice-gpu/sluice/api/abi"
 )
 
 func ringMem(t *testing.T, l RingLayout) []byte {
 	t.Helper()
 	// 8-byte aligned, as a mapping is.
-	w := make([]uint64, l.Size()/8)
+	return unsafeBytes(make([]uint64, l.Size()/8))
+}
+
+func unsafeBytes(w []uint64) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), len(w)*8)
 }
 
@@ -21,9 +26,10 @@ func TestRingRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, size, err := DecodeRing(AppendRing(nil, l))
-	if err != nil || got != l || size != l.Size() {
-		t.Fatalf("DecodeRing = %+v %d %v", got, size, err)
+	area := AreaSpec{Slots: 1024, Off: 1 << 20}
+	got, size, gotArea, err := DecodeRing(AppendRing(nil, l, area))
+	if err != nil || got != l || size != l.Size() || gotArea != area {
+		t.Fatalf("DecodeRing = %+v %d %+v %v", got, size, gotArea, err)
 	}
 	prox, err := OpenRing(mem, l)
 	if err != nil {
@@ -58,7 +64,7 @@ func TestRingRoundTrip(t *testing.T) {
 	// Results: full after 8, in order, the ring reusable after consuming.
 	var ptail atomic.Uint64
 	for i := range 8 {
-		if !prox.ProxyTryPut(&ptail, Result{Slot: uint32(i), Seq: 1, Ret: -int64(i), Errno: 5}) {
+		if !prox.ProxyTryPut(&ptail, Result{Slot: uint32(i), Seq: 1, Ret: -int64(i), Errno: 5, Delivery: Delivery(i % 3)}) {
 			t.Fatalf("put %d refused", i)
 		}
 	}
@@ -68,7 +74,7 @@ func TestRingRoundTrip(t *testing.T) {
 	var rhead uint64
 	for i := range 8 {
 		r, ok := med.MediatorNextResult(rhead)
-		if !ok || r != (Result{Slot: uint32(i), Seq: 1, Ret: -int64(i), Errno: 5}) {
+		if !ok || r != (Result{Slot: uint32(i), Seq: 1, Ret: -int64(i), Errno: 5, Delivery: Delivery(i % 3)}) {
 			t.Fatalf("result %d: %+v %v", i, r, ok)
 		}
 		rhead++
@@ -76,6 +82,10 @@ func TestRingRoundTrip(t *testing.T) {
 	if _, ok := med.MediatorNextResult(rhead); ok {
 		t.Fatal("result from an empty ring")
 	}
+	if prox.ProxyTryPut(&ptail, Result{Slot: 99}) {
+		t.Fatal("put before the consumer gave the records back")
+	}
+	med.MediatorConsumed(rhead)
 	if !prox.ProxyTryPut(&ptail, Result{Slot: 99}) {
 		t.Fatal("put refused after the consumer freed the ring")
 	}
@@ -115,8 +125,11 @@ func TestRingHostileProxy(t *testing.T) {
 	if err := (RingLayout{ReqCap: 3, ResCap: 4}).Validate(); err == nil {
 		t.Fatal("capacity 3 accepted")
 	}
-	if _, _, err := DecodeRing([]byte{MsgRing}); err == nil {
+	if _, _, _, err := DecodeRing([]byte{MsgRing}); err == nil {
 		t.Fatal("short ring message accepted")
+	}
+	if _, _, _, err := DecodeRing(AppendRing(nil, RingLayout{ReqCap: 4, ResCap: 4}, AreaSpec{Slots: abi.MaxSyscallSlots + 1})); err == nil {
+		t.Fatal("an area of too many slots accepted")
 	}
 }
 
@@ -151,6 +164,9 @@ func TestRingManyProducers(t *testing.T) {
 		}
 		head++
 		n++
+		if n%5 == 0 {
+			med.MediatorConsumed(head)
+		}
 		if r.Seq != next[r.Slot] {
 			t.Fatalf("producer %d: got %d, want %d", r.Slot, r.Seq, next[r.Slot])
 		}

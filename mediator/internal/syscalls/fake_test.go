@@ -75,7 +75,7 @@ func (p *fakeProxy) serve(fastFile string) {
 		var reqs []proxyproto.Request
 		switch proxyproto.Type(buf[:n]) {
 		case proxyproto.MsgRing:
-			l, size, err := proxyproto.DecodeRing(buf[:n])
+			l, size, _, err := proxyproto.DecodeRing(buf[:n])
 			if err != nil {
 				return
 			}
@@ -282,7 +282,7 @@ func (p *fakeProxy) scribble(data []byte) {
 		}
 		if proxyproto.Type(buf[:n]) == proxyproto.MsgRing {
 			var size int
-			if l, size, err = proxyproto.DecodeRing(buf[:n]); err != nil {
+			if l, size, _, err = proxyproto.DecodeRing(buf[:n]); err != nil {
 				return
 			}
 			fd, err := onlyFD(oob[:oobn])

@@ -44,7 +44,7 @@ func (f *Forwarder) addFastcall(msg, oob []byte) error {
 	}
 	num, errno := f.installFastcall(fc, fd)
 	f.mu.Lock()
-	claimed := f.claimLocked(fc.Slot, fc.Seq)
+	seen, claimed := f.claimLocked(fc.Slot, fc.Seq)
 	f.mu.Unlock()
 	if !claimed {
 		if errno == 0 {
@@ -53,10 +53,10 @@ func (f *Forwarder) addFastcall(msg, oob []byte) error {
 		return nil
 	}
 	if errno != 0 {
-		f.finish(fc.Slot, fc.Seq, -1, errno, f.now())
+		f.finish(fc.Slot, fc.Seq, -1, errno, seen, f.now())
 		return nil
 	}
-	f.finish(fc.Slot, fc.Seq, int64(num), 0, f.now())
+	f.finish(fc.Slot, fc.Seq, int64(num), 0, seen, f.now())
 	return nil
 }
 

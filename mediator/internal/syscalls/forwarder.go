@@ -36,10 +36,22 @@ type Spec struct {
 	Area  *shm.Region // the VM's syscall area: the bitmap page, then the slots
 	Slots int         // slots in Area (abi.Layout.SyscallSlots)
 	Heap  []byte      // the VM's heap, for fastcalls
+	// Memfd, when not nil, is where Area is in a file the proxy can map:
+	// the forwarder hands it to each proxy it starts, which then writes
+	// results into the slots itself (one hop less per call). Nil: the
+	// forwarder writes them.
+	Memfd *Memfd
 	Start Starter
 	// GPUNs is the VM's accounted GPU time, handed to getrusage.
 	GPUNs func() uint64
 	Log   *slog.Logger // nil: slog.Default()
+}
+
+// Memfd is a descriptor and the offset of the syscall area in it. The
+// forwarder does not own FD: it must stay open while the forwarder runs.
+type Memfd struct {
+	FD  int
+	Off uint64
 }
 
 // Forwarder serves one VM's syscall area.
@@ -62,12 +74,11 @@ type Forwarder struct {
 	ring     *proxyproto.Ring // the running proxy's rings
 	resHead  uint64           // the result ring's consumer index (ours alone)
 	state    string           // "starting", "running", or why the proxy is down
-	inflight []uint32         // per slot: seq+1 while a blocking call is with the proxy
+	inflight []held // per slot: the blocking call with the proxy, if any
 	nIn      int
 	closed   bool
 
-	t0     time.Time      // the clock seenAt counts from
-	seenAt []atomic.Int64 // per slot: ns since t0 when the scan took its blocking call (0: none)
+	t0 time.Time // the clock the poller's times count from
 
 	// The poller's own: whether it scans the ready map (readymap.go); the
 	// sweep of every state word in progress (the next slot, -1: none) and
@@ -106,9 +117,8 @@ func New(spec Spec, cfg Config) (*Forwarder, error) {
 		stop:     make(chan struct{}),
 		log:      spec.Log,
 		state:    "starting",
-		inflight: make([]uint32, spec.Slots),
+		inflight: make([]held, spec.Slots),
 		t0:       time.Now(),
-		seenAt:   make([]atomic.Int64, spec.Slots),
 		readyMap: os.Getenv("SLUICE_SYSCALL_READY_MAP") != "off",
 		sweepAt:  -1,
 		cand:     make([]uint32, 0, spec.Slots),
@@ -191,18 +201,24 @@ func (f *Forwarder) drain() int {
 	return f.drainLocked()
 }
 
-// drainLocked consumes the result ring: each result whose slot still waits
-// for exactly that call is written back; anything else (a non-blocking
-// call's result, a stale one, or whatever a hostile proxy wrote) is dropped.
-// It reads at most one ring's worth, so a proxy that keeps republishing
-// cannot hold it. It returns how many records it consumed.
+// drainLocked consumes the result ring. A result the proxy wrote into its
+// slot itself (ByProxy) ends the call's tracking; one it could not write
+// (Refused: the guest took the slot back) counts as lost; any other whose
+// slot still waits for exactly that call is written back here. Anything
+// else (a non-blocking call's result, a stale one, or whatever a hostile
+// proxy wrote) is dropped. It reads at most one ring's worth, so a proxy
+// that keeps republishing cannot hold it, and frees the records it read
+// with one store. It returns how many records it consumed.
 func (f *Forwarder) drainLocked() int {
 	rg := f.ring
 	if rg == nil {
 		return 0
 	}
 	n := 0
-	var now int64 // read once, when a result came
+	var (
+		now int64 // read once, when a result came
+		d   done  // the proxy's completions, counted once
+	)
 	for max := rg.ResultCap(); n < max; n++ {
 		r, ok := rg.MediatorNextResult(f.resHead)
 		if !ok {
@@ -212,64 +228,76 @@ func (f *Forwarder) drainLocked() int {
 			now = f.now()
 		}
 		f.resHead++
-		if f.claimLocked(r.Slot, r.Seq) {
-			f.finish(r.Slot, r.Seq, r.Ret, r.Errno, now)
+		switch r.Delivery {
+		case proxyproto.ByProxy:
+			d.add(f, r.Slot, r.Seq, r.Errno, now)
+		case proxyproto.Refused:
+			if _, ok := f.claimLocked(r.Slot, r.Seq); ok {
+				f.stats.errno(r.Errno)
+				f.stats.lost.Add(1)
+			}
+		default:
+			if seen, ok := f.claimLocked(r.Slot, r.Seq); ok {
+				f.finish(r.Slot, r.Seq, r.Ret, r.Errno, seen, now)
+			}
 		}
 	}
 	if n > 0 {
 		rg.MediatorConsumed(f.resHead)
+		d.flush(&f.stats)
 		f.stats.activity.Store(true) // their callers come back: keep spinning
 	}
 	return n
 }
 
-// finish writes a blocking call's result and hands the slot back; now
-// (ns since t0) ends the call's service time.
-func (f *Forwarder) finish(slot, seq uint32, ret int64, errno abi.Errno, now int64) {
-	f.stats.errno(errno)
-	if !complete(f.spec.Area, slot, seq, ret, errno) {
-		// The guest took the slot back: its bytes were not ours to write.
-		f.stats.lost.Add(1)
-		f.seenAt[slot].Store(0)
-		return
+// done counts, over one drain, the calls the proxy completed in their
+// slots: the stats then take a few atomic adds per drain, not per call.
+type done struct {
+	ok, served    uint64
+	svcNs, svcMax int64
+}
+
+// add ends the tracking of a call the proxy completed. A claim that fails
+// (the slot's next call was taken before this record was read, or the
+// record is a hostile proxy's) still counts the result, without a time.
+func (d *done) add(f *Forwarder, slot, seq uint32, errno abi.Errno, now int64) {
+	if errno == 0 {
+		d.ok++
+	} else {
+		f.stats.errno(errno)
 	}
-	if seen := f.seenAt[slot].Swap(0); seen != 0 {
-		d := max(now-seen, 0)
-		f.stats.served.Add(1)
-		f.stats.serviceNs.Add(d)
-		for m := f.stats.serviceMax.Load(); d > m && !f.stats.serviceMax.CompareAndSwap(m, d); m = f.stats.serviceMax.Load() {
-		}
+	if seen, ok := f.claimLocked(slot, seq); ok {
+		t := max(now-seen, 0)
+		d.served++
+		d.svcNs += t
+		d.svcMax = max(d.svcMax, t)
 	}
 }
 
-// completeTries bounds complete's compare-and-swap against a guest that
-// keeps rewriting its slot's first word.
-const completeTries = 8
+func (d *done) flush(s *stats) {
+	if d.ok > 0 {
+		s.small[0].Add(d.ok)
+	}
+	if d.served > 0 {
+		s.served.Add(d.served)
+		s.serviceNs.Add(d.svcNs)
+		s.maxService(d.svcMax)
+	}
+}
 
-// complete writes a taken call's result into its slot and turns it from
-// PROCESSING|seq to FINISHED|seq with the errno beside the state word
-// (FeatureResultWord), in one 8-byte compare-and-swap; false if the guest
-// rewrote the state. The result is written only while the state is
-// PROCESSING|seq.
-func complete(area *shm.Region, slot, seq uint32, ret int64, errno abi.Errno) bool {
-	base := abi.SlotOff(slot)
-	processing := abi.SlotWord(abi.SlotProcessing, seq)
-	w := area.Load64(base + abi.SysState)
-	if uint32(w) != processing {
-		return false
+// finish writes a blocking call's result and hands the slot back; seen
+// (when the scan took it) and now (ns since t0) time the call's service.
+func (f *Forwarder) finish(slot, seq uint32, ret int64, errno abi.Errno, seen, now int64) {
+	f.stats.errno(errno)
+	if !proxyproto.CompleteSlot(f.spec.Area, slot, seq, ret, errno) {
+		// The guest took the slot back: its bytes were not ours to write.
+		f.stats.lost.Add(1)
+		return
 	}
-	area.Store64(base+abi.SysRet, uint64(ret))
-	area.Store64(base+abi.SysErrno, uint64(errno))
-	fin := uint64(abi.SlotWord(abi.SlotFinished, seq)) | uint64(uint32(errno))<<32
-	for range completeTries {
-		if area.CompareAndSwap64(base+abi.SysState, w, fin) {
-			return true
-		}
-		if w = area.Load64(base + abi.SysState); uint32(w) != processing {
-			return false
-		}
-	}
-	return false
+	d := max(now-seen, 0)
+	f.stats.served.Add(1)
+	f.stats.serviceNs.Add(d)
+	f.stats.maxService(d)
 }
 
 // now is the time since t0 in ns, at least 1.

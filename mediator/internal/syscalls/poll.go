@@ -236,9 +236,6 @@ func (f *Forwarder) serveSlot(batch []proxyproto.Request, i uint32, p *sock) []p
 		f.stats.raced.Add(1)
 		return batch
 	}
-	if s.Blocking() {
-		f.seenAt[i].Store(f.passAt)
-	}
 	f.tally.count(&s)
 	if errno != 0 {
 		f.answer(i, &s, -1, errno)
@@ -265,7 +262,7 @@ func (f *Forwarder) take(i uint32, s *abi.Slot) bool {
 // answer completes a taken call the forwarder served itself.
 func (f *Forwarder) answer(i uint32, s *abi.Slot, ret int64, errno abi.Errno) {
 	if s.Blocking() {
-		f.finish(i, s.Seq, ret, errno, f.passAt)
+		f.finish(i, s.Seq, ret, errno, f.passAt, f.passAt)
 		return
 	}
 	f.stats.errno(errno)
@@ -302,12 +299,12 @@ func (f *Forwarder) track(batch []proxyproto.Request, p *sock) []proxyproto.Requ
 			if r.Flags&abi.SysFlagBlocking == 0 {
 				continue
 			}
-			if f.inflight[r.Slot] == 0 {
+			if f.inflight[r.Slot].seq == 0 {
 				f.nIn++
 			}
 			// A guest that forged READY over a call in flight gets one
 			// result for the slot, whichever comes first.
-			f.inflight[r.Slot] = r.Seq + 1
+			f.inflight[r.Slot] = held{seq: r.Seq + 1, seen: f.passAt}
 		}
 	}
 	f.mu.Unlock()
@@ -317,7 +314,7 @@ func (f *Forwarder) track(batch []proxyproto.Request, p *sock) []proxyproto.Requ
 	for k := range batch {
 		r := &batch[k]
 		if r.Flags&abi.SysFlagBlocking != 0 {
-			f.finish(r.Slot, r.Seq, -1, abi.ErrnoIO, f.passAt)
+			f.finish(r.Slot, r.Seq, -1, abi.ErrnoIO, f.passAt, f.passAt)
 		} else {
 			f.stats.errno(abi.ErrnoIO)
 		}

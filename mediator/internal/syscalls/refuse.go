@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/internal/shm"
+	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
 )
 
 // Refuse answers every call published in a closed forwarder's area with
@@ -59,7 +60,7 @@ func refuseOnce(area *shm.Region, slots int) int {
 		if !area.CompareAndSwap32(off+abi.SysState, w, abi.SlotWord(abi.SlotProcessing, seq)) {
 			continue
 		}
-		complete(area, i, seq, -1, abi.ErrnoIO)
+		proxyproto.CompleteSlot(area, i, seq, -1, abi.ErrnoIO)
 		n++
 	}
 	return n

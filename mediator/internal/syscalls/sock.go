@@ -47,9 +47,14 @@ func (s *sock) kick() {
 	_ = unix.Sendmsg(s.fd, kickMsg, nil, nil, unix.MSG_DONTWAIT)
 }
 
-// sendRing sends the rings' memfd (MsgRing, SCM_RIGHTS).
-func (s *sock) sendRing(l proxyproto.RingLayout, fd int) error {
-	return unix.Sendmsg(s.fd, proxyproto.AppendRing(nil, l), unix.UnixRights(fd), nil, 0)
+// sendRing sends the rings' memfd (MsgRing, SCM_RIGHTS), and the syscall
+// area's after it when a.Slots is not 0.
+func (s *sock) sendRing(l proxyproto.RingLayout, fd int, a proxyproto.AreaSpec, areaFD int) error {
+	fds := []int{fd}
+	if a.Slots > 0 {
+		fds = append(fds, areaFD)
+	}
+	return unix.Sendmsg(s.fd, proxyproto.AppendRing(nil, l, a), unix.UnixRights(fds...), nil, 0)
 }
 
 // recv reads one datagram (and its descriptors' control message).

@@ -75,6 +75,12 @@ func (f *Forwarder) flushTally() {
 	t.taken, t.hinted = 0, 0
 }
 
+// maxService raises serviceMax to d.
+func (s *stats) maxService(d int64) {
+	for m := s.serviceMax.Load(); d > m && !s.serviceMax.CompareAndSwap(m, d); m = s.serviceMax.Load() {
+	}
+}
+
 func (s *stats) errno(e abi.Errno) {
 	if e < abi.Errno(len(s.small)) {
 		s.small[e].Add(1)

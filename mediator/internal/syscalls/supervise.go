@@ -88,6 +88,7 @@ func (f *Forwarder) runProxy() error {
 	f.Kick()
 	err = f.receive(s)
 	f.mu.Lock()
+	f.drainLocked() // what it answered before it died is not failed again
 	f.proxy, f.sock, f.ring = nil, nil, nil
 	f.state = "down"
 	f.failInflightLocked()
@@ -122,7 +123,12 @@ func (f *Forwarder) sendRing(s *sock) (*proxyproto.Ring, []byte, error) {
 	}
 	rg, err := proxyproto.InitRing(mem, l)
 	if err == nil {
-		err = s.sendRing(l, fd)
+		var a proxyproto.AreaSpec
+		areaFD := -1
+		if m := f.spec.Memfd; m != nil {
+			a, areaFD = proxyproto.AreaSpec{Slots: uint32(f.spec.Slots), Off: m.Off}, m.FD
+		}
+		err = s.sendRing(l, fd, a, areaFD)
 	}
 	if err != nil {
 		_ = shm.Unmap(mem)
@@ -153,10 +159,11 @@ func handshake(s *sock) error {
 
 // failInflightLocked fails every call the dead proxy held with EIO.
 func (f *Forwarder) failInflightLocked() {
-	for i, s := range f.inflight {
-		if s != 0 {
-			f.inflight[i] = 0
-			f.finish(uint32(i), s-1, -1, abi.ErrnoIO, f.now())
+	now := f.now()
+	for i, h := range f.inflight {
+		if h.seq != 0 {
+			f.inflight[i] = held{}
+			f.finish(uint32(i), h.seq-1, -1, abi.ErrnoIO, h.seen, now)
 		}
 	}
 	f.nIn = 0
@@ -211,19 +218,29 @@ func (f *Forwarder) deliver(res []proxyproto.Result) {
 	defer f.mu.Unlock()
 	now := f.now()
 	for _, r := range res {
-		if !f.claimLocked(r.Slot, r.Seq) {
+		seen, ok := f.claimLocked(r.Slot, r.Seq)
+		if !ok {
 			continue // a non-blocking call's result, or a stale one
 		}
-		f.finish(r.Slot, r.Seq, r.Ret, r.Errno, now)
+		f.finish(r.Slot, r.Seq, r.Ret, r.Errno, seen, now)
 	}
 }
 
-// claimLocked ends the tracking of slot's call with sequence seq.
-func (f *Forwarder) claimLocked(slot, seq uint32) bool {
-	if int(slot) >= len(f.inflight) || f.inflight[slot] != seq+1 {
-		return false
+// held is a blocking call with the proxy: its sequence number + 1 (0: no
+// call), and when the scan took it (ns since t0).
+type held struct {
+	seq  uint32
+	seen int64
+}
+
+// claimLocked ends the tracking of slot's call with sequence seq, and
+// returns when the scan took it.
+func (f *Forwarder) claimLocked(slot, seq uint32) (int64, bool) {
+	if int(slot) >= len(f.inflight) || f.inflight[slot].seq != seq+1 {
+		return 0, false
 	}
-	f.inflight[slot] = 0
+	seen := f.inflight[slot].seen
+	f.inflight[slot] = held{}
 	f.nIn--
-	return true
+	return seen, true
 }

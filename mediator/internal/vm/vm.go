@@ -136,6 +136,7 @@ func (v *VM) startSyscalls() error {
 		Area:  shm.New(v.region.Bytes(l.SyscallOff, l.SyscallSize)),
 		Slots: int(l.SyscallSlots),
 		Heap:  v.region.Bytes(l.HeapOff, l.HeapSize),
+		Memfd: &syscalls.Memfd{FD: v.memfd, Off: l.SyscallOff},
 		Start: func() (syscalls.Proxy, error) {
 			return start(v.memfd, int64(l.HeapOff), l.HeapSize)
 		},
