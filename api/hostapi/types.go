@@ -46,10 +46,15 @@ type CreateVMRequest struct {
 	// Cgroup is a cgroup v2 directory the VM's proxy runs in, so that the CPU
 	// its system calls use is charged to the VM; default none.
 	Cgroup string `json:"cgroup,omitempty"`
+	// Memory is the VM's device memory quota in bytes: an ALLOC that would
+	// take its buffers past it fails with the channel error ErrNoMemory.
+	// Default none: the device's capacity is the only bound.
+	Memory uint64 `json:"memory,omitempty"`
 }
 
-// UpdateVMRequest changes a running VM's share. Absent fields stay as they
-// are; the change applies from the scheduler's next period.
+// UpdateVMRequest changes a running VM's share, system-call batching or
+// memory quota. Absent fields stay as they are; a share applies from the
+// scheduler's next period.
 type UpdateVMRequest struct {
 	Weight *uint32  `json:"weight,omitempty"` // 1..1000000
 	Cap    *float64 `json:"cap,omitempty"`    // (0, 1]: hard maximum share under policy cap; 0 clears it
@@ -58,6 +63,10 @@ type UpdateVMRequest struct {
 	// apply to the next batch.
 	SyscallWindowNs *int64 `json:"syscall_window_ns,omitempty"`
 	SyscallBatch    *int   `json:"syscall_batch,omitempty"`
+	// Memory is the VM's new device memory quota in bytes; 0 removes it.
+	// It applies to the next ALLOC; a quota below what the VM holds takes
+	// nothing back, it refuses ALLOCs until the VM has freed enough.
+	Memory *uint64 `json:"memory,omitempty"`
 }
 
 // Scheduling policies.
@@ -84,6 +93,8 @@ type VM struct {
 	RingEntries int     `json:"ring_entries"`
 	RegionSize  uint64  `json:"region_size"`
 	HeapSize    uint64  `json:"heap_size"`
+	Memory      uint64  `json:"memory"`           // device memory quota in bytes; 0: none
+	MemoryUsed  uint64  `json:"memory_used"`      // device memory the VM's buffers hold now
 	Endpoint    string  `json:"endpoint"`         // ivshmem server socket for QEMU or a process guest
 	Volume      string  `json:"volume,omitempty"` // the VM's system-call root, shared with its guest over 9p
 	// Syscalls is the VM's GPU system calls (nil: the VM serves none).

@@ -58,6 +58,11 @@ type VMSpec struct {
 	// completed (the channel ring's entries); 0 means DefaultMaxInFlight. A
 	// Submit beyond it is refused.
 	MaxInFlight int
+	// MemoryQuota bounds the device memory the VM's buffers may hold at
+	// once, in bytes; 0 is no bound but the device's. A backend whose VMs
+	// do not implement MemoryQuota cannot enforce one: the mediator refuses
+	// a quota rather than attach to it.
+	MemoryQuota uint64
 	// Complete is called exactly once for every command submitted, in
 	// submission order within a channel, from a backend goroutine. It must
 	// not block; it may call Submit.
@@ -83,6 +88,21 @@ type VM interface {
 	// Close completes every queued command with abi.ErrShutdown, waits for
 	// the running ones and frees the VM's device memory.
 	Close() error
+}
+
+// MemoryQuota is implemented by a VM whose backend counts its device
+// memory (sim and cuda; null, which allocates nothing). A command that would take the VM
+// past its quota (an ALLOC, so far the only command that takes device
+// memory) fails with abi.ErrNoMemory; the VM and the others go on. FREE
+// gives the buffer's bytes back.
+type MemoryQuota interface {
+	// SetMemoryQuota sets the quota (0: none but the device's). It applies
+	// to the allocations that follow; a quota below what the VM holds
+	// takes nothing back, and the VM allocates nothing until it has freed
+	// enough to be under it.
+	SetMemoryQuota(bytes uint64)
+	// MemoryUsed is the device memory the VM's buffers hold now, in bytes.
+	MemoryUsed() uint64
 }
 
 // Completion reports one command's end.

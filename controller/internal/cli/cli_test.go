@@ -50,6 +50,7 @@ Channels:      4
 Ring entries:  256
 Region size:   4 MiB (4194304 bytes)
 Heap size:     3 MiB (3145728 bytes)
+Memory:        1.5 GiB used, quota 8 GiB
 Created:       2026-05-09T12:00:00Z
 `
 
@@ -109,6 +110,14 @@ var commandTests = []commandTest{
 			wantReqs(t, f, hostapi.CreateVMRequest{Name: "big", Weight: 4, Channels: 8,
 				RingEntries: 512, RegionSize: 64 << 20})
 		}},
+	{name: "create with memory", args: []string{"vm", "create", "m", "--memory", "8GiB"},
+		want: result{stdout: "/run/sluice/vms/m.sock\n"},
+		check: func(t *testing.T, f *fakeDaemon) {
+			wantReqs(t, f, hostapi.CreateVMRequest{Name: "m", Memory: 8 << 30})
+		}},
+	{name: "create zero memory", args: []string{"vm", "create", "x", "--memory", "0"},
+		want: result{stderr: "sluicectl: invalid argument \"0\" for \"--memory\" flag: " +
+			"size must be greater than zero\n" + hint, code: 2}},
 	{name: "create region size in bytes", args: []string{"vm", "create", "b", "--region-size=65536"},
 		want: result{stdout: "/run/sluice/vms/b.sock\n"},
 		check: func(t *testing.T, f *fakeDaemon) {
@@ -181,8 +190,18 @@ var commandTests = []commandTest{
 		}},
 	{name: "set json", args: []string{"vm", "set", "web", "--cap", "0.5", "--json"},
 		want: result{stdout: "{\n  \"name\": \"web\",\n  \"id\": 1,\n  \"weight\": 2,\n  \"cap\": 0.5,\n"}, prefix: true},
+	{name: "set memory", args: []string{"vm", "set", "web", "--memory", "512MiB"},
+		want: result{stdout: strings.Replace(wantVMGet, "quota 8 GiB\n",
+			"quota 512 MiB (over it: ALLOCs fail until the VM frees enough)\n", 1)},
+		check: func(t *testing.T, f *fakeDaemon) { wantUpdates(t, f, "web weight=- cap=- memory=536870912") }},
+	{name: "set memory none", args: []string{"vm", "set", "web", "--memory", "none"},
+		want:  result{stdout: strings.Replace(wantVMGet, "used, quota 8 GiB\n", "used, no quota\n", 1)},
+		check: func(t *testing.T, f *fakeDaemon) { wantUpdates(t, f, "web weight=- cap=- memory=0") }},
+	{name: "set bad memory", args: []string{"vm", "set", "web", "--memory", "lots"},
+		want: result{stderr: "sluicectl: invalid argument \"lots\" for \"--memory\" flag: invalid size \"lots\": " +
+			"want bytes or a KiB, MiB, GiB or TiB suffix, e.g. 4MiB\n" + setHint, code: 2}},
 	{name: "set nothing", args: []string{"vm", "set", "web"},
-		want:  result{stderr: "sluicectl: nothing to change: give --weight, --cap, --syscall-window or --syscall-batch\n" + setHint, code: 2},
+		want:  result{stderr: "sluicectl: nothing to change: give --weight, --cap, --syscall-window, --syscall-batch or --memory\n" + setHint, code: 2},
 		check: func(t *testing.T, f *fakeDaemon) { wantUpdates(t, f) }},
 	{name: "set zero weight", args: []string{"vm", "set", "web", "--weight", "0"},
 		want:  result{stderr: "sluicectl: --weight must be at least 1\n" + setHint, code: 2},

@@ -35,7 +35,7 @@ var (
 	t0 = time.Date(2026, 5, 9, 12, 0, 0, 0, time.UTC)
 
 	vmWeb = hostapi.VM{Name: "web", ID: 1, Weight: 2, Channels: 4, RingEntries: 256,
-		RegionSize: 4 << 20, HeapSize: 3 << 20, Endpoint: "/run/sluice/vms/web.sock",
+		RegionSize: 4 << 20, HeapSize: 3 << 20, Memory: 8 << 30, MemoryUsed: 1536 << 20, Endpoint: "/run/sluice/vms/web.sock",
 		Vectors: 5, State: hostapi.StateConnected, Peers: 1, Created: t0}
 	vmBatch = hostapi.VM{Name: "batch", ID: 12, Weight: 1, Cap: 0.25, Channels: 8, RingEntries: 512,
 		RegionSize: 64 << 20, HeapSize: 60 << 20, Endpoint: "/run/sluice/vms/batch.sock",
@@ -171,7 +171,11 @@ func (f *fakeDaemon) update(w http.ResponseWriter, r *http.Request) {
 	if req.Cap != nil {
 		c = fmt.Sprint(*req.Cap)
 	}
-	f.updates = append(f.updates, name+" weight="+wt+" cap="+c)
+	up := name + " weight=" + wt + " cap=" + c
+	if req.Memory != nil {
+		up += fmt.Sprint(" memory=", *req.Memory)
+	}
+	f.updates = append(f.updates, up)
 	vm, ok := f.vms[name]
 	switch {
 	case !ok:
@@ -186,6 +190,9 @@ func (f *fakeDaemon) update(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Cap != nil {
 		vm.Cap = *req.Cap
+	}
+	if req.Memory != nil {
+		vm.Memory = *req.Memory
 	}
 	f.vms[name] = vm
 	reply(w, http.StatusOK, vm)

@@ -103,6 +103,7 @@ func RenderVM(vm hostapi.VM) string {
 		{"Ring entries", strconv.Itoa(vm.RingEntries)},
 		{"Region size", sizeWithBytes(vm.RegionSize)},
 		{"Heap size", sizeWithBytes(vm.HeapSize)},
+		{"Memory", memoryField(vm.MemoryUsed, vm.Memory)},
 		{"Created", formatTime(vm.Created)},
 	}
 	if vm.Volume != "" {
@@ -243,6 +244,39 @@ func sizeWithBytes(n uint64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%s (%d bytes)", FormatSize(n), n)
+}
+
+// memoryField is a VM's device memory: what its buffers hold and its quota.
+func memoryField(used, quota uint64) string {
+	switch {
+	case quota == 0:
+		return approxSize(used) + " used, no quota"
+	case used > quota:
+		return fmt.Sprintf("%s used, quota %s (over it: ALLOCs fail until the VM frees enough)", approxSize(used), FormatSize(quota))
+	}
+	return fmt.Sprintf("%s used, quota %s", approxSize(used), FormatSize(quota))
+}
+
+// memoryCell is memoryField for a table: USED or USED/QUOTA.
+func memoryCell(used, quota uint64) string {
+	if quota == 0 {
+		return approxSize(used)
+	}
+	return approxSize(used) + "/" + FormatSize(quota)
+}
+
+// approxSize is n in the largest binary unit it reaches, to a tenth where
+// it is not a whole number of them.
+func approxSize(n uint64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for i < len(units)-1 && n>>(10*(i+1)) > 0 {
+		i++
+	}
+	if n&(1<<(10*i)-1) == 0 {
+		return fmt.Sprintf("%d %s", n>>(10*i), units[i])
+	}
+	return fmt.Sprintf("%.1f %s", float64(n)/float64(uint64(1)<<(10*i)), units[i])
 }
 
 // formatTime prints UTC so that output is the same wherever it is run.

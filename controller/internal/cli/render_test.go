@@ -29,8 +29,9 @@ func TestRenderVM(t *testing.T) {
 	vm := vmWeb
 	vm.Created = t0.In(time.FixedZone("X", 3600))
 	vm.HeapSize = 0
-	want := wantVMGet[:len(wantVMGet)-len("Heap size:     3 MiB (3145728 bytes)\nCreated:       2026-05-09T12:00:00Z\n")] +
-		"Heap size:     -\nCreated:       2026-05-09T12:00:00Z\n"
+	vm.Memory, vm.MemoryUsed = 0, 1000
+	want := wantVMGet[:len(wantVMGet)-len("Heap size:     3 MiB (3145728 bytes)\nMemory:        1.5 GiB used, quota 8 GiB\nCreated:       2026-05-09T12:00:00Z\n")] +
+		"Heap size:     -\nMemory:        1000 B used, no quota\nCreated:       2026-05-09T12:00:00Z\n"
 	if got := RenderVM(vm); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}

@@ -85,3 +85,28 @@ func (v sizeValue) Set(s string) error {
 }
 
 func (sizeValue) Type() string { return "size" }
+
+// quotaValue is a size that may be 0 or "none": no quota.
+type quotaValue struct{ n *uint64 }
+
+func (v quotaValue) String() string {
+	if v.n == nil || *v.n == 0 {
+		return ""
+	}
+	return FormatSize(*v.n)
+}
+
+func (v quotaValue) Set(s string) error {
+	if strings.EqualFold(strings.TrimSpace(s), "none") {
+		*v.n = 0
+		return nil
+	}
+	n, err := ParseSize(s)
+	if err != nil {
+		return err
+	}
+	*v.n = n
+	return nil
+}
+
+func (quotaValue) Type() string { return "size" }

@@ -82,3 +82,14 @@ func FuzzParseSize(f *testing.F) {
 		}
 	})
 }
+
+func TestApproxSize(t *testing.T) {
+	for n, want := range map[uint64]string{
+		0: "0 B", 1000: "1000 B", 1024: "1 KiB", 1536 << 20: "1.5 GiB", 1 << 40: "1 TiB",
+		1<<40 + 1: "1.0 TiB", 1 << 50: "1024 TiB", 1023: "1023 B", 1025: "1.0 KiB",
+	} {
+		if got := approxSize(n); got != want {
+			t.Errorf("approxSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -34,6 +34,8 @@ func newTopCommand(a *app) *cobra.Command {
   DOORBELLS/S  doorbells rung by the guest per second
   SYSCALLS/S   GPU system calls the VM's programs made per second
   PROXY CPU    CPU time of the VM's syscall proxy over the interval, in % of a core
+  MEMORY       device memory the VM's buffers hold now, and its quota after a
+               "/" where it has one (vm create/set --memory)
 
 The header shows the backend, its clock, the interval and the GPU utilisation
 (all GPU busy time in the interval / length of the interval); then the

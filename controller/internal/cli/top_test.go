@@ -17,6 +17,12 @@ func vmStats(name string, id uint32, weight uint32, state string, gpuNs, kernels
 	}
 }
 
+// withMemory sets a VM's device memory use and quota.
+func withMemory(v hostapi.VMStats, used, quota uint64) hostapi.VMStats {
+	v.MemoryUsed, v.Memory = used, quota
+	return v
+}
+
 // scheduled sets a VM's scheduling counters.
 func scheduled(v hostapi.VMStats, accountedNs, heldNs int64, held bool) hostapi.VMStats {
 	v.AccountedNs, v.HeldNs, v.Held = accountedNs, heldNs, held
@@ -44,7 +50,7 @@ var (
 		PollerCPUNs: 130e6, Periods: 30, Now: 3e9, GPUBusyNs: 1500e6,
 		VMs: []hostapi.VMStats{
 			withSyscalls(scheduled(vmStats("web", 1, 2, "connected", 1050e6, 300, 2, 150), 1000e6, 0, false), 2090, 20, 150e6),
-			scheduled(vmStats("batch", 12, 1, "connected", 450e6, 15, 0, 6), 500e6, 600e6, true),
+			withMemory(scheduled(vmStats("batch", 12, 1, "connected", 450e6, 15, 0, 6), 500e6, 600e6, true), 1536<<20, 8<<30),
 			scheduled(vmStats("new", 30, 1, "waiting", 0, 0, 0, 0), 0, 0, true),
 		}}
 )
@@ -52,10 +58,10 @@ var (
 const wantFrameAB = `backend: fake  clock: virtual  interval: 2.000000 s  GPU busy: 50.0%  VMs: 3
 policy: dfq  accounting: loga  poller CPU: 1.5% of a core
 
-VM     WEIGHT  STATE        GPU TIME   GPU%  SHARE  ACCT%   HELD  KERNELS/S  KERNELS  ERRORS  DOORBELLS/S  SYSCALLS/S  PROXY CPU
-batch       1  connected  0.450000 s  12.5%  25.0%  28.0%  25.0%        2.5       15       0          0.5           -          -
-new         1  waiting    0.000000 s      -      -      -    yes          -        0       0            -           -          -
-web         2  connected  1.050000 s  37.5%  75.0%  72.0%   0.0%      100.0      300       2         50.0      1000.0       5.0%
+VM     WEIGHT  STATE        GPU TIME   GPU%  SHARE  ACCT%   HELD  KERNELS/S  KERNELS  ERRORS  DOORBELLS/S  SYSCALLS/S  PROXY CPU         MEMORY
+batch       1  connected  0.450000 s  12.5%  25.0%  28.0%  25.0%        2.5       15       0          0.5           -          -  1.5 GiB/8 GiB
+new         1  waiting    0.000000 s      -      -      -    yes          -        0       0            -           -          -            0 B
+web         2  connected  1.050000 s  37.5%  75.0%  72.0%   0.0%      100.0      300       2         50.0      1000.0       5.0%            0 B
 `
 
 func TestRenderTopFrame(t *testing.T) {
@@ -146,9 +152,9 @@ func TestRenderTopFrameNoInterval(t *testing.T) {
 	want := `backend: fake  clock: virtual  interval: -  GPU busy: -  VMs: 2
 policy: dfq  accounting: loga  poller CPU: -
 
-VM     WEIGHT  STATE        GPU TIME  GPU%  SHARE  ACCT%  HELD  KERNELS/S  KERNELS  ERRORS  DOORBELLS/S  SYSCALLS/S  PROXY CPU
-batch       1  connected  0.200000 s     -      -      -    no          -       10       0            -           -          -
-web         2  connected  0.300000 s     -      -      -    no          -      100       0            -           -          -
+VM     WEIGHT  STATE        GPU TIME  GPU%  SHARE  ACCT%  HELD  KERNELS/S  KERNELS  ERRORS  DOORBELLS/S  SYSCALLS/S  PROXY CPU  MEMORY
+batch       1  connected  0.200000 s     -      -      -    no          -       10       0            -           -          -     0 B
+web         2  connected  0.300000 s     -      -      -    no          -      100       0            -           -          -     0 B
 `
 	if got := RenderTopFrame(statsA, statsA); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)

@@ -28,6 +28,8 @@ type topRow struct {
 	hasSys          bool    // the VM serves GPU system calls and has a rate
 	syscallsPerSec  float64 // GPU system calls taken per second
 	proxyPct        float64 // its proxy's CPU time over the interval, % of a core
+	memUsed         uint64  // device memory its buffers hold now
+	memQuota        uint64  // its device memory quota, 0: none
 }
 
 // topFrame is what one refresh of "top" shows.
@@ -110,7 +112,7 @@ func computeTop(prev, cur hostapi.Stats) topFrame {
 	var sum vmDeltas
 	for i, v := range cur.VMs {
 		r := topRow{name: v.Name, state: v.State, weight: v.Weight, gpuNs: v.Usage.GPUNs,
-			kernels: v.Usage.Kernels, errors: v.Usage.Errors, held: v.Held}
+			kernels: v.Usage.Kernels, errors: v.Usage.Errors, held: v.Held, memUsed: v.MemoryUsed, memQuota: v.Memory}
 		if p, ok := before[v.Name]; ok && p.ID == v.ID && f.intervalNs > 0 {
 			if d, ok := deltasOf(p, v); ok {
 				secs, ns := float64(f.intervalNs)/1e9, float64(f.intervalNs)
@@ -180,6 +182,7 @@ func RenderTopFrame(prev, cur hostapi.Stats) string {
 		{title: "KERNELS/S", right: true}, {title: "KERNELS", right: true},
 		{title: "ERRORS", right: true}, {title: "DOORBELLS/S", right: true},
 		{title: "SYSCALLS/S", right: true}, {title: "PROXY CPU", right: true},
+		{title: "MEMORY", right: true},
 	}
 	rows := make([][]string, 0, len(f.rows))
 	for _, r := range f.rows {
@@ -203,6 +206,7 @@ func RenderTopFrame(prev, cur hostapi.Stats) string {
 		rows = append(rows, []string{
 			clean(r.name), u64(uint64(r.weight)), clean(r.state), FormatGPUTime(r.gpuNs),
 			gpu, share, acct, held, kps, u64(r.kernels), u64(r.errors), dps, sps, pcpu,
+			memoryCell(r.memUsed, r.memQuota),
 		})
 	}
 	b.WriteString(renderTable(cols, rows))

@@ -56,11 +56,15 @@ socket on one line, so that a script can hand it to QEMU:
   -device ivshmem-doorbell,chardev=sluice0,vectors=N
 
 Flags left out take the daemon's defaults (weight 1, no cap, 4 channels, 256
-ring entries, a 4 MiB region). Use --json to print the whole VM instead, including
+ring entries, a 4 MiB region, no device memory quota). --memory bounds the
+device memory the VM's buffers may hold at once: an ALLOC that would take it
+past the quota fails on its channel with "no memory" (ERR_NO_MEMORY) and the
+VM goes on; FREE gives the quota back. Without it only the device's capacity
+bounds the VM. Use --json to print the whole VM instead, including
 the number of MSI vectors the ivshmem device needs.`,
 		Example: `  sluicectl vm create web
   sluicectl vm create batch --weight 4 --channels 8 --region-size 64MiB
-  sluicectl vm create noisy --cap 25%
+  sluicectl vm create noisy --cap 25% --memory 8GiB
   sluicectl vm create db --json`,
 		Args: argsNamed("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -90,6 +94,8 @@ the number of MSI vectors the ivshmem device needs.`,
 	f.StringVar(&req.Volume, "volume", "", "host directory that is the root of the VM's GPU system calls and that its QEMU guest mounts over 9p (daemon default: STATE_DIR/volumes/NAME)")
 	f.StringVar(&req.NetNS, "netns", "", "network namespace (/run/netns/NAME) the VM's syscall proxy joins for socket calls (default: an isolated one)")
 	f.StringVar(&req.Cgroup, "cgroup", "", "cgroup v2 directory the VM's syscall proxy runs in, so its CPU is charged to the VM")
+	f.Var(sizeValue{&req.Memory}, "memory",
+		"device memory quota: bytes or with a KiB/MiB/GiB/TiB suffix, e.g. 8GiB; an ALLOC past it fails with ERR_NO_MEMORY (default none: the device's capacity)")
 	f.BoolVar(&asJSON, "json", false, "print the created VM as JSON instead of its endpoint path")
 	return cmd
 }
@@ -146,8 +152,9 @@ func newVMGetCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get NAME",
 		Short: "Describe one VM endpoint",
-		Long: `Describe the VM endpoint NAME: its configuration (weight and cap included),
-endpoint socket and state.`,
+		Long: `Describe the VM endpoint NAME: its configuration (weight, cap and device
+memory quota included), endpoint socket and state, the device memory its
+buffers hold now, and its GPU system calls where it serves them.`,
 		Example: `  sluicectl vm get web
   sluicectl vm get web --json`,
 		Args: argsNamed("NAME"),
@@ -173,13 +180,15 @@ func newVMSetCommand(a *app) *cobra.Command {
 	var capShare float64
 	var window time.Duration
 	var batch int
+	var memory uint64
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "set NAME [--weight W] [--cap SHARE] [--syscall-window D] [--syscall-batch N]",
-		Short: "Change a running VM's weight, cap or system-call batching",
-		Long: `Change the scheduling weight or the cap of VM NAME while it runs, then print
-the VM as changed. Give at least one of the flags; what is not given stays as
-it is. The change applies from the scheduler's next period and is kept when
+		Use:   "set NAME [--weight W] [--cap SHARE] [--syscall-window D] [--syscall-batch N] [--memory SIZE]",
+		Short: "Change a running VM's weight, cap, system-call batching or memory quota",
+		Long: `Change the scheduling weight, the cap, the system-call batching or the device
+memory quota of VM NAME while it runs, then print the VM as changed. Give at
+least one of the flags; what is not given stays as it is. Weight and cap apply
+from the scheduler's next period; weight, cap and memory quota are kept when
 sluiced restarts.
 
 --weight is the VM's share of the GPU relative to the other VMs' weights
@@ -192,18 +201,28 @@ to its proxy: calls found within the window of a batch's first call go
 together, up to the batch size (1..1024). A window of 0 sends a batch as soon
 as a scan finds no more calls. They apply to the next batch and last as long
 as the VM's endpoint (sluiced --syscall-window/--syscall-batch set the
-defaults).`,
+defaults).
+
+--memory is the VM's new device memory quota (SIZE as for vm create; 0 or
+"none" removes it). It applies to the VM's next ALLOC. A quota below what the
+VM holds takes nothing back: its ALLOCs fail with "no memory" until it has
+freed enough to be under the quota ("vm get" shows the use).`,
 		Example: `  sluicectl vm set web --weight 4
   sluicectl vm set batch --cap 0.25
   sluicectl vm set batch --cap 25%
   sluicectl vm set batch --cap 0            # remove the cap
   sluicectl vm set web --weight 2 --cap 50% --json
-  sluicectl vm set web --syscall-window 20us --syscall-batch 64`,
+  sluicectl vm set web --syscall-window 20us --syscall-batch 64
+  sluicectl vm set batch --memory 16GiB
+  sluicectl vm set batch --memory none     # remove the quota`,
 		Args: argsNamed("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
-			if !f.Changed("weight") && !f.Changed("cap") && !f.Changed("syscall-window") && !f.Changed("syscall-batch") {
-				return usageErrorf("nothing to change: give --weight, --cap, --syscall-window or --syscall-batch")
+			if !f.Changed("weight") && !f.Changed("cap") && !f.Changed("syscall-window") && !f.Changed("syscall-batch") && !f.Changed("memory") {
+				return usageErrorf("nothing to change: give --weight, --cap, --syscall-window, --syscall-batch or --memory")
+			}
+			if f.Changed("memory") {
+				req.Memory = &memory
 			}
 			if f.Changed("syscall-window") {
 				ns := int64(window)
@@ -237,6 +256,7 @@ defaults).`,
 	f.Var(shareValue{&capShare}, "cap", "new hard maximum share of the GPU under policy cap, e.g. 0.25 or 25%; 0 removes it")
 	f.DurationVar(&window, "syscall-window", 0, "coalescing window of the VM's GPU system calls, e.g. 0, 20us, 1ms (at most 1s)")
 	f.IntVar(&batch, "syscall-batch", 0, "most GPU system calls in one batch to the VM's proxy (1..1024)")
+	f.Var(quotaValue{&memory}, "memory", "new device memory quota, e.g. 16GiB; 0 or none removes it")
 	f.BoolVar(&asJSON, "json", false, "print the changed VM as JSON")
 	return cmd
 }

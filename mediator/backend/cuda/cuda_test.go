@@ -230,6 +230,70 @@ func TestAllocOutOfMemory(t *testing.T) {
 	codes(t, wait(t, r.done, 2), abi.ErrNoMemory, abi.ErrBadHandle)
 }
 
+// TestMemoryQuota: the worker refuses an ALLOC past the VM's quota with
+// ErrNoMemory before it reaches the driver, the VM goes on, FREE gives the
+// quota back, another VM is untouched, and a quota lowered below the use
+// blocks ALLOCs until enough is freed.
+func TestMemoryQuota(t *testing.T) {
+	r := newRig(t, nil)
+	doneA, doneB := make(chan backend.Completion, 64), make(chan backend.Completion, 64)
+	va, err := r.b.Attach(backend.VMSpec{ID: 1, Name: "a", Channels: 1, MemoryQuota: 1000,
+		Complete: func(c backend.Completion) { doneA <- c }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := va.(*cudaVM)
+	b := r.attachTo(2, 1, nil, doneB)
+	var tag uint64
+	step := func(vm *cudaVM, done chan backend.Completion, c abi.Command, want abi.ErrorCode) {
+		t.Helper()
+		r.submit(vm, 0, c, tag)
+		got := wait(t, done, 1)[0]
+		if got.Code != want {
+			t.Fatalf("%v %d bytes, handle %d: code %v, want %v", c.Op, c.Size, c.Handle, got.Code, want)
+		}
+		tag++
+	}
+	alloc := func(h uint32, n uint64) abi.Command { return abi.Command{Op: abi.OpAlloc, Handle: h, Size: n} }
+	free := func(h uint32) abi.Command { return abi.Command{Op: abi.OpFree, Handle: h} }
+	allocs := func() int { return r.f.counted("MemAllocAsync") }
+
+	step(a, doneA, alloc(1, 600), abi.OK)
+	step(a, doneA, alloc(2, 401), abi.ErrNoMemory)
+	step(a, doneA, alloc(2, 400), abi.OK)
+	n := allocs()
+	step(a, doneA, alloc(3, 1), abi.ErrNoMemory)
+	if allocs() != n {
+		t.Error("an ALLOC past the quota reached the driver")
+	}
+	step(a, doneA, abi.Command{Op: abi.OpMemset, Handle: 2, Length: 400, Value: 1}, abi.OK) // the VM goes on
+	step(b, doneB, alloc(1, 1<<20), abi.OK)                                                 // VM b has no quota
+	if u := a.MemoryUsed(); u != 1000 {
+		t.Errorf("VM a uses %d, want 1000", u)
+	}
+	if u := b.MemoryUsed(); u != 1<<20 {
+		t.Errorf("VM b uses %d, want %d", u, 1<<20)
+	}
+	step(a, doneA, free(1), abi.OK)
+	if u := a.MemoryUsed(); u != 400 {
+		t.Errorf("VM a uses %d after a free, want 400", u)
+	}
+	step(a, doneA, alloc(3, 600), abi.OK)
+	a.SetMemoryQuota(500) // below the 1000 held
+	step(a, doneA, alloc(4, 1), abi.ErrNoMemory)
+	step(a, doneA, free(3), abi.OK)
+	step(a, doneA, alloc(4, 101), abi.ErrNoMemory)
+	step(a, doneA, alloc(4, 100), abi.OK)
+	a.SetMemoryQuota(0)
+	step(a, doneA, alloc(5, 1<<30), abi.OK)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if u := a.MemoryUsed(); u != 0 {
+		t.Errorf("a closed VM uses %d", u)
+	}
+}
+
 // launchHeap lays out a module, a kernel name and an argument blob with
 // relocations in a heap.
 func launchHeap(ptx string, name string, args []byte, relocs [][2]uint32) ([]byte, abi.Command, abi.Command) {

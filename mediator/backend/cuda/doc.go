@@ -98,9 +98,21 @@
 // faults first, and every fault costs the VM its worker and a restart delay
 // that doubles. The mediator takes nothing from the block but marker values
 // and codes, and refuses codes the worker cannot have written. There is no
-// per-VM device memory quota beyond what the GPU has, and no deadline on a
-// kernel: one that never ends keeps its VM's channel busy (and time-sliced
-// with the others) until the VM is closed.
+// deadline on a kernel: one that never ends keeps its VM's channel busy (and
+// time-sliced with the others) until the VM is closed.
+//
+// # Memory quota
+//
+// A VM's device memory quota (VMSpec.MemoryQuota, SetMemoryQuota) lives in
+// the shared block's first page, which the GPU cannot reach; the worker
+// reads it at every ALLOC and refuses one that would take the VM's buffers
+// past it with abi.ErrNoMemory before it reaches the driver (the GPU's own
+// out-of-memory is the same code). FREE gives the bytes back. The worker
+// publishes what its buffers hold beside the quota (MemoryUsed); a fresh
+// worker after a fault holds none. A quota lowered below the use takes
+// nothing back: ALLOCs fail until the VM has freed enough. Only ALLOC
+// takes device memory on the VM's behalf; what the driver takes for its
+// context, streams and modules is not counted.
 //
 // The even split of billing is what time slicing does on average, not at
 // every instant: measured on an H100 with two or three saturating VMs, a

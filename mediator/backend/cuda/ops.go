@@ -32,6 +32,7 @@ func (w *worker) prepare(ch *wchan, seq uint64, c *abi.Command) (work, abi.Error
 			return nil, abi.ErrBadHandle
 		}
 		delete(w.bufs, c.Handle)
+		w.setMemUsed(w.memUsed - b.size)
 		return func(s cuStream) error { return d.MemFreeAsync(b.ptr, s) }, abi.OK
 	case abi.OpMemset:
 		b, ok := w.bufs[c.Handle]
@@ -62,15 +63,35 @@ func (w *worker) prepareAlloc(c *abi.Command) (work, abi.ErrorCode) {
 	if c.Size == 0 {
 		return nil, abi.ErrBadRecord
 	}
+	if !w.fits(c.Size) {
+		return nil, abi.ErrNoMemory
+	}
 	// The allocation is stream ordered, but its address is known now: the
 	// handle is usable by the commands after it.
 	return func(s cuStream) error {
 		p, err := w.d.MemAllocAsync(c.Size, s)
 		if err == nil {
 			w.bufs[c.Handle] = buffer{ptr: p, size: c.Size}
+			w.setMemUsed(w.memUsed + c.Size)
 		}
 		return err
 	}, abi.OK
+}
+
+// fits reports whether n more bytes of buffers stay within the VM's quota,
+// which the mediator keeps in the shared block (0: none; the GPU's own
+// limit is the driver's out-of-memory). The quota is read at every ALLOC,
+// so a change applies to the next one; a quota below what the VM holds
+// only refuses ALLOCs until it has freed enough.
+func (w *worker) fits(n uint64) bool {
+	q := w.blk.load(offQuota)
+	return q == 0 || w.memUsed <= q && n <= q-w.memUsed
+}
+
+// setMemUsed records what the VM's buffers hold, for the mediator to read.
+func (w *worker) setMemUsed(n uint64) {
+	w.memUsed = n
+	w.blk.store(offMemUsed, n)
 }
 
 func (w *worker) prepareCopy(c *abi.Command) (work, abi.ErrorCode) {

@@ -9,7 +9,9 @@ import (
 // VM's GPU worker. Everything the three of them exchange per command goes
 // through it, without a system call:
 //
-//	page 0    tail (mediator), head (worker), sleeping (worker): the ring's state
+//	page 0    tail (mediator), head (worker), sleeping (worker): the ring's state;
+//	          the VM's memory quota (mediator) and the device memory its
+//	          buffers hold (worker)
 //	ring      ringCap entries of entrySize bytes: commands, mediator → worker
 //	codes     per channel, one 16-byte code slot per command in flight:
 //	          [0] code [8] seq, by the worker
@@ -30,6 +32,8 @@ const (
 	offTail     = 0
 	offHead     = 64
 	offSleeping = 128
+	offQuota    = 192 // bytes, 0: none
+	offMemUsed  = 256
 	ringOff     = 4096
 	entrySize   = 80 // channel u32, pad u32, seq u64, the command's record
 

@@ -180,6 +180,7 @@ func (v *cudaVM) setup(spec backend.VMSpec, l blockLayout) (err error) {
 		return fmt.Errorf("mapping the shared block: %w", err)
 	}
 	v.blk = newBlock(l, v.mem)
+	v.blk.store(offQuota, spec.MemoryQuota)
 	if v.efd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		return fmt.Errorf("creating the worker's doorbell: %w", err)
 	}
@@ -210,9 +211,11 @@ const startTimeout = 60 * time.Second
 // start starts a worker on the shared block and waits until it runs.
 func (v *cudaVM) start() (*workerConn, error) {
 	v.mu.Lock()
-	// Whatever an earlier worker left in the ring is not its to issue.
+	// Whatever an earlier worker left in the ring is not its to issue, and
+	// its buffers went with its context.
 	v.blk.store(offHead, v.tail)
 	v.blk.store(offSleeping, 0)
+	v.blk.store(offMemUsed, 0)
 	v.mu.Unlock()
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -438,6 +441,29 @@ func (v *cudaVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 	v.b.outstanding.Add(1)
 	v.b.wakeup()
 	return nil
+}
+
+var _ backend.MemoryQuota = (*cudaVM)(nil)
+
+// SetMemoryQuota sets the VM's device memory quota (0: none but the GPU's),
+// which its worker reads at every ALLOC. After Close it does nothing.
+func (v *cudaVM) SetMemoryQuota(bytes uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.closed {
+		v.blk.store(offQuota, bytes)
+	}
+}
+
+// MemoryUsed is the device memory the VM's buffers hold, as its worker
+// counts it (0 while it has none, and after Close).
+func (v *cudaVM) MemoryUsed() uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return 0
+	}
+	return v.blk.load(offMemUsed)
 }
 
 // Fault is why the VM's last worker ended, while it has none running, or

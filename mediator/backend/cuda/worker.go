@@ -57,8 +57,9 @@ type worker struct {
 	heapDev   devptr // the registered heap's; 0 without a heap
 	sysDev    devptr // the registered syscall area's; 0 without one
 
-	bufs map[uint32]buffer
-	mods map[uint32]*module
+	bufs    map[uint32]buffer
+	memUsed uint64 // bytes of bufs, published at offMemUsed
+	mods    map[uint32]*module
 }
 
 type buffer struct {

@@ -1,7 +1,8 @@
 // Package null is the null backend, registered as "null": a GPU that does
 // nothing. NOP and FENCE complete at once (Start = End = the time they were
 // submitted, on the wall clock); every other command fails with
-// abi.ErrUnsupported and never runs. It is the backend for testing the
+// abi.ErrUnsupported and never runs (ALLOC too: a VM holds no device
+// memory, and any memory quota holds). It is the backend for testing the
 // mediator's plumbing without a model of a GPU.
 package null
 
@@ -115,6 +116,15 @@ func (v *vm) Submit(channel int, cmd abi.Command, tag uint64) error {
 	v.cond.Signal()
 	return nil
 }
+
+var _ backend.MemoryQuota = (*vm)(nil)
+
+// SetMemoryQuota does nothing: the null GPU has no memory, and every ALLOC
+// fails with abi.ErrUnsupported, so any quota holds.
+func (v *vm) SetMemoryQuota(uint64) {}
+
+// MemoryUsed is 0: nothing is ever allocated.
+func (v *vm) MemoryUsed() uint64 { return 0 }
 
 // Close delivers what was submitted (nothing is ever queued behind a running
 // command here) and stops the VM's goroutine.

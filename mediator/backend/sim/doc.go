@@ -81,7 +81,10 @@
 //
 // Device buffers are Go byte slices owned by the VM that allocated them, by
 // the VM's own handles; the backend's capacity (Params.Memory) bounds their
-// total size.
+// total size, and a VM's quota (VMSpec.MemoryQuota, SetMemoryQuota) the
+// size of its own: an ALLOC past either fails with ErrNoMemory. A quota
+// lowered below the VM's use takes nothing back; its ALLOCs fail until it
+// has freed enough.
 //
 // # Clocks and driving
 //

@@ -40,11 +40,12 @@ func execAlloc(s *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
 	if c.Size == 0 {
 		return abi.ErrBadRecord
 	}
-	if c.Size > s.p.Memory-s.memUsed || c.Size > math.MaxInt {
+	if c.Size > s.p.Memory-s.memUsed || c.Size > math.MaxInt || !v.fitsLocked(c.Size) {
 		return abi.ErrNoMemory
 	}
 	v.bufs[c.Handle] = make([]byte, c.Size)
 	s.memUsed += c.Size
+	v.memUsed += c.Size
 	return abi.OK
 }
 
@@ -55,7 +56,13 @@ func execFree(s *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
 	}
 	delete(v.bufs, c.Handle)
 	s.memUsed -= uint64(len(b))
+	v.memUsed -= uint64(len(b))
 	return abi.OK
+}
+
+// fitsLocked reports whether n more bytes stay within the VM's quota.
+func (v *simVM) fitsLocked(n uint64) bool {
+	return v.quota == 0 || v.memUsed <= v.quota && n <= v.quota-v.memUsed
 }
 
 func execMemset(_ *Sim, v *simVM, c *abi.Command) abi.ErrorCode {

@@ -140,3 +140,68 @@ func TestBuffersArePerVM(t *testing.T) {
 }
 
 var _ backend.VM = (*simVM)(nil)
+
+// TestMemoryQuota: a VM's ALLOCs past its quota fail with ErrNoMemory, the
+// VM goes on, FREE gives the quota back, another VM is untouched, and a
+// quota lowered below the use blocks new ALLOCs until enough is freed.
+func TestMemoryQuota(t *testing.T) {
+	s := manual(t, "memory", "10000")
+	r1, r2 := newRecorder(), newRecorder()
+	v1, err := s.Attach(backend.VMSpec{ID: 1, Channels: 1, MemoryQuota: 1000, Complete: r1.complete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := s.Attach(backend.VMSpec{ID: 2, Channels: 1, Complete: r2.complete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q1 := v1.(backend.MemoryQuota)
+	step := func(v backend.VM, r *recorder, c abi.Command, want abi.ErrorCode) {
+		t.Helper()
+		n := len(r.all())
+		submit(t, v, 0, c, uint64(n))
+		run(t, s)
+		got := r.all()
+		if len(got) != n+1 || got[n].Code != want {
+			t.Fatalf("%v %d bytes, handle %d: got %+v, want %v", c.Op, c.Size, c.Handle, got[n:], want)
+		}
+	}
+	alloc := func(h uint32, n uint64) abi.Command { return abi.Command{Op: abi.OpAlloc, Handle: h, Size: n} }
+	free := func(h uint32) abi.Command { return abi.Command{Op: abi.OpFree, Handle: h} }
+
+	step(v1, r1, alloc(1, 600), abi.OK)
+	step(v1, r1, alloc(2, 401), abi.ErrNoMemory) // 1001 > 1000
+	step(v1, r1, alloc(2, 400), abi.OK)          // exactly the quota
+	step(v1, r1, alloc(3, 1), abi.ErrNoMemory)
+	step(v1, r1, abi.Command{Op: abi.OpMemset, Handle: 2, Length: 400, Value: 1}, abi.OK) // still works
+	step(v2, r2, alloc(1, 5000), abi.OK)                                                  // VM 2 has no quota
+	if u := q1.MemoryUsed(); u != 1000 {
+		t.Errorf("VM 1 uses %d, want 1000", u)
+	}
+	step(v1, r1, free(1), abi.OK)
+	if u := q1.MemoryUsed(); u != 400 {
+		t.Errorf("VM 1 uses %d after a free, want 400", u)
+	}
+	step(v1, r1, alloc(3, 600), abi.OK) // the quota came back
+
+	q1.SetMemoryQuota(500) // below the 1000 held: nothing is taken back
+	if u := q1.MemoryUsed(); u != 1000 {
+		t.Errorf("VM 1 uses %d after its quota was lowered, want 1000", u)
+	}
+	step(v1, r1, alloc(4, 1), abi.ErrNoMemory)
+	step(v1, r1, free(3), abi.OK) // 400 held: under 500
+	step(v1, r1, alloc(4, 101), abi.ErrNoMemory)
+	step(v1, r1, alloc(4, 100), abi.OK)
+	q1.SetMemoryQuota(0) // none: the backend's capacity (10000 - 5000 of VM 2's)
+	step(v1, r1, alloc(5, 4500), abi.OK)
+	step(v1, r1, alloc(6, 1), abi.ErrNoMemory)
+	if u := s.Stats().MemoryUsed; u != 10000 {
+		t.Errorf("backend uses %d, want 10000", u)
+	}
+	if err := v1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if u := s.Stats().MemoryUsed; u != 5000 {
+		t.Errorf("after VM 1's Close the backend uses %d, want VM 2's 5000", u)
+	}
+}

@@ -173,7 +173,7 @@ func (s *Sim) Attach(spec backend.VMSpec) (backend.VM, error) {
 	if _, dup := s.vms[spec.ID]; dup {
 		return nil, fmt.Errorf("attaching VM %d: %w: ID in use", spec.ID, backend.ErrInvalid)
 	}
-	v := &simVM{s: s, id: spec.ID, heap: spec.Heap, area: area, complete: spec.Complete,
+	v := &simVM{s: s, id: spec.ID, heap: spec.Heap, area: area, complete: spec.Complete, quota: spec.MemoryQuota,
 		bufs: map[uint32][]byte{}, mods: map[uint32]struct{}{}, drained: make(chan struct{}, 1)}
 	v.chans = make([]*channel, spec.Channels)
 	for i := range v.chans {

@@ -22,6 +22,8 @@ type simVM struct {
 	area     *slotcall.Area      // the syscall area, nil without one
 	stats    *vmStats
 	closed   bool
+	quota    uint64 // device memory the VM may hold, 0: no quota
+	memUsed  uint64 // device memory its buffers hold
 
 	progs sync.WaitGroup // the VM's program goroutines
 
@@ -47,7 +49,26 @@ type queued struct {
 	tag uint64
 }
 
-var _ backend.VM = (*simVM)(nil)
+var (
+	_ backend.VM          = (*simVM)(nil)
+	_ backend.MemoryQuota = (*simVM)(nil)
+)
+
+// SetMemoryQuota bounds the device memory the VM's buffers may hold (0:
+// only the backend's capacity). It applies to the ALLOCs that start after
+// it; a quota below what the VM holds frees nothing.
+func (v *simVM) SetMemoryQuota(bytes uint64) {
+	v.s.mu.Lock()
+	defer v.s.mu.Unlock()
+	v.quota = bytes
+}
+
+// MemoryUsed is the device memory the VM's buffers hold.
+func (v *simVM) MemoryUsed() uint64 {
+	v.s.mu.Lock()
+	defer v.s.mu.Unlock()
+	return v.memUsed
+}
 
 // Submit queues cmd behind the channel's earlier commands.
 func (v *simVM) Submit(channel int, cmd abi.Command, tag uint64) error {
@@ -127,9 +148,8 @@ func (s *Sim) closeVMLocked(v *simVM) {
 		}
 		// With the wall clock, engineDone completes the head and flushes.
 	}
-	for _, b := range v.bufs {
-		s.memUsed -= uint64(len(b))
-	}
+	s.memUsed -= v.memUsed
+	v.memUsed = 0
 	v.bufs = nil
 	v.mods = nil
 	delete(s.vms, v.id)

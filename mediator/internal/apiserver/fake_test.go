@@ -76,7 +76,7 @@ func (f *fakeService) CreateVM(_ context.Context, req hostapi.CreateVMRequest) (
 		return hostapi.VM{}, fmt.Errorf("vm %q: %w", req.Name, hostapi.ErrExists)
 	}
 	vm := hostapi.VM{
-		Name: req.Name, ID: uint32(len(f.vms) + 1), Weight: max(req.Weight, 1), Cap: req.Cap, Channels: 4, RingEntries: 256,
+		Name: req.Name, ID: uint32(len(f.vms) + 1), Weight: max(req.Weight, 1), Cap: req.Cap, Memory: req.Memory, Channels: 4, RingEntries: 256,
 		RegionSize: 4 << 20, HeapSize: 3 << 20, Endpoint: "/run/sluice/vms/" + req.Name + ".sock",
 		Vectors: 6, State: hostapi.StateWaiting, Created: created,
 	}
@@ -160,7 +160,11 @@ func updateString(req hostapi.UpdateVMRequest) string {
 	if req.Cap != nil {
 		c = fmt.Sprint(*req.Cap)
 	}
-	return "weight=" + w + " cap=" + c
+	s := "weight=" + w + " cap=" + c
+	if req.Memory != nil {
+		s += fmt.Sprint(" memory=", *req.Memory)
+	}
+	return s
 }
 
 func (f *fakeService) UpdateVM(_ context.Context, name string, req hostapi.UpdateVMRequest) (hostapi.VM, error) {
@@ -178,6 +182,9 @@ func (f *fakeService) UpdateVM(_ context.Context, name string, req hostapi.Updat
 	}
 	if req.Cap != nil {
 		vm.Cap = *req.Cap
+	}
+	if req.Memory != nil {
+		vm.Memory = *req.Memory
 	}
 	f.vms[name] = vm
 	return vm, nil

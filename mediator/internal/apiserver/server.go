@@ -147,8 +147,8 @@ var policies = []string{hostapi.PolicyNone, hostapi.PolicyDFQ, hostapi.PolicyCap
 // checkUpdate refuses an update that changes nothing or is out of the
 // contract's range, so that every service sees the same valid requests.
 func checkUpdate(req hostapi.UpdateVMRequest) error {
-	if req.Weight == nil && req.Cap == nil && req.SyscallWindowNs == nil && req.SyscallBatch == nil {
-		return fmt.Errorf("nothing to change: set weight, cap, syscall_window_ns or syscall_batch: %w", hostapi.ErrInvalid)
+	if req.Weight == nil && req.Cap == nil && req.SyscallWindowNs == nil && req.SyscallBatch == nil && req.Memory == nil {
+		return fmt.Errorf("nothing to change: set weight, cap, syscall_window_ns, syscall_batch or memory: %w", hostapi.ErrInvalid)
 	}
 	if w := req.SyscallWindowNs; w != nil && (*w < 0 || *w > int64(time.Second)) {
 		return fmt.Errorf("syscall_window_ns %d: want 0 to %d: %w", *w, int64(time.Second), hostapi.ErrInvalid)

@@ -53,7 +53,7 @@ func TestRoutes(t *testing.T) {
 			HeapSize: 3 << 20, Endpoint: "/run/sluice/vms/" + name + ".sock", Vectors: 6, State: "waiting", Created: created}
 	}
 	vmC := vm("c", 1)
-	vmC.ID, vmC.Cap = 2, 0.5
+	vmC.ID, vmC.Cap, vmC.Memory = 2, 0.5, 8<<30
 	// The steps share the fake's state, in order.
 	for _, tc := range []struct {
 		name         string
@@ -65,9 +65,9 @@ func TestRoutes(t *testing.T) {
 	}{
 		{"version", "GET", "/v1/version", "", 200, f.version, "Version"},
 		{"list empty", "GET", "/v1/vms", "", 200, []hostapi.VM{}, "ListVMs"},
-		{"create", "POST", "/v1/vms", `{"name":"a b","weight":2}`, 201, vm("a b", 2), "CreateVM {Name:a b Weight:2 Cap:0 Channels:0 RingEntries:0 RegionSize:0 Volume: NetNS: Cgroup:}"},
-		{"create all fields", "POST", "/v1/vms", `{"name":"c","weight":1,"cap":0.5,"channels":2,"ring_entries":64,"region_size":1048576}` + "\n",
-			201, vmC, "CreateVM {Name:c Weight:1 Cap:0.5 Channels:2 RingEntries:64 RegionSize:1048576 Volume: NetNS: Cgroup:}"},
+		{"create", "POST", "/v1/vms", `{"name":"a b","weight":2}`, 201, vm("a b", 2), "CreateVM {Name:a b Weight:2 Cap:0 Channels:0 RingEntries:0 RegionSize:0 Volume: NetNS: Cgroup: Memory:0}"},
+		{"create all fields", "POST", "/v1/vms", `{"name":"c","weight":1,"cap":0.5,"channels":2,"ring_entries":64,"region_size":1048576,"memory":8589934592}` + "\n",
+			201, vmC, "CreateVM {Name:c Weight:1 Cap:0.5 Channels:2 RingEntries:64 RegionSize:1048576 Volume: NetNS: Cgroup: Memory:8589934592}"},
 		{"list", "GET", "/v1/vms", "", 200, []hostapi.VM{vm("a b", 2), vmC}, "ListVMs"},
 		{"get escaped name", "GET", "/v1/vms/a%20b", "", 200, vm("a b", 2), "GetVM a b"},
 		{"update weight", "PATCH", "/v1/vms/a%20b", `{"weight":5}`, 200, vm("a b", 5), "UpdateVM a b weight=5 cap=-"},
@@ -77,6 +77,10 @@ func TestRoutes(t *testing.T) {
 			vm("a b", 1000000), "UpdateVM a b weight=1000000 cap=0"},
 		{"update null weight, cap 1", "PATCH", "/v1/vms/a%20b", `{"weight":null,"cap":1}`, 200,
 			func() hostapi.VM { v := vm("a b", 1000000); v.Cap = 1; return v }(), "UpdateVM a b weight=- cap=1"},
+		{"update memory", "PATCH", "/v1/vms/a%20b", `{"memory":1073741824}`, 200,
+			func() hostapi.VM { v := vm("a b", 1000000); v.Cap, v.Memory = 1, 1<<30; return v }(), "UpdateVM a b weight=- cap=- memory=1073741824"},
+		{"update memory cleared", "PATCH", "/v1/vms/a%20b", `{"memory":0}`, 200,
+			func() hostapi.VM { v := vm("a b", 1000000); v.Cap = 1; return v }(), "UpdateVM a b weight=- cap=- memory=0"},
 		{"update missing vm", "PATCH", "/v1/vms/zz", `{"weight":1}`, 404,
 			hostapi.Error{Code: hostapi.CodeNotFound, Message: `vm "zz": not found`}, "UpdateVM zz weight=1 cap=-"},
 		{"get policy", "GET", "/v1/policy", "", 200, hostapi.PolicyState{Policy: "dfq", Accounting: "loga"}, "Policy"},

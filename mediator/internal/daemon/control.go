@@ -11,7 +11,8 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/internal/sched"
 )
 
-// UpdateVM changes a VM's weight or cap at run time; it is persisted.
+// UpdateVM changes a VM's weight, cap, system-call batching or memory
+// quota at run time; weight, cap and quota are persisted.
 func (d *Daemon) UpdateVM(_ context.Context, name string, req hostapi.UpdateVMRequest) (hostapi.VM, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -19,7 +20,7 @@ func (d *Daemon) UpdateVM(_ context.Context, name string, req hostapi.UpdateVMRe
 	if !ok {
 		return hostapi.VM{}, fmt.Errorf("vm %q: %w", name, hostapi.ErrNotFound)
 	}
-	if req.Weight == nil && req.Cap == nil && req.SyscallWindowNs == nil && req.SyscallBatch == nil {
+	if req.Weight == nil && req.Cap == nil && req.SyscallWindowNs == nil && req.SyscallBatch == nil && req.Memory == nil {
 		return hostapi.VM{}, fmt.Errorf("vm %q: nothing to change: %w", name, hostapi.ErrInvalid)
 	}
 	// Checked first, applied last: a refused weight or cap leaves the
@@ -29,6 +30,12 @@ func (d *Daemon) UpdateVM(_ context.Context, name string, req hostapi.UpdateVMRe
 		return hostapi.VM{}, err
 	}
 	id := e.vm.Config().ID
+	if req.Memory != nil { // first: it fails only on a backend without quotas
+		if err := e.vm.SetMemoryQuota(*req.Memory); err != nil {
+			return hostapi.VM{}, fmt.Errorf("vm %q: %w: %w", name, hostapi.ErrInvalid, err)
+		}
+		e.req.Memory = *req.Memory
+	}
 	if req.Weight != nil {
 		if err := d.engine.SetWeight(id, *req.Weight); err != nil {
 			return hostapi.VM{}, fmt.Errorf("vm %q: weight %d: %w: %w", name, *req.Weight, hostapi.ErrInvalid, err)

@@ -192,18 +192,19 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 		base = usage.Record{Since: time.Now().UTC()}
 	}
 	v, err := vm.New(vm.Config{
-		Name:       req.Name,
-		ID:         id,
-		Weight:     req.Weight,
-		Layout:     l,
-		Limits:     d.cfg.Limits,
-		Socket:     filepath.Join(d.cfg.EndpointDir, req.Name+".sock"),
-		SocketMode: os.FileMode(d.cfg.SocketMode),
-		Epoch:      d.epoch,
-		MaxPeers:   d.cfg.MaxPeers,
-		StartProxy: d.proxyStarter(req, id),
-		Syscalls:   d.cfg.Syscalls,
-		GPUBaseNs:  base.GPUNs,
+		Name:        req.Name,
+		ID:          id,
+		Weight:      req.Weight,
+		Layout:      l,
+		Limits:      d.cfg.Limits,
+		Socket:      filepath.Join(d.cfg.EndpointDir, req.Name+".sock"),
+		SocketMode:  os.FileMode(d.cfg.SocketMode),
+		Epoch:       d.epoch,
+		MaxPeers:    d.cfg.MaxPeers,
+		StartProxy:  d.proxyStarter(req, id),
+		Syscalls:    d.cfg.Syscalls,
+		GPUBaseNs:   base.GPUNs,
+		MemoryQuota: req.Memory,
 	}, d.be)
 	if err != nil {
 		return hostapi.VM{}, fmt.Errorf("creating vm %q: %w", req.Name, classify(err))
@@ -406,7 +407,7 @@ func classify(err error) error {
 	switch {
 	case errors.Is(err, ivshmem.ErrSocketInUse):
 		return fmt.Errorf("%w: %w", hostapi.ErrExists, err)
-	case errors.Is(err, backend.ErrInvalid):
+	case errors.Is(err, backend.ErrInvalid), errors.Is(err, vm.ErrNoQuota):
 		return fmt.Errorf("%w: %w", hostapi.ErrInvalid, err)
 	case errors.Is(err, backend.ErrClosed):
 		return fmt.Errorf("%w: %w", hostapi.ErrUnavailable, err)

@@ -403,3 +403,61 @@ func TestDeleteDoesNotBlockOthers(t *testing.T) {
 		t.Fatalf("usage after delete: %+v, %v", u, err)
 	}
 }
+
+// TestMemoryQuota: a VM's quota from create is enforced on its guest's
+// ALLOCs (the channel fails with ErrNoMemory and goes on after a reset),
+// shows in the VM with the use, changes at run time and survives a
+// restart.
+func TestMemoryQuota(t *testing.T) {
+	state := t.TempDir()
+	d := newDaemon(t, "virtual", state)
+	ctx := context.Background()
+	vm, err := d.CreateVM(ctx, hostapi.CreateVMRequest{Name: "a", Channels: 1, Memory: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vm.Memory != 1<<20 || vm.MemoryUsed != 0 {
+		t.Fatalf("created with memory %d, used %d", vm.Memory, vm.MemoryUsed)
+	}
+	ch := channel(t, guest(t, vm), 0)
+	handle := uint32(0)
+	alloc := func(n uint64) abi.ErrorCode {
+		t.Helper()
+		handle++
+		idx, err := ch.Submit(ctx, abi.Command{Op: abi.OpAlloc, Handle: handle, Size: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.Wait(ctx, idx); err == nil {
+			return abi.OK
+		}
+		code, _ := ch.Err()
+		if err := ch.Reset(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return code
+	}
+	if code := alloc(1<<20 + 1); code != abi.ErrNoMemory {
+		t.Fatalf("an ALLOC past the quota: %v", code)
+	}
+	if code := alloc(768 << 10); code != abi.OK {
+		t.Fatalf("an ALLOC within the quota: %v", code)
+	}
+	if vm, _ = d.GetVM(ctx, "a"); vm.MemoryUsed != 768<<10 {
+		t.Errorf("used %d, want %d", vm.MemoryUsed, 768<<10)
+	}
+	half := uint64(512 << 10)
+	if vm, err = d.UpdateVM(ctx, "a", hostapi.UpdateVMRequest{Memory: &half}); err != nil || vm.Memory != half {
+		t.Fatalf("lowering the quota below the use: %+v, %v", vm, err)
+	}
+	if code := alloc(1); code != abi.ErrNoMemory {
+		t.Errorf("an ALLOC over a lowered quota: %v", code)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d2 := newDaemon(t, "virtual", state)
+	if vm, err = d2.GetVM(ctx, "a"); err != nil || vm.Memory != half || vm.MemoryUsed != 0 {
+		t.Fatalf("after a restart: %+v, %v; want the quota %d", vm, err, half)
+	}
+}

@@ -20,6 +20,7 @@ func describe(e *entry) hostapi.VM {
 	if peers > 0 {
 		state = hostapi.StateConnected
 	}
+	quota, used := e.vm.Memory()
 	var sys *hostapi.SyscallStats
 	if f := e.vm.Syscalls(); f != nil {
 		sys = syscallStats(f.Stats())
@@ -34,6 +35,8 @@ func describe(e *entry) hostapi.VM {
 		RingEntries: int(c.Layout.RingEntries),
 		RegionSize:  c.Layout.RegionSize,
 		HeapSize:    c.Layout.HeapSize,
+		Memory:      quota,
+		MemoryUsed:  used,
 		Endpoint:    c.Socket,
 		Volume:      e.req.Volume,
 		Vectors:     abi.Vectors(int(c.Layout.Channels)),

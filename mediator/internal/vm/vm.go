@@ -39,7 +39,14 @@ type Config struct {
 	// GPUBaseNs is the VM's GPU time before this endpoint (from the usage
 	// ledger), which getrusage adds to the endpoint's own.
 	GPUBaseNs uint64
+	// MemoryQuota bounds the device memory the VM's buffers may hold, in
+	// bytes; 0 is none but the device's (backend.VMSpec.MemoryQuota).
+	MemoryQuota uint64
 }
+
+// ErrNoQuota is returned for a memory quota on a backend that cannot
+// enforce one (its VMs do not implement backend.MemoryQuota).
+var ErrNoQuota = errors.New("the backend enforces no device memory quota")
 
 // ProxyStarter starts a VM's syscall proxy, which maps the heap from the
 // VM's memfd (heapOff, heapSize).
@@ -56,6 +63,10 @@ type VM struct {
 	gpu      backend.VM
 	channels []*channel.Channel
 	sys      *syscalls.Forwarder // nil without a syscall area
+	gpuMem   backend.MemoryQuota // gpu's quota, nil where the backend has none
+
+	quotaMu sync.Mutex    // orders SetMemoryQuota calls
+	quota   atomic.Uint64 // the memory quota in effect (Config has the first)
 
 	mu sync.Mutex // guards server and mem against Close
 
@@ -90,6 +101,7 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		// process (the cuda backend's per-VM GPU worker).
 		HeapFile:    &backend.FileRange{FD: v.memfd, Offset: int64(l.HeapOff)},
 		MaxInFlight: int(l.RingEntries),
+		MemoryQuota: cfg.MemoryQuota,
 		Complete:    v.complete,
 	}
 	if v.serveSyscalls() {
@@ -100,6 +112,11 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("attaching vm %q to the backend: %w", cfg.Name, err)
 	}
+	v.gpuMem, _ = v.gpu.(backend.MemoryQuota)
+	if v.gpuMem == nil && cfg.MemoryQuota != 0 {
+		return nil, fmt.Errorf("vm %q: memory quota: %w", cfg.Name, ErrNoQuota)
+	}
+	v.quota.Store(cfg.MemoryQuota)
 	v.channels = make([]*channel.Channel, l.Channels)
 	for i := range v.channels {
 		v.channels[i] = channel.New(i, v.region, l, cfg.Limits, submitter{v.gpu})
@@ -236,6 +253,30 @@ func (v *VM) Peers() []uint16 {
 		return nil
 	}
 	return srv.Peers()
+}
+
+// SetMemoryQuota changes the VM's device memory quota (0: none but the
+// device's) for the allocations that follow; a quota below what the VM
+// holds takes nothing back, it only refuses new allocations until enough
+// is freed.
+func (v *VM) SetMemoryQuota(bytes uint64) error {
+	if v.gpuMem == nil {
+		return fmt.Errorf("vm %q: memory quota: %w", v.cfg.Name, ErrNoQuota)
+	}
+	v.quotaMu.Lock()
+	defer v.quotaMu.Unlock()
+	v.gpuMem.SetMemoryQuota(bytes)
+	v.quota.Store(bytes)
+	return nil
+}
+
+// Memory is the VM's device memory quota (0: none) and what its buffers
+// hold now (0 on a backend that does not count it).
+func (v *VM) Memory() (quota, used uint64) {
+	if v.gpuMem != nil {
+		used = v.gpuMem.MemoryUsed()
+	}
+	return v.quota.Load(), used
 }
 
 // Syscalls is the VM's syscall forwarder, nil when the VM serves none.

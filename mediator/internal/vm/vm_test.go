@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/sluice-gpu/sluice/guest-agent/sdk"
 	"github.com/sluice-gpu/sluice/guest-agent/transport/process"
 	"github.com/sluice-gpu/sluice/mediator/backend"
+	"github.com/sluice-gpu/sluice/mediator/backend/sim"
 )
 
 // instantGPU completes every command inside Submit and notes when Submit
@@ -54,6 +56,12 @@ func newTestVM(t testing.TB, gpu *instantGPU) (*VM, *sdk.Device) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { v.Close() })
+	return v, dial(t, v)
+}
+
+// dial joins v as a process guest.
+func dial(t testing.TB, v *VM) *sdk.Device {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	tr, err := process.Dial(ctx, v.Config().Socket, 0)
@@ -65,7 +73,7 @@ func newTestVM(t testing.TB, gpu *instantGPU) (*VM, *sdk.Device) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dev.Close() })
-	return v, dev
+	return dev
 }
 
 // backendOf adapts instantGPU to backend.Backend with a VM whose Close is
@@ -166,4 +174,81 @@ func BenchmarkDoorbellToDispatch(b *testing.B) {
 	}
 	report("dispatch", dispatch)
 	report("roundtrip", roundTrip)
+}
+
+// TestMemoryQuota: the quota reaches the backend at Attach and on a change,
+// Memory reports it with the use, and a backend that cannot enforce a quota
+// is refused one.
+func TestMemoryQuota(t *testing.T) {
+	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(name string, quota uint64) Config {
+		return Config{Name: name, ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(),
+			Socket: filepath.Join(t.TempDir(), name+".sock"), MemoryQuota: quota}
+	}
+	if _, err := New(cfg("plain", 1<<20), backendOf{&instantGPU{}}); !errors.Is(err, ErrNoQuota) {
+		t.Fatalf("a quota on a backend without one: %v, want ErrNoQuota", err)
+	}
+	v, err := New(cfg("none", 0), backendOf{&instantGPU{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.SetMemoryQuota(1); !errors.Is(err, ErrNoQuota) {
+		t.Errorf("SetMemoryQuota on a backend without quotas: %v", err)
+	}
+	v.Close()
+
+	be, err := sim.New(backend.Options{Clock: "virtual"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	v, err = New(cfg("sim", 4096), be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ch, err := dial(t, v).Channel(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := uint32(0)
+	alloc := func(n uint64) abi.ErrorCode {
+		t.Helper()
+		handle++
+		idx, err := ch.Submit(ctx, abi.Command{Op: abi.OpAlloc, Handle: handle, Size: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.Wait(ctx, idx); err == nil {
+			return abi.OK
+		}
+		code, _ := ch.Err()
+		if err := ch.Reset(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return code
+	}
+	if code := alloc(4097); code != abi.ErrNoMemory {
+		t.Errorf("an ALLOC past the quota: %v", code)
+	}
+	if code := alloc(4096); code != abi.OK {
+		t.Errorf("an ALLOC to the quota: %v", code)
+	}
+	if q, u := v.Memory(); q != 4096 || u != 4096 {
+		t.Errorf("Memory() = %d, %d; want 4096, 4096", q, u)
+	}
+	if err := v.SetMemoryQuota(8192); err != nil {
+		t.Fatal(err)
+	}
+	if code := alloc(4000); code != abi.OK {
+		t.Errorf("an ALLOC under the raised quota: %v", code)
+	}
+	if q, u := v.Memory(); q != 8192 || u != 8096 {
+		t.Errorf("Memory() = %d, %d; want 8192, 8096", q, u)
+	}
 }
