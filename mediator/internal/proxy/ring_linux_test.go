@@ -51,11 +51,14 @@ func newRingMediatorArea(t *testing.T, cfg ServeConfig, slots uint32) *ringMedia
 	_ = raw.Control(func(fd uintptr) { m.fd, _ = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) })
 	_ = unix.SetNonblock(m.fd, false)
 	t.Cleanup(func() {
-		unix.Close(m.fd)
-		med.Close()
+		// End the proxy with an end of file: closing a socket that holds
+		// unread kicks would reset its end instead.
+		_ = unix.Shutdown(m.fd, unix.SHUT_WR)
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
+		unix.Close(m.fd)
+		med.Close()
 		cancel()
 		prox.Close()
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/internal/shm"
+	"github.com/sluice-gpu/sluice/internal/spin"
 	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
 )
 
@@ -98,17 +99,13 @@ func Serve(ctx context.Context, conn *net.UnixConn, heap []byte, cfg ServeConfig
 	buf := make([]byte, proxyproto.MaxMessage+1)
 	oob := make([]byte, unix.CmsgSpace(8)) // MsgRing: the rings and the area
 	var (
-		reqs []proxyproto.Request
-		ring *proxyproto.Ring
-		head uint64
-		last time.Time
-		idle uint // empty looks at the ring since the last request
-
-		yieldEvery uint = 1
+		reqs  []proxyproto.Request
+		ring  *proxyproto.Ring
+		head  uint64
+		last  time.Time
+		idle  uint // empty looks at the ring since the last request
+		yield = spin.New()
 	)
-	if runtime.GOMAXPROCS(0) >= 4 {
-		yieldEvery = 64
-	}
 	for {
 		if ring != nil {
 			var err error
@@ -123,16 +120,10 @@ func Serve(ctx context.Context, conn *net.UnixConn, heap []byte, cfg ServeConfig
 				last, idle = time.Now(), 0
 				continue
 			}
-			// Spinning: the clock is read every 32 empty looks only. The
-			// goroutine yields on every look below 4 processors (32
-			// yields: the only watch there, as nothing spins), every 64
-			// looks above (runtime.Gosched goes through the scheduler's
-			// global queue and lock: microseconds a look on a host of
-			// many processors).
+			// Spinning: the clock is read every 32 empty looks only;
+			// yields as package spin says.
 			if idle++; idle%32 != 0 || time.Since(last) < cfg.Spin {
-				if idle%yieldEvery == 0 {
-					runtime.Gosched()
-				}
+				yield.Idle()
 				continue
 			}
 			// Announce the sleep, then look once more: a batch published

@@ -74,7 +74,7 @@ type Forwarder struct {
 	ring     *proxyproto.Ring // the running proxy's rings
 	resHead  uint64           // the result ring's consumer index (ours alone)
 	state    string           // "starting", "running", or why the proxy is down
-	inflight []held // per slot: the blocking call with the proxy, if any
+	inflight []held           // per slot: the blocking call with the proxy, if any
 	nIn      int
 	closed   bool
 

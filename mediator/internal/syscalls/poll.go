@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/spin"
 	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
 )
 
@@ -21,8 +22,7 @@ func (f *Forwarder) poll() {
 		batch      = make([]proxyproto.Request, 0, proxyproto.MaxBatch)
 		next       uint32    // where the next scan starts (round robin over slots)
 		lastActive = f.now() // ns since t0
-		spins      uint      // idle passes
-		yieldEvery = yieldPeriod()
+		yield      = spin.New()
 		idle       = time.NewTimer(time.Hour)
 		ring       *proxyproto.Ring // the rings tail counts in
 		tail       uint64           // requests published into ring
@@ -80,9 +80,7 @@ func (f *Forwarder) poll() {
 		}
 		if now-lastActive < int64(cfg.Spin) {
 			f.ringMu.RUnlock()
-			if spins++; spins%yieldEvery == 0 {
-				runtime.Gosched()
-			}
+			yield.Idle()
 			continue
 		}
 		// Going idle: announce it, then look at the results once more (a
@@ -102,18 +100,6 @@ func (f *Forwarder) poll() {
 			return
 		}
 	}
-}
-
-// yieldPeriod is how many idle passes the spinning poller makes between
-// yields: 64 on a host of 4 processors or more (runtime.Gosched goes
-// through the scheduler's global queue and lock, microseconds on every pass
-// there), every pass below (a poller that does not yield there keeps the
-// proxy and the callers off a core: measured, 1.5 → 18 µs round trips on 2).
-func yieldPeriod() uint {
-	if runtime.GOMAXPROCS(0) >= 4 {
-		return 64
-	}
-	return 1
 }
 
 // begin starts a pass: the running proxy's socket and rings (nil while
@@ -299,12 +285,7 @@ func (f *Forwarder) track(batch []proxyproto.Request, p *sock) []proxyproto.Requ
 			if r.Flags&abi.SysFlagBlocking == 0 {
 				continue
 			}
-			if f.inflight[r.Slot].seq == 0 {
-				f.nIn++
-			}
-			// A guest that forged READY over a call in flight gets one
-			// result for the slot, whichever comes first.
-			f.inflight[r.Slot] = held{seq: r.Seq + 1, seen: f.passAt}
+			f.nIn += f.inflight[r.Slot].hand(r.Seq, f.passAt)
 		}
 	}
 	f.mu.Unlock()

@@ -176,12 +176,11 @@ func settled(t *testing.T, f *Forwarder) Stats {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		s := f.Stats()
-		if s.InFlight == 0 {
-			return s
+		if f.Stats().InFlight == 0 {
+			return f.Stats() // counted before the calls in flight: read again
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d calls still in flight: %+v", s.InFlight, s)
+			t.Fatalf("calls still in flight: %+v", f.Stats())
 		}
 		time.Sleep(time.Millisecond)
 	}

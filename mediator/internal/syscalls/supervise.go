@@ -161,8 +161,10 @@ func handshake(s *sock) error {
 func (f *Forwarder) failInflightLocked() {
 	now := f.now()
 	for i, h := range f.inflight {
+		// A previous call's slot has moved on: the proxy answered it
+		// there, only its record did not come. Nothing to fail.
+		f.inflight[i] = held{}
 		if h.seq != 0 {
-			f.inflight[i] = held{}
 			f.finish(uint32(i), h.seq-1, -1, abi.ErrnoIO, h.seen, now)
 		}
 	}
@@ -226,21 +228,54 @@ func (f *Forwarder) deliver(res []proxyproto.Result) {
 	}
 }
 
-// held is a blocking call with the proxy: its sequence number + 1 (0: no
-// call), and when the scan took it (ns since t0).
+// held is a slot's blocking call with the proxy: its sequence number + 1
+// (0: none) and when the scan took it (ns since t0); and the slot's call
+// before it, while that one's record has not come. The proxy writes a
+// result into the slot before it publishes the record, so a GPU thread can
+// take its result, free the slot and publish its next call before the
+// forwarder has read the record: the slot then has two calls in flight.
+// Forwarder.mu guards it.
 type held struct {
-	seq  uint32
-	seen int64
+	seq, prev   uint32
+	seen, prevT int64
+}
+
+// hand records the call seq taken at seen, and returns by how much the
+// calls in flight grew. A guest that forged READY over its call in flight
+// (the same seq) gets one result, whichever comes first; one that forges
+// twice over a call not yet answered loses the tracking of the oldest.
+func (h *held) hand(seq uint32, seen int64) int {
+	grew := 0
+	switch h.seq {
+	case seq + 1:
+	case 0:
+		grew = 1
+	default:
+		if h.prev == 0 {
+			grew = 1
+		}
+		h.prev, h.prevT = h.seq, h.seen
+	}
+	h.seq, h.seen = seq+1, seen
+	return grew
 }
 
 // claimLocked ends the tracking of slot's call with sequence seq, and
 // returns when the scan took it.
 func (f *Forwarder) claimLocked(slot, seq uint32) (int64, bool) {
-	if int(slot) >= len(f.inflight) || f.inflight[slot].seq != seq+1 {
+	if int(slot) >= len(f.inflight) {
 		return 0, false
 	}
-	seen := f.inflight[slot].seen
-	f.inflight[slot] = held{}
+	h := &f.inflight[slot]
+	var seen int64
+	switch seq + 1 {
+	case h.seq:
+		seen, h.seq, h.seen = h.seen, 0, 0
+	case h.prev:
+		seen, h.prev, h.prevT = h.prevT, 0, 0
+	default:
+		return 0, false
+	}
 	f.nIn--
 	return seen, true
 }
