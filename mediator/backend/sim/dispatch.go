@@ -51,6 +51,10 @@ func (s *Sim) dispatchEngineLocked(e Engine) (failed bool) {
 			s.startProgramLocked(e, l, start)
 			continue
 		}
+		if move := s.moving; move != nil {
+			s.moving = nil
+			s.queueMoveLocked(en, ch, move)
+		}
 		en.start, en.end = start, start+s.p.Cost(&head.cmd)
 		s.seq++
 		s.events.push(event{t: en.end, seq: s.seq, eng: e, kind: evEngine})
@@ -80,12 +84,19 @@ func (s *Sim) engineDoneLocked(e Engine) {
 	busy := en.end - en.start
 	en.busy += busy
 	en.stats.busy += busy
-	ch, orphan, code := en.ch, en.orphan, en.code
-	en.ch, en.stats, en.orphan, en.prog, en.code = nil, nil, false, nil, abi.OK
+	ch, orphan, code, fx := en.ch, en.orphan, en.code, en.fx
+	en.ch, en.stats, en.orphan, en.prog, en.code, en.fx = nil, nil, false, nil, abi.OK, nil
 	if orphan {
 		return
 	}
 	ch.running = false
+	if fx != nil && !fx.done {
+		// Wall clock (the virtual timeline waits for it): the engine is
+		// free on time, the completion waits for the data.
+		fx.parked, fx.code, fx.start, fx.end = true, code, en.start, en.end
+		ch.parked = fx
+		return
+	}
 	ch.lastEnd = en.end
 	s.finishHeadLocked(ch, code, en.start, en.end)
 }

@@ -20,10 +20,11 @@
 //
 // The cost of a command (Params) is fixed when it starts: THROTTLE takes
 // exactly its duration, NOP, FENCE, ALLOC and FREE a small fixed cost, MEMSET
-// and COPY a fixed cost plus their length over a bandwidth. A command's effect
-// on memory (ALLOC, FREE, MEMSET, COPY) happens when it starts; a guest must
-// not look before the completion anyway, and it means nothing touches a VM's
-// heap once its running commands have started (programs aside, below). A
+// and COPY a fixed cost plus their length over a bandwidth. A command is
+// checked when it starts (handles, ranges, quota), and ALLOC and FREE take
+// effect then; the data a MEMSET or COPY moves is moved after its start by
+// the VM's mover (see Memory), and its completion is delivered only once
+// that is done, so a guest that looks after the completion sees the data. A
 // command whose effect fails (a bad or reused handle, a range outside a
 // buffer, no device memory, an invalid LAUNCH) never runs: it completes with
 // its error code, Start = End = 0, and occupies no engine time. The channel
@@ -79,12 +80,39 @@
 // heap and the syscall area, which the caller may unmap next). A program
 // whose calls are never served runs until then.
 //
-// Device buffers are Go byte slices owned by the VM that allocated them, by
-// the VM's own handles; the backend's capacity (Params.Memory) bounds their
-// total size, and a VM's quota (VMSpec.MemoryQuota, SetMemoryQuota) the
-// size of its own: an ALLOC past either fails with ErrNoMemory. A quota
-// lowered below the VM's use takes nothing back; its ALLOCs fail until it
-// has freed enough.
+// # Memory
+//
+// Device buffers belong to the VM that allocated them, by the VM's own
+// handles; the backend's capacity (Params.Memory) bounds their total size,
+// and a VM's quota (VMSpec.MemoryQuota, SetMemoryQuota) the size of its
+// own: an ALLOC past either fails with ErrNoMemory. A quota lowered below
+// the VM's use takes nothing back; its ALLOCs fail until it has freed
+// enough.
+//
+// A buffer is backed lazily, in 64 KiB pages: an ALLOC takes no host
+// memory, a page nobody wrote reads as zeros, a MEMSET of whole pages
+// points them at a shared read-only page of the value, and a
+// device-to-device COPY of whole aligned pages shares them (copy on
+// write). Host memory goes only to pages written with other data (a
+// host-to-device COPY, the ends of a MEMSET, an unaligned COPY), and so
+// never beyond what the VMs allocated.
+//
+// Data moves outside Sim.mu: each VM has a mover goroutine, started when
+// one of its MEMSETs or COPYs starts while none is running, that carries
+// out the VM's movements in the order their commands started and ends when
+// none is left. One VM's
+// large MEMSETs and COPYs so hold up no other VM's commands. A movement
+// holds its buffers, not their handles: a FREE that comes in between (from
+// another channel; the guest's own race) gives the quota back at once, and
+// the movement ends on the unreachable buffer. The timing stays the
+// model's: a MEMSET or COPY takes its Params cost on the timeline, whatever
+// the host takes to move the bytes. With the wall clock its engine is free
+// at its End, and a command whose data is still moving then completes (with
+// that Start and End) when the mover is done, its channel's next command
+// starting from then. With the virtual clock the timeline waits at the
+// command's End until its data has moved, as it waits for a program, so
+// the simulation stays deterministic. Closing a VM drops the movements not
+// begun and waits for the one under way.
 //
 // # Clocks and driving
 //
@@ -114,6 +142,8 @@
 //
 // One mutex (Sim.mu) guards the whole model; a program's goroutines never
 // hold it while they wait for slots, and take it once, to end the command.
+// The movers never hold it while they move data (buffers' pages are theirs
+// alone), only to take the next movement and to mark one done.
 // Completions and After functions
 // are called without it held, one at a time, by the goroutine that drives the
 // timeline; they may call Submit and After but must not call VM.Close or

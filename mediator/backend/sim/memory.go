@@ -43,20 +43,24 @@ func execAlloc(s *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
 	if c.Size > s.p.Memory-s.memUsed || c.Size > math.MaxInt || !v.fitsLocked(c.Size) {
 		return abi.ErrNoMemory
 	}
-	v.bufs[c.Handle] = make([]byte, c.Size)
+	v.bufs[c.Handle] = newBuffer(c.Size) // no backing until written
 	s.memUsed += c.Size
 	v.memUsed += c.Size
 	return abi.OK
 }
 
+// execFree drops the handle and gives its bytes back at once. A MEMSET or
+// COPY that started earlier and is still moving data holds the buffer
+// itself, not the handle: it finishes on a buffer nobody can name any
+// more, which the garbage collector reclaims after it.
 func execFree(s *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
 	b, ok := v.bufs[c.Handle]
 	if !ok {
 		return abi.ErrBadHandle
 	}
 	delete(v.bufs, c.Handle)
-	s.memUsed -= uint64(len(b))
-	v.memUsed -= uint64(len(b))
+	s.memUsed -= b.size
+	v.memUsed -= b.size
 	return abi.OK
 }
 
@@ -65,7 +69,9 @@ func (v *simVM) fitsLocked(n uint64) bool {
 	return v.quota == 0 || v.memUsed <= v.quota && n <= v.quota-v.memUsed
 }
 
-func execMemset(_ *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
+// execMemset checks a MEMSET and leaves its data movement to the VM's
+// mover (s.moving).
+func execMemset(s *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
 	b, ok := v.bufs[c.Handle]
 	if !ok {
 		return abi.ErrBadHandle
@@ -73,53 +79,65 @@ func execMemset(_ *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
 	if c.Value > 0xff {
 		return abi.ErrBadRecord
 	}
-	dst, ok := span(b, c.Offset, c.Length)
-	if !ok {
+	if !inside(b.size, c.Offset, c.Length) {
 		return abi.ErrBufferRange
 	}
-	fill(dst, byte(c.Value))
+	off, n, val := c.Offset, c.Length, byte(c.Value)
+	s.moveLocked(n, func() { b.memset(off, n, val) })
 	return abi.OK
 }
 
-// execCopy moves bytes between the heap and a buffer, or between buffers.
-// The ABI decoder checked the heap range against the layout; the heap slice
-// the VM attached with is the truth, so it is checked again.
-func execCopy(_ *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
+// execCopy checks a COPY between the heap and a buffer, or between
+// buffers, and leaves its data movement to the VM's mover. The ABI decoder
+// checked the heap range against the layout; the heap slice the VM
+// attached with is the truth, so it is checked again.
+func execCopy(s *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
 	dst, ok := v.bufs[c.Handle]
 	if !ok {
 		return abi.ErrBadHandle
 	}
+	off, n := c.Offset, c.Length
 	switch c.Dir {
 	case abi.CopyHostToDevice, abi.CopyDeviceToHost:
-		buf, ok := span(dst, c.Offset, c.Length)
-		if !ok {
+		if !inside(dst.size, off, n) {
 			return abi.ErrBufferRange
 		}
-		heap, ok := span(v.heap, c.HeapOff, c.Length)
+		heap, ok := span(v.heap, c.HeapOff, n)
 		if !ok {
 			return abi.ErrHeapRange
 		}
 		if c.Dir == abi.CopyHostToDevice {
-			copy(buf, heap)
+			s.moveLocked(n, func() { dst.write(off, heap) })
 		} else {
-			copy(heap, buf)
+			s.moveLocked(n, func() { dst.read(off, heap) })
 		}
 	case abi.CopyDeviceToDevice:
 		src, ok := v.bufs[c.SrcHandle]
 		if !ok {
 			return abi.ErrBadHandle
 		}
-		to, ok1 := span(dst, c.Offset, c.Length)
-		from, ok2 := span(src, c.HeapOff, c.Length)
-		if !ok1 || !ok2 {
+		soff := c.HeapOff
+		if !inside(dst.size, off, n) || !inside(src.size, soff, n) {
 			return abi.ErrBufferRange
 		}
-		copy(to, from) // memmove: overlap within one buffer is fine
+		s.moveLocked(n, func() { copyBuffer(dst, off, src, soff, n) })
 	default:
 		return abi.ErrBadRecord
 	}
 	return abi.OK
 }
+
+// moveLocked leaves a starting command's data movement of n bytes for
+// dispatchEngineLocked to queue (nothing for n = 0).
+func (s *Sim) moveLocked(n uint64, move func()) {
+	if n > 0 {
+		s.moving = move
+	}
+}
+
+// inside reports whether [off, off+n) lies within [0, size), without
+// overflow.
+func inside(size, off, n uint64) bool { return off <= size && n <= size-off }
 
 // span is b[off:off+n] if that lies inside b, without overflow.
 func span(b []byte, off, n uint64) ([]byte, bool) {

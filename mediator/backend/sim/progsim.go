@@ -54,9 +54,13 @@ func (s *Sim) programDone(e Engine, l *launch, code abi.ErrorCode, d int64) {
 	s.progEnd.Broadcast()
 }
 
-// heldLocked reports whether a program holds the virtual timeline: the next
-// event (if any) lies beyond Now, where time cannot go until the program
-// ends.
+// heldLocked reports whether the virtual timeline is held: by a program
+// (the next event, if any, lies beyond Now, where time cannot go until the
+// program ends) or by data still moving (movingLocked).
 func (s *Sim) heldLocked() bool {
-	return s.holds > 0 && (len(s.events) == 0 || s.events[0].t > s.now)
+	if len(s.events) == 0 {
+		return s.holds > 0
+	}
+	t := s.events[0].t
+	return s.holds > 0 && t > s.now || !s.wall && s.movingLocked(t)
 }

@@ -86,9 +86,13 @@ type Sim struct {
 	driving atomic.Bool // a goroutine is delivering (drive=manual)
 
 	// Programs (LAUNCH of a built-in program, progsim.go).
-	starting *launch    // set by execLaunch, taken by dispatchEngineLocked at once
-	holds    int        // virtual clock: programs running, which hold the timeline
-	progEnd  *sync.Cond // on mu: broadcast when a program ends
+	starting *launch // set by execLaunch, taken by dispatchEngineLocked at once
+	moving   func()  // set by execMemset and execCopy, likewise (effects.go)
+	// beforeMove, when set (by tests), runs in a mover before each data
+	// movement, without the lock.
+	beforeMove func()
+	holds      int        // virtual clock: programs running, which hold the timeline
+	progEnd    *sync.Cond // on mu: broadcast when a program ends
 }
 
 // engine is one engine and its share of the dispatcher.
@@ -101,6 +105,7 @@ type engine struct {
 	ready      ring[*channel] // channels whose next command is for this engine, round robin
 	busy       int64          // ns of completed commands
 	prog       *launch        // the program running, whose end is open until it finishes
+	fx         *effect        // the running command's data movement, nil without
 	code       abi.ErrorCode  // what the running command completes with
 }
 
@@ -174,7 +179,7 @@ func (s *Sim) Attach(spec backend.VMSpec) (backend.VM, error) {
 		return nil, fmt.Errorf("attaching VM %d: %w: ID in use", spec.ID, backend.ErrInvalid)
 	}
 	v := &simVM{s: s, id: spec.ID, heap: spec.Heap, area: area, complete: spec.Complete, quota: spec.MemoryQuota,
-		bufs: map[uint32][]byte{}, mods: map[uint32]struct{}{}, drained: make(chan struct{}, 1)}
+		bufs: map[uint32]*buffer{}, mods: map[uint32]struct{}{}, drained: make(chan struct{}, 1)}
 	v.chans = make([]*channel, spec.Channels)
 	for i := range v.chans {
 		v.chans[i] = &channel{vm: v, idx: i, activeAt: -1}

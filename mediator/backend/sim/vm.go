@@ -17,7 +17,7 @@ type simVM struct {
 	heap     []byte
 	complete func(backend.Completion)
 	chans    []*channel
-	bufs     map[uint32][]byte
+	bufs     map[uint32]*buffer
 	mods     map[uint32]struct{} // loaded modules (abi.ModuleSim)
 	area     *slotcall.Area      // the syscall area, nil without one
 	stats    *vmStats
@@ -26,6 +26,10 @@ type simVM struct {
 	memUsed  uint64 // device memory its buffers hold
 
 	progs sync.WaitGroup // the VM's program goroutines
+
+	fx     ring[*effect]  // data movements not done yet, in start order
+	moving bool           // its mover goroutine runs
+	movers sync.WaitGroup // the mover goroutine
 
 	closing     atomic.Bool  // set by Close, read by the deliverer
 	undelivered atomic.Int64 // commands submitted whose completion has not returned yet
@@ -38,6 +42,7 @@ type channel struct {
 	idx      int
 	q        ring[queued] // the head is the running or next command
 	running  bool         // the head runs on an engine
+	parked   *effect      // the head ended, its data not moved yet (wall clock)
 	inReady  bool         // in an engine's ready FIFO
 	dead     bool         // its VM closed
 	lastEnd  int64        // when its previous command ended
@@ -113,7 +118,8 @@ func (v *simVM) Close() error {
 	s.closeVMLocked(v)
 	s.notifyLocked()
 	s.mu.Unlock()
-	v.progs.Wait() // aborted: they end promptly, and must not outlive the heap
+	v.progs.Wait()  // aborted: they end promptly, and must not outlive the heap
+	v.movers.Wait() // the movement under way ends; the rest are dropped
 	if s.manual {
 		s.deliverManual()
 		return nil
@@ -129,6 +135,10 @@ func (s *Sim) closeVMLocked(v *simVM) {
 	v.closing.Store(true)
 	for _, ch := range v.chans {
 		ch.dead = true
+		if fx := ch.parked; fx != nil {
+			s.finishParkedLocked(fx) // it ran; flushes the rest: ch is dead
+			continue
+		}
 		if !ch.running {
 			s.flushLocked(ch)
 			continue

@@ -1,0 +1,162 @@
+package sim
+
+import (
+	"bytes"
+	"runtime"
+	"testing"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/mediator/backend"
+)
+
+// gate holds every data movement of s until release is closed.
+func gate(s *Sim) (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.beforeMove = func() { <-ch }
+	s.mu.Unlock()
+	return func() { close(ch) }
+}
+
+// TestMovesDoNotHoldOtherVMs: while VM A's MEMSET moves its data (held
+// here for as long as the test likes), VM B's kernels complete, each in
+// its modelled time; A's MEMSET completes once its data has moved, with its
+// modelled Start and End. Data moved under the backend's lock would stop B
+// dead and fail the test at its deadline.
+func TestMovesDoNotHoldOtherVMs(t *testing.T) {
+	s := newSim(t, "wall", nil)
+	release := gate(s)
+	a, ra := attach(t, s, 1, 1, nil)
+	b, rb := attach(t, s, 2, 1, nil)
+	submit(t, a, 0, abi.Command{Op: abi.OpAlloc, Handle: 1, Size: 1 << 20}, 0)
+	memset := abi.Command{Op: abi.OpMemset, Handle: 1, Offset: 1, Length: 1<<20 - 1, Value: 9}
+	submit(t, a, 0, memset, 1)
+	submit(t, a, 0, abi.Command{Op: abi.OpNop}, 2) // behind the MEMSET on its channel
+	const kernels = 200
+	for i := range kernels {
+		submit(t, b, 0, throttle(10*us), uint64(i))
+	}
+	got := rb.wait(t, kernels)
+	for _, c := range got {
+		if c.Code != abi.OK || c.End-c.Start != 10*us {
+			t.Fatalf("B's kernel %+v", c)
+		}
+	}
+	if n := len(ra.all()); n != 1 {
+		t.Fatalf("A has %d completions while its MEMSET's data has not moved, want 1 (the ALLOC)", n)
+	}
+	release()
+	done := ra.wait(t, 3)
+	p := s.Params()
+	if c := done[1]; c.Code != abi.OK || c.End-c.Start != p.Cost(&memset) {
+		t.Errorf("MEMSET %+v: want its modelled cost %d", c, p.Cost(&memset))
+	}
+	if done[2].Tag != 2 || done[2].Start < done[1].End {
+		t.Errorf("the NOP %+v did not wait for the MEMSET %+v", done[2], done[1])
+	}
+}
+
+// TestFreeRacingCopy: a FREE on another channel while a COPY out of the
+// same buffer is still moving completes and gives the quota back at once;
+// the COPY ends on the buffer it started with, and the heap gets its data.
+func TestFreeRacingCopy(t *testing.T) {
+	s := newSim(t, "wall", nil)
+	heap := make([]byte, 4096)
+	r := newRecorder()
+	v, err := s.Attach(backend.VMSpec{ID: 1, Channels: 2, Heap: heap, MemoryQuota: 8192, Complete: r.complete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	submit(t, v, 0, abi.Command{Op: abi.OpAlloc, Handle: 1, Size: 8192}, 0)
+	submit(t, v, 0, abi.Command{Op: abi.OpMemset, Handle: 1, Length: 4096, Value: 5}, 1)
+	r.wait(t, 2)
+	release := gate(s)
+	submit(t, v, 0, abi.Command{Op: abi.OpCopy, Handle: 1, Dir: abi.CopyDeviceToHost, Length: 4096}, 2)
+	submit(t, v, 1, abi.Command{Op: abi.OpFree, Handle: 1}, 3)
+	submit(t, v, 1, abi.Command{Op: abi.OpAlloc, Handle: 2, Size: 8192}, 4) // the freed quota
+	got := r.wait(t, 4)
+	if got[2].Tag != 3 || got[3].Tag != 4 || got[3].Code != abi.OK {
+		t.Fatalf("FREE and ALLOC while the COPY moves: %+v", got[2:])
+	}
+	release()
+	got = r.wait(t, 5)
+	for _, c := range got {
+		if c.Code != abi.OK {
+			t.Errorf("%+v", c)
+		}
+	}
+	if got[4].Tag != 2 {
+		t.Errorf("last %+v, want the COPY", got[4])
+	}
+	if !bytes.Equal(heap, bytes.Repeat([]byte{5}, 4096)) {
+		t.Error("the COPY of the freed buffer did not reach the heap")
+	}
+}
+
+// TestLazyAllocation: a 64 GiB ALLOC within the VM's quota takes no host
+// memory; untouched memory reads as zeros; a MEMSET of whole pages and a
+// COPY of them between buffers take none either; bytes written read back.
+func TestLazyAllocation(t *testing.T) {
+	const size = 64 << 30
+	s := manual(t, "memory", "128Gi")
+	heap := make([]byte, 1<<20)
+	r := newRecorder()
+	v, err := s.Attach(backend.VMSpec{ID: 1, Channels: 1, Heap: heap, MemoryQuota: 2 * size, Complete: r.complete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := heapInUse()
+	cmds := []abi.Command{
+		{Op: abi.OpAlloc, Handle: 1, Size: size},
+		{Op: abi.OpAlloc, Handle: 2, Size: size},
+		{Op: abi.OpCopy, Handle: 1, Dir: abi.CopyDeviceToHost, Offset: size - 1<<20, Length: 1 << 20}, // untouched
+		{Op: abi.OpMemset, Handle: 1, Offset: 1 << 30, Length: 1 << 30, Value: 7},                     // whole pages
+		{Op: abi.OpCopy, Handle: 2, SrcHandle: 1, Dir: abi.CopyDeviceToDevice, Offset: 0, HeapOff: 1 << 30, Length: 1 << 30},
+	}
+	for i, c := range cmds {
+		copy(heap, "garbage")
+		submit(t, v, 0, c, uint64(i))
+		run(t, s)
+		if i == 2 && !bytes.Equal(heap, make([]byte, len(heap))) {
+			t.Fatal("untouched device memory did not read as zeros")
+		}
+	}
+	for _, c := range r.all() {
+		if c.Code != abi.OK {
+			t.Fatalf("%+v", c)
+		}
+	}
+	if grew := heapInUse() - before; grew > 64<<20 {
+		t.Errorf("two 64 GiB buffers, a 1 GiB MEMSET and a 1 GiB COPY took %d MiB of host memory", grew>>20)
+	}
+	// Data written at the far end of the buffer reads back, through a
+	// device-to-device copy at an unaligned offset.
+	copy(heap, "far end")
+	for i, c := range []abi.Command{
+		{Op: abi.OpCopy, Handle: 1, Dir: abi.CopyHostToDevice, Offset: size - 7, Length: 7},
+		{Op: abi.OpCopy, Handle: 2, SrcHandle: 1, Dir: abi.CopyDeviceToDevice, Offset: 3, HeapOff: size - 7, Length: 7},
+		{Op: abi.OpCopy, Handle: 2, Dir: abi.CopyDeviceToHost, Offset: 0, HeapOff: 100, Length: 10},
+		{Op: abi.OpCopy, Handle: 2, Dir: abi.CopyDeviceToHost, Offset: 1<<30 - 2, HeapOff: 200, Length: 4},
+	} {
+		submit(t, v, 0, c, uint64(10+i))
+		run(t, s)
+	}
+	if got := string(heap[100:110]); got != "\x07\x07\x07far end" { // 0..3 came from the MEMSET
+		t.Errorf("read back %q", got)
+	}
+	if got := heap[200:204]; !bytes.Equal(got, []byte{7, 7, 0, 0}) { // the copied MEMSET's end
+		t.Errorf("the copied MEMSET reads %v", got)
+	}
+	if u := q(v).MemoryUsed(); u != 2*size {
+		t.Errorf("the VM uses %d, want %d", u, uint64(2*size))
+	}
+}
+
+func q(v backend.VM) backend.MemoryQuota { return v.(backend.MemoryQuota) }
+
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse)
+}
