@@ -371,7 +371,9 @@ extern "C" __global__ void sluice_wordcount(struct sluice_wc_args a)
  *   PH_OWNED     no cookie lock (the launch's callers must not share slots)
  *   PH_KNOWNSEQ  with PH_OWNED: read the state word only at the first claim
  *   PH_SPIN      poll for FINISHED without nanosleep
- *   PH_FREE_RLX  free the slot with a relaxed store (no system fence)
+ *   PH_FREE_RLX  free the slot with a volatile store (the library's
+ *                sluice_sys_free stores relaxed after the result's
+ *                fence; PH_OLDRESULT frees with a release store)
  *   PH_NOHINT    set no ready hint (the host finds the call by a full scan)
  *   PH_OLDRESULT read the result the old way: the state word (acquire),
  *                then ret and errno (args[0], args[1]); otherwise one
@@ -446,8 +448,10 @@ extern "C" __global__ void sluice_sys_null_phases(struct sluice_null_phases_args
 			w = (uint32_t)v->args[0] | (uint32_t)v->args[1];
 		if (mode & PH_FREE_RLX)
 			v->state = sluice_slot_word(SLUICE_SLOT_FREE, sluice_next_seq(seq)) | (w & 0); /* after the reads */
-		else
+		else if (mode & PH_OLDRESULT)
 			sluice_sys_store_release(&s->state, sluice_slot_word(SLUICE_SLOT_FREE, sluice_next_seq(seq)));
+		else
+			sluice_sys_free(s, sluice_next_seq(seq)); /* as the library frees */
 		if (!(mode & PH_OWNED))
 			sluice_sys_unlock(s);
 		seq = sluice_next_seq(seq);

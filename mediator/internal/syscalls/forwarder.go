@@ -86,6 +86,7 @@ type Forwarder struct {
 	// stamps what the pass takes; the counts it flushes into stats at the
 	// end of each pass; scratch for the hinted slots and their states.
 	readyMap  bool
+	nullHere  bool // a diagnostic: null calls answered by the poller (diag.go)
 	sweepAt   int
 	lastSweep int64
 	passAt    int64
@@ -120,6 +121,7 @@ func New(spec Spec, cfg Config) (*Forwarder, error) {
 		inflight: make([]held, spec.Slots),
 		t0:       time.Now(),
 		readyMap: os.Getenv("SLUICE_SYSCALL_READY_MAP") != "off",
+		nullHere: os.Getenv(NullHereEnv) == "1",
 		sweepAt:  -1,
 		cand:     make([]uint32, 0, spec.Slots),
 		states:   make([]uint32, spec.Slots),

@@ -199,3 +199,22 @@ func TestRefusesOtherProtocolVersion(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// The diagnostic switch: null calls answered by the poller, never sent to
+// the proxy; every other call still is.
+func TestNullHereDiagnostic(t *testing.T) {
+	t.Setenv(NullHereEnv, "1")
+	r := newRig(t, DefaultConfig(), false)
+	if ret, errno := r.call(1, abi.SysNull, 0); ret != 0 || errno != 0 {
+		t.Fatalf("null: %d %d", ret, errno)
+	}
+	if s := r.f.Stats(); s.Batches != 0 || s.Calls["null"] != 1 {
+		t.Fatalf("null went to the proxy: %+v", s)
+	}
+	if ret, errno := r.call(2, abi.SysLseek, 0, 41); ret != 42 || errno != 0 {
+		t.Fatalf("lseek: %d %d", ret, errno)
+	}
+	if s := r.f.Stats(); s.Batches != 1 {
+		t.Fatalf("lseek did not go to the proxy: %+v", s)
+	}
+}
