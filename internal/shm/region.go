@@ -62,6 +62,17 @@ func (r *Region) Store64(off uint64, v uint64) {
 	store64(r.b, off, v)
 }
 
+// Put64 stores v at off with a plain store: no barrier (an atomic store is
+// a locked exchange on amd64, which drains the store buffer). For the
+// payload of a record that a later Store64 or compare-and-swap of this
+// goroutine publishes: those order it before themselves (they are release
+// operations on every architecture Go supports), so a reader that sees the
+// publishing word, atomically, sees v.
+func (r *Region) Put64(off uint64, v uint64) {
+	r.check(off, 8, 8)
+	put64(r.b, off, v)
+}
+
 // check panics unless [off, off+n) is inside the region and off is a
 // multiple of align (a power of two). It is small enough to inline: every
 // access on the syscall poller's path goes through it.

@@ -19,6 +19,10 @@ func TestRegionAtomics(t *testing.T) {
 	if !r.CompareAndSwap64(16, 7, 1<<40) || r.Load64(16) != 1<<40 {
 		t.Fatal("CompareAndSwap64 did not swap")
 	}
+	r.Put64(56, 1<<50|3)
+	if r.Load64(56) != 1<<50|3 {
+		t.Fatal("Put64 not read back")
+	}
 }
 
 func TestRegionBounds(t *testing.T) {
@@ -28,6 +32,8 @@ func TestRegionBounds(t *testing.T) {
 		"straddling":    func() { r.Load32(62) },
 		"unaligned":     func() { r.Store32(2, 1) },
 		"unaligned CAS": func() { r.CompareAndSwap64(4, 0, 1) },
+		"unaligned put": func() { r.Put64(4, 1) },
+		"put past":      func() { r.Put64(64, 1) },
 		"copy past":     func() { r.CopyIn(60, make([]byte, 8)) },
 		"huge offset":   func() { r.And32(1<<63, 0) },
 	} {

@@ -15,6 +15,11 @@ func store32(b []byte, off uint64, v uint32) {
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&b[off])), v)
 }
 
+// put64 is a plain store: no barrier, no lock prefix.
+func put64(b []byte, off uint64, v uint64) {
+	*(*uint64)(unsafe.Pointer(&b[off])) = v
+}
+
 func load64(b []byte, off uint64) uint64 {
 	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[off])))
 }

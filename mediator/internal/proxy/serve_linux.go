@@ -114,9 +114,11 @@ func Serve(ctx context.Context, conn *net.UnixConn, heap []byte, cfg ServeConfig
 				return fmt.Errorf("receiving calls: %w", err)
 			}
 			if next != head {
+				// Answer first: handing the records back and reading
+				// the clock can wait until the results are out.
+				s.dispatch(reqs)
 				head = next
 				ring.ProxyConsumed(head) // copied out: the records are free
-				s.dispatch(reqs)
 				last, idle = time.Now(), 0
 				continue
 			}

@@ -309,9 +309,9 @@ func (rg *Ring) ProxyTryPut(tail *atomic.Uint64, res Result) bool {
 			continue // another producer took pos meanwhile
 		}
 		off := rg.resOff + (pos&rg.resMask)*ResultStride
-		rg.r.Store64(off+8, uint64(res.Slot)|uint64(res.Seq)<<32)
-		rg.r.Store64(off+16, uint64(res.Ret))
-		rg.r.Store64(off+24, uint64(uint32(res.Errno))|uint64(res.Delivery)<<32)
+		rg.r.Put64(off+8, uint64(res.Slot)|uint64(res.Seq)<<32) // published by the mark
+		rg.r.Put64(off+16, uint64(res.Ret))
+		rg.r.Put64(off+24, uint64(uint32(res.Errno))|uint64(res.Delivery)<<32)
 		rg.r.Store64(off, pos+1)
 		return true
 	}

@@ -23,8 +23,8 @@ func CompleteSlot(area *shm.Region, slot, seq uint32, ret int64, errno abi.Errno
 	if uint32(w) != processing {
 		return false
 	}
-	area.Store64(base+abi.SysRet, uint64(ret))
-	area.Store64(base+abi.SysErrno, uint64(errno))
+	area.Put64(base+abi.SysRet, uint64(ret)) // published by the swap below
+	area.Put64(base+abi.SysErrno, uint64(errno))
 	fin := uint64(abi.SlotWord(abi.SlotFinished, seq)) | uint64(uint32(errno))<<32
 	for range completeTries {
 		if area.CompareAndSwap64(base+abi.SysState, w, fin) {

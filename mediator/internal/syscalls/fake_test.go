@@ -170,7 +170,14 @@ func newRig(t *testing.T, cfg Config, hold bool) *rig { return newHostileRig(t, 
 // newHostileRig's proxies, when hostile is set, answer nothing and forge
 // results from hostile's bytes instead (scribble).
 func newHostileRig(t *testing.T, cfg Config, hold bool, hostile []byte) *rig {
-	r := &rig{t: t, area: shm.New(make([]byte, abi.SyscallAreaSize(rigSlots))), heap: make([]byte, 1<<16)}
+	// The area is a mapping, as in production: a guest's stores race with
+	// the host's by design (the hostile tests make them), and the race
+	// detector does not watch mappings.
+	// The heap too: what orders it is the area's atomics, which the race
+	// detector then does not see.
+	area, _ := mapShared(t, int(abi.SyscallAreaSize(rigSlots)))
+	heap, _ := mapShared(t, 1<<16)
+	r := &rig{t: t, area: shm.New(area), heap: heap}
 	if hold {
 		r.hold = make(chan struct{})
 	}
