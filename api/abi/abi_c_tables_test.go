@@ -116,6 +116,7 @@ func cConstChecks() []cCheck {
 		{"SLUICE_EBUFFERRANGE", u(ErrBufferRange)},
 		{"SLUICE_ETOOLONG", u(ErrTooLong)},
 		{"SLUICE_ESHUTDOWN", u(ErrShutdown)},
+		{"SLUICE_ETIMEDOUT", u(ErrTimedOut)},
 
 		{"SLUICE_OP_NOP", u(OpNop)},
 		{"SLUICE_OP_FENCE", u(OpFence)},

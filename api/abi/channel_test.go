@@ -71,8 +71,8 @@ func TestErrorCodeStrings(t *testing.T) {
 			t.Errorf("ErrorCode(%d).Error() = %q", c, got)
 		}
 	}
-	if got := ErrorCode(errorCodeCount).String(); got != "error 12" {
-		t.Errorf("ErrorCode(12).String() = %q", got)
+	if got := ErrorCode(errorCodeCount).String(); got != "error 13" {
+		t.Errorf("ErrorCode(13).String() = %q", got)
 	}
 	if got := ErrorCode(math.MaxUint32).String(); got != "error 4294967295" {
 		t.Errorf("ErrorCode(max).String() = %q", got)

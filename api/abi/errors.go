@@ -28,7 +28,13 @@ const (
 	ErrBufferRange  ErrorCode = 9  // an offset or length reaches outside a device buffer
 	ErrTooLong      ErrorCode = 10 // a throttle longer than the host allows
 	ErrShutdown     ErrorCode = 11 // the channel or VM is being torn down
-	errorCodeCount            = 12
+	// ErrTimedOut: a command of the VM ran on the GPU past the VM's longest
+	// command (Limits.MaxThrottleNs, the operator's max command). The host
+	// ended the VM's GPU work: the command, and on a GPU that ends the VM's
+	// context every command the VM had in flight, fail with it; the VM's
+	// buffers and modules are gone (their handles are ErrBadHandle after).
+	ErrTimedOut    ErrorCode = 12
+	errorCodeCount ErrorCode = 13
 )
 
 var errorNames = [errorCodeCount]string{
@@ -44,6 +50,7 @@ var errorNames = [errorCodeCount]string{
 	ErrBufferRange:  "buffer range",
 	ErrTooLong:      "too long",
 	ErrShutdown:     "shutdown",
+	ErrTimedOut:     "timed out",
 }
 
 func (e ErrorCode) String() string {

@@ -45,8 +45,9 @@ const (
 )
 
 // Header is the first part of the region, written by the host when the
-// endpoint is created and updated only in Epoch (on mediator restart) and
-// Heartbeat (periodically).
+// endpoint is created and updated only in Epoch (on mediator restart),
+// Heartbeat (periodically) and Limits.MaxThrottleNs (when the operator
+// changes the VM's longest command).
 type Header struct {
 	VersionMajor uint16
 	VersionMinor uint16
@@ -60,12 +61,17 @@ type Header struct {
 
 // Limits are the bounds the host enforces on commands beyond the layout's.
 type Limits struct {
-	MaxThrottleNs uint64 // longest THROTTLE accepted
+	// MaxThrottleNs is the longest THROTTLE accepted (longer: ErrTooLong).
+	// It is the VM's longest command: a command of any kind that runs on
+	// the GPU longer than this (a kernel that does not end, say) fails with
+	// ErrTimedOut.
+	MaxThrottleNs uint64
 	MaxAllocSize  uint64 // largest single ALLOC accepted
 }
 
-// DefaultLimits: 10 s throttles, 16 GiB buffers.
-func DefaultLimits() Limits { return Limits{MaxThrottleNs: 10e9, MaxAllocSize: 16 << 30} }
+// DefaultLimits: half-second commands (sluiced --max-command's default),
+// 16 GiB buffers.
+func DefaultLimits() Limits { return Limits{MaxThrottleNs: 500e6, MaxAllocSize: 16 << 30} }
 
 // EncodeHeader writes h into b, which must hold HeaderSize bytes.
 func EncodeHeader(b []byte, h Header) {

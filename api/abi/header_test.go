@@ -138,7 +138,7 @@ func TestDecodeHeaderRejects(t *testing.T) {
 
 func TestDefaultLimits(t *testing.T) {
 	l := DefaultLimits()
-	if l.MaxThrottleNs != 10e9 || l.MaxAllocSize != 16<<30 {
+	if l.MaxThrottleNs != 500e6 || l.MaxAllocSize != 16<<30 {
 		t.Errorf("DefaultLimits() = %+v", l)
 	}
 }

@@ -63,6 +63,11 @@ type VMSpec struct {
 	// do not implement MemoryQuota cannot enforce one: the mediator refuses
 	// a quota rather than attach to it.
 	MemoryQuota uint64
+	// MaxCommandNs is the longest a command of the VM may run on the GPU,
+	// in ns; 0 is no limit. A command that runs longer fails with
+	// abi.ErrTimedOut (see CommandLimit). The mediator also refuses a
+	// THROTTLE longer than it (abi.Limits.MaxThrottleNs).
+	MaxCommandNs int64
 	// Complete is called exactly once for every command submitted, in
 	// submission order within a channel, from a backend goroutine. It must
 	// not block; it may call Submit.
@@ -104,6 +109,27 @@ type MemoryQuota interface {
 	// MemoryUsed is the device memory the VM's buffers hold now, in bytes.
 	MemoryUsed() uint64
 }
+
+// CommandLimit is implemented by a VM whose backend bounds how long one of
+// its commands may run (sim and cuda; null, whose commands take no time). A
+// command that runs past the limit fails with abi.ErrTimedOut: the sim
+// fails the command and drops the VM's buffers and modules; cuda's watchdog
+// kills the VM's GPU worker, which fails every command the VM had in flight
+// and loses its context, and starts a fresh one. Other VMs do not notice.
+type CommandLimit interface {
+	// SetMaxCommand sets the limit in ns (0: none) for the commands that
+	// start after it (cuda: for those running too).
+	SetMaxCommand(ns int64)
+	// Timeouts is how often the limit ended the VM's work.
+	Timeouts() int64
+}
+
+// Deadline is how long a command may run under a limit of lim ns before it
+// is ended with abi.ErrTimedOut: a quarter more, so that a command at the
+// limit (a THROTTLE of abi.Limits.MaxThrottleNs, which the mediator
+// accepts) is never ended for what a backend adds to it (a GPU's context
+// switches in a command's share). Every backend ends commands there.
+func Deadline(lim int64) int64 { return lim + lim/4 }
 
 // Completion reports one command's end.
 type Completion struct {

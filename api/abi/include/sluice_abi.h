@@ -168,7 +168,9 @@ struct sluice_header {
 	uint64_t heartbeat;       /* advances while the mediator is alive */
 	uint32_t syscall_vector;  /* == channels */
 	uint32_t control_vector;  /* == channels + 1 */
-	uint64_t max_throttle_ns; /* longest THROTTLE the host accepts */
+	uint64_t max_throttle_ns; /* longest THROTTLE the host accepts: the VM's longest
+	                           * command, past which any command fails with
+	                           * SLUICE_ETIMEDOUT (the operator may change it) */
 	uint64_t max_alloc_size;  /* largest single ALLOC the host accepts */
 	uint8_t reserved[128];    /* zero */
 };
@@ -228,6 +230,7 @@ struct sluice_channel {
 #define SLUICE_EBUFFERRANGE 9  /* an offset or length reaches outside a device buffer */
 #define SLUICE_ETOOLONG 10     /* a throttle longer than max_throttle_ns */
 #define SLUICE_ESHUTDOWN 11    /* the channel or VM is being torn down */
+#define SLUICE_ETIMEDOUT 12    /* a command ran past max_throttle_ns: the VM's GPU work was ended */
 
 /* ------------------------------------------------------------------------
  * Command records (header.rings_off + (c * ring_entries + i) * 64)

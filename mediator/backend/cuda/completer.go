@@ -46,6 +46,11 @@ func (b *Backend) completer() {
 		}
 		busyAt = b.now()
 		out = b.sweep(out[:0])
+		for _, l := range b.late {
+			l.ch.vm.timeOut(l)
+		}
+		clear(b.late)
+		b.late = b.late[:0]
 		for _, d := range out {
 			d.vm.complete(d.c)
 			if d.vm.undelivered.Add(-1) == 0 {
@@ -81,6 +86,9 @@ func (b *Backend) sweep(out []delivery) []delivery {
 		out, seq = ch.sweep(out)
 		if seq != 0 {
 			b.running = append(b.running, runRef{ch, seq})
+			if l, ok := ch.overdue(seq); ok {
+				b.late = append(b.late, l)
+			}
 		}
 	}
 	return out
@@ -107,10 +115,14 @@ func (b *Backend) credit(dt int64) {
 			j++
 		}
 		share := float64(dt) / float64(vms*(j-i))
+		// The watchdog's clock: a VM's channels run at once in its context,
+		// so each running command has its VM's share, not a part of it.
+		ran := float64(dt) / float64(vms)
 		for _, r := range b.running[i:j] {
 			r.ch.mu.Lock()
 			if len(r.ch.q) > 0 && r.ch.q[0].seq == r.seq {
 				r.ch.q[0].gpu += share
+				r.ch.q[0].ran += ran
 			}
 			r.ch.mu.Unlock()
 		}
@@ -157,7 +169,7 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 				}
 				ch.lastEnd = it.endAt
 			case dead:
-				c.Code = abi.ErrDevice
+				c.Code = it.w.lostCode()
 			case closing:
 				c.Code = abi.ErrShutdown
 			default:

@@ -59,9 +59,11 @@ type Backend struct {
 	stop        chan struct{}
 	stopped     chan struct{}
 
-	// The completer's: when it last swept and what ran then (see credit).
+	// The completer's: when it last swept and what ran then (see credit),
+	// and the commands found past their VM's limit (watchdog.go).
 	lastSweep int64
 	running   []runRef
+	late      []lateRef
 }
 
 var (

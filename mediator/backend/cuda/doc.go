@@ -97,9 +97,24 @@
 // address the VM learns from its relocations, so a kernel that goes looking
 // faults first, and every fault costs the VM its worker and a restart delay
 // that doubles. The mediator takes nothing from the block but marker values
-// and codes, and refuses codes the worker cannot have written. There is no
-// deadline on a kernel: one that never ends keeps its VM's channel busy (and
-// time-sliced with the others) until the VM is closed.
+// and codes, and refuses codes the worker cannot have written.
+//
+// # The watchdog
+//
+// A command may run on the GPU for the VM's longest command
+// (VMSpec.MaxCommandNs, SetMaxCommand; sluiced --max-command) and a
+// quarter more (backend.Deadline). The completer keeps each running
+// command's clock: from when its start marker is seen (the stream reached
+// it: the channel's earlier commands have ended, so time queued behind them
+// does not count), it gains its VM's share of the GPU at every sweep (the
+// sweep's time over the VMs running, as billing splits it; a VM's channels
+// each gain the whole share, they run at once in its context). A command
+// past its deadline gets its VM's worker killed, which ends its context and
+// the kernel: the VM's commands in flight, and those submitted until a
+// fresh worker runs, fail with abi.ErrTimedOut, and the fresh worker (after
+// restart_delay, as after a fault) has none of the old one's buffers and
+// modules (abi.ErrBadHandle). Other VMs do not notice. Timeouts counts the
+// kills; each is logged. Details: watchdog.go.
 //
 // # Memory quota
 //

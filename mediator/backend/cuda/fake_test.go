@@ -18,7 +18,8 @@ import (
 // addresses; host-mapped and registered memory keeps its host address as
 // its device address (UVA). A kernel named "fault" poisons its context as
 // an illegal address would; the throttle kernel adds its duration to its
-// record as the real one does.
+// record as the real one does. A kernel named "hang" never ends: its
+// stream runs nothing after it until its context goes (a killed worker).
 type fakeDriver struct {
 	mu        sync.Mutex
 	next      uintptr
@@ -42,8 +43,9 @@ type fakeCtx struct {
 }
 
 type fakeStream struct {
-	ctx cuContext
-	ops []func()
+	ctx  cuContext
+	ops  []func()
+	hung bool // a "hang" kernel runs: nothing after it ever does
 }
 
 type fakeRegion struct {
@@ -100,7 +102,7 @@ func (f *fakeDriver) onStream(s cuStream, name string, op func()) error {
 }
 
 func (f *fakeDriver) runLocked(st *fakeStream, n int) {
-	for n > 0 && len(st.ops) > 0 {
+	for n > 0 && len(st.ops) > 0 && !st.hung {
 		if f.ctxs[st.ctx].fault != nil {
 			st.ops = nil
 			return
@@ -350,8 +352,26 @@ func (f *fakeDriver) LaunchKernel(fn cuFunction, grid, block [3]uint32, shared u
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&f.mem(devptr(le.Uint64(args[40:])), 8)[0])), seq)
 		case "fault":
 			f.ctxs[ctx].fault = cudaErrorIllegalAddress
+		case "hang":
+			f.streams[s].hung = true
 		}
 	})
+}
+
+// end is a worker process's end: its context goes with whatever its
+// streams held.
+func (f *fakeDriver) end(c cuContext) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fc, ok := f.ctxs[c]; ok && !fc.destroyed {
+		fc.destroyed, fc.fault = true, cudaErrorInvalidContext
+		f.regions = slices.DeleteFunc(f.regions, func(r fakeRegion) bool { return r.ctx == c })
+	}
+	for _, st := range f.streams {
+		if st.ctx == c {
+			st.ops = nil
+		}
+	}
 }
 
 // inProcess starts workers as goroutines of the test process, on d, and
@@ -370,11 +390,21 @@ func (p *inProcess) spawn(cfg workerConfig, f workerFiles) (proc, error) {
 	}
 	p.ws[cfg.VM] = w
 	p.mu.Unlock()
-	g := &goProc{done: make(chan struct{})}
+	g := &goProc{done: make(chan struct{}), sock: f.sock}
 	go func() {
 		runtime.LockOSThread() // the thread ends with the goroutine
 		g.err = w.serve()
-		_ = unix.Close(f.sock)
+		if g.killed.Load() {
+			// A killed process's context ends with it (the worker made it
+			// on this goroutine).
+			if fd, ok := p.d.(*fakeDriver); ok {
+				fd.end(w.ctx)
+			}
+		}
+		g.mu.Lock()
+		_ = unix.Close(g.sock)
+		g.sock = -1
+		g.mu.Unlock()
 		close(g.done)
 	}()
 	return g, nil
@@ -386,11 +416,24 @@ func (p *inProcess) worker(vm uint32) *worker {
 	return p.ws[vm]
 }
 
-// goProc is a worker goroutine: it cannot be killed, only told to stop.
+// goProc is a worker goroutine. kill shuts its socket down: the worker
+// ends at its next look (the fake's calls never block), as if killed, and
+// its context goes with it.
 type goProc struct {
-	done chan struct{}
-	err  error
+	done   chan struct{}
+	err    error
+	killed atomic.Bool
+	mu     sync.Mutex // sock against its close
+	sock   int        // the worker's end; -1 once closed
 }
 
-func (g *goProc) kill()       {}
+func (g *goProc) kill() {
+	g.killed.Store(true)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.sock >= 0 {
+		_ = unix.Shutdown(g.sock, unix.SHUT_RDWR)
+	}
+}
+
 func (g *goProc) wait() error { <-g.done; return g.err }

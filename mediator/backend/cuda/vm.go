@@ -36,16 +36,19 @@ type cudaVM struct {
 	blk    block
 	efd    int // the worker's doorbell
 
-	mu      sync.Mutex // w, closed, tail, the restart state; serializes Submit
-	w       *workerConn
-	lastErr error // why the last worker ended
-	closed  bool
-	tail    uint64 // the ring's next entry
-	backoff time.Duration
-	timer   *time.Timer // a restart waiting
-	starts  sync.WaitGroup
+	mu       sync.Mutex // w, closed, tail, the restart state; serializes Submit
+	w        *workerConn
+	lastErr  error         // why the last worker ended
+	lostCode abi.ErrorCode // what commands fail with while there is no worker
+	closed   bool
+	tail     uint64 // the ring's next entry
+	backoff  time.Duration
+	timer    *time.Timer // a restart waiting
+	starts   sync.WaitGroup
 
 	restarts    atomic.Int64 // workers started after a worker ended
+	maxCommand  atomic.Int64 // the longest a command may run, ns; 0: no limit (watchdog.go)
+	timeouts    atomic.Int64 // workers the watchdog killed
 	closing     atomic.Bool  // Close began: the completer flushes
 	undelivered atomic.Int64
 	drained     chan struct{} // signalled when undelivered drops to zero
@@ -61,7 +64,17 @@ type workerConn struct {
 	err      error       // why it ended; set before dead
 	finalEnd []uint64    // each channel's end marker when it ended; set before dead
 	dead     atomic.Bool // it ended: its markers are final
+	timedOut atomic.Bool // the watchdog killed it (set before the kill)
 	exited   chan struct{}
+}
+
+// lostCode is what its commands that did not end fail with once it has
+// ended: abi.ErrTimedOut where the watchdog killed it, else abi.ErrDevice.
+func (w *workerConn) lostCode() abi.ErrorCode {
+	if w.timedOut.Load() {
+		return abi.ErrTimedOut
+	}
+	return abi.ErrDevice
 }
 
 // channel is one channel on the mediator's side. Fields below mu are
@@ -91,6 +104,7 @@ type item struct {
 	submitAt int64
 	endAt    int64   // when its end marker was first seen, if its record was not there yet
 	gpu      float64 // its share of the GPU while it ran (the completer's sweeps)
+	ran      float64 // its VM's share of the GPU while it ran: the watchdog's clock
 }
 
 // Attach starts the VM's GPU worker, which creates its context, streams
@@ -101,6 +115,8 @@ func (b *Backend) Attach(spec backend.VMSpec) (backend.VM, error) {
 		return nil, fmt.Errorf("attaching VM %d: %w: %d channels", spec.ID, backend.ErrInvalid, spec.Channels)
 	case spec.Complete == nil:
 		return nil, fmt.Errorf("attaching VM %d: %w: no Complete callback", spec.ID, backend.ErrInvalid)
+	case spec.MaxCommandNs < 0:
+		return nil, fmt.Errorf("attaching VM %d: %w: a longest command of %d ns", spec.ID, backend.ErrInvalid, spec.MaxCommandNs)
 	case spec.MaxInFlight < 0 || spec.MaxInFlight > abi.MaxRingEntries:
 		return nil, fmt.Errorf("attaching VM %d: %w: %d commands in flight", spec.ID, backend.ErrInvalid, spec.MaxInFlight)
 	case len(spec.Heap) > 0 && spec.HeapFile == nil && b.needFiles:
@@ -127,7 +143,9 @@ func (b *Backend) Attach(spec backend.VMSpec) (backend.VM, error) {
 	v := &cudaVM{
 		b: b, id: spec.ID, name: spec.Name, engine: b.nextEngine, complete: spec.Complete, heap: spec.Heap,
 		sys: spec.Syscalls, heapFD: -1, sysFD: -1, memfd: -1, efd: -1, backoff: b.restartDelay, drained: make(chan struct{}, 1),
+		lostCode: abi.ErrDevice,
 	}
+	v.maxCommand.Store(spec.MaxCommandNs)
 	b.vms[spec.ID] = v // reserved; its channels are published once it runs
 	b.mu.Unlock()
 	err := v.setup(spec, newBlockLayout(spec.Channels, inflight))
@@ -296,6 +314,9 @@ func (v *cudaVM) watch(w *workerConn) {
 		}
 	}
 	st := w.p.wait()
+	if w.timedOut.Load() {
+		why = fmt.Errorf("%w: a command ran on the GPU past the VM's limit of %v", errWatchdog, time.Duration(v.maxCommand.Load()))
+	}
 	// Its markers as it left them: a later worker's markers go on from
 	// there and must not end this one's commands.
 	w.finalEnd = make([]uint64, len(v.chans))
@@ -353,6 +374,7 @@ func (v *cudaVM) ended(w *workerConn) {
 		v.w = nil
 	}
 	v.lastErr = w.err
+	v.lostCode = w.lostCode()
 	if v.closed {
 		return
 	}
@@ -381,6 +403,7 @@ func (v *cudaVM) restart() {
 	case err != nil:
 		slog.Error("cuda: restarting a VM's GPU worker", "vm", v.id, "name", v.name, "err", err)
 		v.lastErr = fmt.Errorf("restarting its GPU worker: %w", err)
+		v.lostCode = abi.ErrDevice
 		v.backoff = min(2*v.backoff, maxRestartDelay)
 		v.scheduleLocked(v.backoff)
 	default:
@@ -397,7 +420,8 @@ func (v *cudaVM) restart() {
 }
 
 // Submit sends cmd to the VM's worker on its channel, or completes it in
-// its place with abi.ErrDevice while the VM has no worker.
+// its place while the VM has no worker: with abi.ErrTimedOut where the
+// watchdog killed the last one, else abi.ErrDevice.
 func (v *cudaVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 	if channel < 0 || channel >= len(v.chans) {
 		return fmt.Errorf("submitting to channel %d of VM %d: %w: it has %d", channel, v.id, backend.ErrInvalid, len(v.chans))
@@ -415,8 +439,10 @@ func (v *cudaVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 		return fmt.Errorf("submitting to channel %d of VM %d: %w: %d commands in flight, the most it was attached with", channel, v.id, backend.ErrInvalid, n)
 	}
 	it := item{tag: tag, op: cmd.Op, submitAt: v.b.now()}
-	if w := v.w; w == nil || w.dead.Load() {
-		it.code = abi.ErrDevice
+	if w := v.w; w == nil {
+		it.code = v.lostCode
+	} else if w.dead.Load() {
+		it.code = w.lostCode()
 	} else {
 		ch.seq++
 		it.seq, it.w = ch.seq, w

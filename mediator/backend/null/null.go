@@ -126,6 +126,15 @@ func (v *vm) SetMemoryQuota(uint64) {}
 // MemoryUsed is 0: nothing is ever allocated.
 func (v *vm) MemoryUsed() uint64 { return 0 }
 
+var _ backend.CommandLimit = (*vm)(nil)
+
+// SetMaxCommand does nothing: the null GPU's commands take no time, so any
+// limit holds.
+func (v *vm) SetMaxCommand(int64) {}
+
+// Timeouts is 0: no command runs long enough.
+func (v *vm) Timeouts() int64 { return 0 }
+
 // Close delivers what was submitted (nothing is ever queued behind a running
 // command here) and stops the VM's goroutine.
 func (v *vm) Close() error {

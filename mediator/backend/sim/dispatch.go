@@ -51,11 +51,17 @@ func (s *Sim) dispatchEngineLocked(e Engine) (failed bool) {
 			s.startProgramLocked(e, l, start)
 			continue
 		}
+		cost := s.p.Cost(&head.cmd)
+		if lim := ch.vm.maxCmd; lim > 0 && cost > backend.Deadline(lim) {
+			// It runs until the deadline and is ended there, its data
+			// never moved.
+			cost, en.code, s.moving = backend.Deadline(lim), abi.ErrTimedOut, nil
+		}
 		if move := s.moving; move != nil {
 			s.moving = nil
 			s.queueMoveLocked(en, ch, move)
 		}
-		en.start, en.end = start, start+s.p.Cost(&head.cmd)
+		en.start, en.end = start, start+cost
 		s.seq++
 		s.events.push(event{t: en.end, seq: s.seq, eng: e, kind: evEngine})
 	}
@@ -88,6 +94,9 @@ func (s *Sim) engineDoneLocked(e Engine) {
 	en.ch, en.stats, en.orphan, en.prog, en.code, en.fx = nil, nil, false, nil, abi.OK, nil
 	if orphan {
 		return
+	}
+	if code == abi.ErrTimedOut {
+		s.timedOutLocked(ch.vm, ch.idx, ch.q.front().cmd.Op)
 	}
 	ch.running = false
 	if fx != nil && !fx.done {

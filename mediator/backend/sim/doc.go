@@ -31,6 +31,18 @@
 // goes on with its next command; stopping a failed channel is the mediator's
 // business.
 //
+// # The longest command
+//
+// A VM's longest command (VMSpec.MaxCommandNs, SetMaxCommand) bounds every
+// command's run, as cuda's watchdog does: a command whose cost is beyond
+// its deadline (the limit and a quarter, backend.Deadline) runs to the
+// deadline and fails with abi.ErrTimedOut, its data not moved, and a
+// program still running at its deadline (measured in wall time from its
+// start, on either clock) is ended there with it. The VM's buffers and
+// modules are then dropped, as a GPU's context is (later commands naming
+// them fail with ErrBadHandle); unlike on a GPU, the VM's other commands
+// go on. Timeouts counts these.
+//
 // # Programs
 //
 // The sim runs no GPU code, but it has the GPU programs of abi/kernels.go

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/mediator/backend"
 )
 
 // startProgramLocked puts launch l on engine e from start, open-ended, and
@@ -19,9 +20,15 @@ func (s *Sim) startProgramLocked(e Engine, l *launch, start int64) {
 	}
 	v := en.ch.vm
 	v.progs.Add(1)
+	lim := v.maxCmd
 	go func() {
 		defer v.progs.Done()
 		t0 := time.Now()
+		if lim > 0 {
+			// Its measured wall time is its time on either clock.
+			watchdog := time.AfterFunc(time.Duration(backend.Deadline(lim)), func() { l.end(abi.ErrTimedOut) })
+			defer watchdog.Stop()
+		}
 		code := l.run()
 		s.programDone(e, l, code, int64(time.Since(t0)))
 	}()

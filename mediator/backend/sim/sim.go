@@ -163,6 +163,9 @@ func (s *Sim) Attach(spec backend.VMSpec) (backend.VM, error) {
 	if spec.Complete == nil {
 		return nil, fmt.Errorf("attaching VM %d: %w: no Complete callback", spec.ID, backend.ErrInvalid)
 	}
+	if spec.MaxCommandNs < 0 {
+		return nil, fmt.Errorf("attaching VM %d: %w: a longest command of %d ns", spec.ID, backend.ErrInvalid, spec.MaxCommandNs)
+	}
 	var area *slotcall.Area
 	if spec.Syscalls != nil {
 		var err error
@@ -178,7 +181,7 @@ func (s *Sim) Attach(spec backend.VMSpec) (backend.VM, error) {
 	if _, dup := s.vms[spec.ID]; dup {
 		return nil, fmt.Errorf("attaching VM %d: %w: ID in use", spec.ID, backend.ErrInvalid)
 	}
-	v := &simVM{s: s, id: spec.ID, heap: spec.Heap, area: area, complete: spec.Complete, quota: spec.MemoryQuota,
+	v := &simVM{s: s, id: spec.ID, heap: spec.Heap, area: area, complete: spec.Complete, quota: spec.MemoryQuota, maxCmd: spec.MaxCommandNs,
 		bufs: map[uint32]*buffer{}, mods: map[uint32]struct{}{}, drained: make(chan struct{}, 1)}
 	v.chans = make([]*channel, spec.Channels)
 	for i := range v.chans {

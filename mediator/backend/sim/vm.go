@@ -2,8 +2,10 @@ package sim
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/internal/slotcall"
@@ -22,8 +24,10 @@ type simVM struct {
 	area     *slotcall.Area      // the syscall area, nil without one
 	stats    *vmStats
 	closed   bool
-	quota    uint64 // device memory the VM may hold, 0: no quota
-	memUsed  uint64 // device memory its buffers hold
+	quota    uint64       // device memory the VM may hold, 0: no quota
+	memUsed  uint64       // device memory its buffers hold
+	maxCmd   int64        // the longest a command may run, ns; 0: no limit
+	timeouts atomic.Int64 // commands ended for running past maxCmd
 
 	progs sync.WaitGroup // the VM's program goroutines
 
@@ -55,9 +59,35 @@ type queued struct {
 }
 
 var (
-	_ backend.VM          = (*simVM)(nil)
-	_ backend.MemoryQuota = (*simVM)(nil)
+	_ backend.VM           = (*simVM)(nil)
+	_ backend.MemoryQuota  = (*simVM)(nil)
+	_ backend.CommandLimit = (*simVM)(nil)
 )
+
+// SetMaxCommand sets the longest a command of the VM may run, in ns (0: no
+// limit), for the commands that start after it.
+func (v *simVM) SetMaxCommand(ns int64) {
+	v.s.mu.Lock()
+	defer v.s.mu.Unlock()
+	v.maxCmd = max(ns, 0)
+}
+
+// Timeouts is how many of the VM's commands ran past its limit.
+func (v *simVM) Timeouts() int64 { return v.timeouts.Load() }
+
+// timedOutLocked ends the VM's work after a command of it ran past its
+// limit, as a GPU's watchdog ends its context: its buffers and modules are
+// gone (later commands naming them fail with ErrBadHandle). Its other
+// commands go on.
+func (s *Sim) timedOutLocked(v *simVM, ch int, op abi.Opcode) {
+	v.timeouts.Add(1)
+	slog.Warn("sim: a VM's command ran past its limit; dropping its buffers and modules",
+		"vm", v.id, "channel", ch, "op", op, "limit", time.Duration(v.maxCmd))
+	s.memUsed -= v.memUsed
+	v.memUsed = 0
+	v.bufs = map[uint32]*buffer{}
+	v.mods = map[uint32]struct{}{}
+}
 
 // SetMemoryQuota bounds the device memory the VM's buffers may hold (0:
 // only the backend's capacity). It applies to the ALLOCs that start after
@@ -153,7 +183,7 @@ func (s *Sim) closeVMLocked(v *simVM) {
 			if en.prog != nil { // its end is not known yet: it ends now
 				s.finishHeadLocked(ch, abi.ErrShutdown, en.start, max(s.now, en.start))
 			} else {
-				s.finishHeadLocked(ch, abi.OK, en.start, en.end) // flushes the rest: ch is dead
+				s.finishHeadLocked(ch, en.code, en.start, en.end) // flushes the rest: ch is dead
 			}
 		}
 		// With the wall clock, engineDone completes the head and flushes.
