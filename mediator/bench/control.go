@@ -111,6 +111,7 @@ func newLogaControl(s spec.Spec, sm gpu, hosts []*host) (*logaControl, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
+	eng.SetBudget(int64(s.Tuning.InflightBudget)) // 0: the engine's default; negative: none
 	l := &logaControl{eng: eng, q: &pollQueue{}, firstHeld: map[uint32]int64{}, lastEnd: -1}
 	for _, h := range hosts {
 		chans := make([]gate.Channel, len(h.chans))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 )
 
 // The issue's done-when targets, on short runs of the standard specs' shapes.
@@ -150,5 +151,55 @@ vms:
 	}
 	if hog.Share > 0.30 {
 		t.Errorf("hog share %.3f, fair share 0.25", hog.Share)
+	}
+}
+
+// deepQueue: an attacker fills every channel (4 × 256 entries) with kernels
+// of %d µs beside a normal VM of 100 µs kernels, 4 in flight; equal weights.
+const deepQueue = `
+duration: 3s
+policy: dfq
+%s
+vms:
+  - name: attacker
+    channels: 4
+    workload: {kind: throttle, kernel_us: %d, depth: 256}
+  - name: normal
+    workload: {kind: throttle, kernel_us: 100, depth: 4}
+`
+
+func TestBudgetHoldsDeepQueue(t *testing.T) {
+	// Without a budget, what the attacker queued before its first hold
+	// runs anyway: 10 s of 10 ms kernels.
+	open := run(t, fmt.Sprintf(deepQueue, "tuning: {inflight_budget: -1s}", 10000))
+	if n := vmNamed(t, open, "normal"); n.Share > 0.1 {
+		t.Fatalf("without a budget the normal VM got %.3f: the attacker is not adversarial", n.Share)
+	}
+	// With a budget of 4 ms (the quantum) and kernels of 1 ms: the normal
+	// VM keeps its share and waits at most two quanta.
+	const quantum = 4 * time.Millisecond
+	r := run(t, fmt.Sprintf(deepQueue, "tuning: {inflight_budget: 4ms}", 1000))
+	n := vmNamed(t, r, "normal")
+	t.Logf("4 ms budget, 1 ms kernels: normal share %.4f, p99 latency %v", n.Share, time.Duration(n.LatencyP99Ns))
+	if n.Share < 0.45 {
+		t.Errorf("normal VM's share %.4f, want ≥ 0.45", n.Share)
+	}
+	if limit := int64(100*time.Microsecond + 2*quantum); n.LatencyP99Ns > limit {
+		t.Errorf("normal VM's p99 latency %v, want within 2 quanta (%v) of its 100 µs kernel",
+			time.Duration(n.LatencyP99Ns), quantum)
+	}
+	// The default budget (an eighth of the period) and the issue's 10 ms
+	// kernels: one command always goes, so the normal VM's kernels wait
+	// behind one or two of the attacker's, but it keeps its share.
+	r = run(t, fmt.Sprintf(deepQueue, "", 10000))
+	n = vmNamed(t, r, "normal")
+	t.Logf("default budget, 10 ms kernels: normal share %.4f, p99 latency %v, mean period %v", n.Share,
+		time.Duration(n.LatencyP99Ns), time.Duration(r.MeanPeriodNs))
+	if n.Share < 0.45 {
+		t.Errorf("default budget, 10 ms kernels: normal VM's share %.4f, want ≥ 0.45", n.Share)
+	}
+	if limit := int64(100*time.Microsecond+2*10*time.Millisecond) + 2*r.MeanPeriodNs/8; n.LatencyP99Ns > limit {
+		t.Errorf("default budget, 10 ms kernels: normal VM's p99 latency %v, want within %v",
+			time.Duration(n.LatencyP99Ns), time.Duration(limit))
 	}
 }

@@ -37,11 +37,13 @@ type guest struct {
 	lastComplete int64
 	complete     bool  // app: every kernel completed
 	err          error // the channel reported an error
+	lat          latencies
 }
 
 type guestChan struct {
-	put uint32 // next record to write
-	get uint32 // last get read
+	put  uint32  // next record to write
+	get  uint32  // last get read
+	sent []int64 // when each record in flight was submitted, by ring slot
 }
 
 func newGuest(h *host, after func(int64, func()), now func() int64, duration int64, finished func()) *guest {
@@ -60,6 +62,9 @@ func newGuest(h *host, after func(int64, func()), now func() int64, duration int
 		chans:    make([]guestChan, len(h.chans)),
 
 		firstSubmit: -1,
+	}
+	for c := range g.chans {
+		g.chans[c].sent = make([]int64, h.layout.RingEntries)
 	}
 	h.guest = g
 	return g
@@ -91,6 +96,7 @@ func (g *guest) submit(c, n int) {
 	k := 0
 	for ; k < n && (!g.app || g.left > 0); k++ {
 		r.CopyIn(l.RecordOff(uint32(c), gc.put), rec[:])
+		gc.sent[gc.put&(l.RingEntries-1)] = now
 		gc.put++
 		if g.app {
 			g.left--
@@ -136,9 +142,13 @@ func (g *guest) interrupt(c int) {
 	if n <= 0 {
 		return
 	}
+	now := g.now()
+	for i := gc.get; i != get; i++ {
+		g.lat.add(now - gc.sent[i&(g.h.layout.RingEntries-1)])
+	}
 	gc.get = get
 	g.done += int64(n)
-	g.lastComplete = g.now()
+	g.lastComplete = now
 	if g.app && g.left == 0 && g.allCompleted() && !g.complete {
 		g.complete = true
 		g.finished()

@@ -76,9 +76,11 @@ func newHost(s gpu, id uint32, vm spec.VM, window uint32) (*host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("attaching vm %q: %w", vm.Name, err)
 	}
+	budget := channel.NewBudget(0) // the engine's gate sizes it
 	for c := range vm.Channels {
 		ch := channel.New(c, h.region, layout, abi.DefaultLimits(), h.gpu)
 		ch.SetWindow(window)
+		ch.SetBudget(budget)
 		h.chans = append(h.chans, ch)
 	}
 	return h, nil

@@ -87,6 +87,8 @@ type snapshot struct {
 	billed     []int64
 	kernels    []int64
 	turnaround []int64
+	latP50     []int64
+	latP99     []int64
 	errs       []error
 }
 
@@ -208,6 +210,7 @@ func (r *runner) takeSnapshot() *snapshot {
 	sn := &snapshot{
 		at: r.gpu.Clock().Now(), busy: make([]int64, n), billed: make([]int64, n),
 		kernels: make([]int64, n), turnaround: make([]int64, n), errs: make([]error, n),
+		latP50: make([]int64, n), latP99: make([]int64, n),
 	}
 	sn.gpuBusy = r.gpu.Busy()
 	// Commands running at W count from their start, as the exact meter
@@ -224,6 +227,7 @@ func (r *runner) takeSnapshot() *snapshot {
 		sn.billed[i] = h.billedNs() + running[h.id]
 		sn.kernels[i] = g.done
 		sn.turnaround[i] = g.turnaround()
+		sn.latP50[i], sn.latP99[i] = g.lat.quantile(0.5), g.lat.quantile(0.99)
 		sn.errs[i] = g.err
 	}
 	return sn
@@ -359,6 +363,7 @@ func (r *runner) result(o Options) (*Result, error) {
 			FairShare: float64(h.vm.Weight) / weights,
 			TrueGPUNs: sn.busy[i], EstimatedGPUNs: c.accounted,
 			Kernels: sn.kernels[i], TurnaroundNs: sn.turnaround[i], HeldBackNs: c.heldNs,
+			LatencyP50Ns: sn.latP50[i], LatencyP99Ns: sn.latP99[i],
 			StartNs: int64(h.vm.Workload.Start),
 		}
 		switch r.s.Accounting {

@@ -13,6 +13,7 @@
 //	  poll_ratio: 49        # -1, or a number in (0, 10000]: LoGA's non-poll : poll ratio (default: accounting's)
 //	  idle_factor: 10       # number in [1, 10000]: period stretch when one VM is active (default: accounting's)
 //	  window: 4             # -1, or 1 to 1048576: records a channel keeps forwarded (default: the mediator's)
+//	  inflight_budget: 4ms  # duration in (0, 1h], or negative: a VM's in-flight budget (default: the mediator's)
 //	  neon_window: 2ms      # duration in (0, 1s]: NEON's sampling window per VM (default 2ms)
 //	  neon_freerun_ratio: 5 # number in (0, 10000]: NEON's freerun : sampling windows ratio (default 5)
 //	vms:                    # at least one
@@ -52,6 +53,9 @@
 // neon_window is how long each VM runs alone in a neon-sampling phase, and neon_freerun_ratio the length of a
 // freerun phase over the sum of the windows before it. window bounds how many records a channel keeps forwarded to
 // the GPU and not completed (-1: no bound, as a GPU reading the ring itself would); the rest wait in the ring.
+// inflight_budget is the estimated GPU time each VM may keep forwarded and not completed over all its channels (at
+// least one command; the mediator's default is an eighth of the scheduling period; a negative duration such as -1s:
+// no bound). It applies with accounting loga and loga-segment-average under policies other than none.
 //
 // Weight is the VM's share under policy dfq (and timeslice). Cap is the VM's maximum share of the GPU; it applies
 // only under policy cap and is accepted but ignored under other policies (Warnings reports it). Under policy cap a

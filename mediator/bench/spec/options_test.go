@@ -13,7 +13,7 @@ func TestParseOptionalKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantTuning := Tuning{PollRatio: -1, IdleFactor: 2, NeonWindow: 3 * time.Millisecond, NeonFreerunRatio: 2.5, Window: 4}
+	wantTuning := Tuning{PollRatio: -1, IdleFactor: 2, NeonWindow: 3 * time.Millisecond, NeonFreerunRatio: 2.5, Window: 4, InflightBudget: -time.Second}
 	if s.Tuning != wantTuning {
 		t.Errorf("tuning %+v, want %+v", s.Tuning, wantTuning)
 	}
@@ -66,7 +66,10 @@ func TestOptionalKeyErrors(t *testing.T) {
 		{"freerun ratio", oneVM("duration: 1s\ntuning: {neon_freerun_ratio: -1}\n", "", throttle), "tuning.neon_freerun_ratio: must be a number in (0, 10000]"},
 		{"window zero", oneVM("duration: 1s\ntuning: {window: 0}\n", "", throttle), "tuning.window: must be -1 (no bound) or an integer from 1 to 1048576, got 0"},
 		{"window negative", oneVM("duration: 1s\ntuning: {window: -2}\n", "", throttle), "tuning.window: must be -1 (no bound) or an integer from 1"},
-		{"tuning unknown key", oneVM("duration: 1s\ntuning: {ratio: 1}\n", "", throttle), "tuning.ratio: unknown key, expected one of poll_ratio, idle_factor, neon_window, window, neon_freerun_ratio"},
+		{"tuning unknown key", oneVM("duration: 1s\ntuning: {ratio: 1}\n", "", throttle), "tuning.ratio: unknown key, expected one of poll_ratio, idle_factor, neon_window, window, inflight_budget, neon_freerun_ratio"},
+		{"budget zero", oneVM("duration: 1s\ntuning: {inflight_budget: 0s}\n", "", throttle), "tuning.inflight_budget: must be negative (no bound) or a duration in (0, 1h0m0s], got 0s"},
+		{"budget too long", oneVM("duration: 1s\ntuning: {inflight_budget: 2h}\n", "", throttle), "tuning.inflight_budget: must be negative (no bound) or a duration in (0, 1h0m0s]"},
+		{"budget bare number", oneVM("duration: 1s\ntuning: {inflight_budget: 4}\n", "", throttle), "tuning.inflight_budget: must be a duration with a unit"},
 		{"tuning not a mapping", oneVM("duration: 1s\ntuning: 3\n", "", throttle), "tuning: must be a mapping"},
 	}
 	for _, tt := range tests {

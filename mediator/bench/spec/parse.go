@@ -181,6 +181,7 @@ func (p *problems) tuning(n *yaml.Node, path string, t *Tuning) {
 		{"idle_factor", func(n *yaml.Node, path string) { p.number(n, path, &t.IdleFactor, "a number in [1, 10000]") }},
 		{"neon_window", func(n *yaml.Node, path string) { p.duration(n, path, &t.NeonWindow) }},
 		{"window", func(n *yaml.Node, path string) { intValue(p, n, path, &t.Window, -1, MaxWindowRecords) }},
+		{"inflight_budget", func(n *yaml.Node, path string) { p.duration(n, path, &t.InflightBudget) }},
 		{"neon_freerun_ratio", func(n *yaml.Node, path string) {
 			p.number(n, path, &t.NeonFreerunRatio, "a number in (0, 10000]")
 		}},

@@ -81,6 +81,7 @@ const (
 	MaxWindow        = time.Second // tuning.neon_window
 	MaxRatio         = 10_000      // tuning.poll_ratio, tuning.idle_factor and tuning.neon_freerun_ratio
 	MaxWindowRecords = 1 << 20     // tuning.window
+	MaxBudget        = time.Hour   // tuning.inflight_budget
 )
 
 // Defaults for keys left out.
@@ -116,6 +117,10 @@ type Tuning struct {
 	// Window is how many records a channel keeps forwarded and not
 	// completed (0: the mediator's default, -1: no bound).
 	Window int `yaml:"window,omitempty"`
+	// InflightBudget is the estimated GPU time a VM keeps forwarded and not
+	// completed (0: the mediator's default, derived from the period;
+	// negative: no bound).
+	InflightBudget time.Duration `yaml:"inflight_budget,omitempty"`
 }
 
 // VM is one VM of a spec, or Count identical ones.

@@ -246,6 +246,9 @@ func (t Tuning) check(p *problems, path string) {
 	if w := t.Window; (w != 0 || p.has(path+".window")) && w != -1 && !(w >= 1 && w <= MaxWindowRecords) {
 		p.add(path+".window", "must be -1 (no bound) or an integer from 1 to %d, got %d", MaxWindowRecords, w)
 	}
+	if b := t.InflightBudget; (b == 0 && p.has(path+".inflight_budget")) || b > MaxBudget {
+		p.add(path+".inflight_budget", "must be negative (no bound) or a duration in (0, %s], got %s", MaxBudget, b)
+	}
 	if r := t.NeonFreerunRatio; (r != 0 || p.has(path+".neon_freerun_ratio")) && !(r > 0 && r <= MaxRatio) {
 		p.add(path+".neon_freerun_ratio", "must be a number in (0, %d], got %v", MaxRatio, r)
 	}

@@ -8,6 +8,11 @@
 // and Complete from the backend's. One mutex (Channel.mu) guards the host
 // state; it is never held while calling the backend, because a backend may
 // complete a command synchronously inside Submit.
+//
+// What a channel keeps forwarded and not completed is bounded two ways: a
+// window in records (SetWindow, a tuning knob), and the VM's Budget in
+// estimated GPU time, shared by the VM's channels (SetBudget), which the
+// scheduler sizes (mediator/internal/gate).
 package channel
 
 import (
@@ -70,6 +75,8 @@ type Channel struct {
 	counters  Counters
 	batch     []pending
 	fences    []uint64 // FENCE values by ring slot, noted when forwarded
+	budget    *Budget  // the VM's in-flight budget; nil: none
+	costs     []int64  // what each record in flight was charged, by ring slot
 }
 
 type pending struct {
@@ -89,6 +96,7 @@ func New(idx int, region *shm.Region, l abi.Layout, lim abi.Limits, gpu Submitte
 		gpu:    gpu,
 		batch:  make([]pending, 0, l.RingEntries),
 		fences: make([]uint64, l.RingEntries),
+		costs:  make([]int64, l.RingEntries),
 	}
 	c.resetAck = region.Load32(c.off + abi.ChReset)
 	// A guest may already have written put (a restarted mediator on an old
@@ -102,6 +110,14 @@ func New(idx int, region *shm.Region, l abi.Layout, lim abi.Limits, gpu Submitte
 
 // Index is the channel's index in its VM.
 func (c *Channel) Index() int { return c.idx }
+
+// SetLimits changes the limits the channel's next records are validated
+// against (a THROTTLE longer than MaxThrottleNs fails with ErrTooLong).
+func (c *Channel) SetLimits(lim abi.Limits) {
+	c.mu.Lock()
+	c.limits = lim
+	c.mu.Unlock()
+}
 
 // DefaultWindow is the mediator's default for SetWindow: no bound, as a GPU
 // reading the ring itself would have. The stratified poller charges a VM
@@ -187,8 +203,26 @@ func (c *Channel) SetWindow(n uint32) {
 	c.forward()
 }
 
+// SetBudget makes the channel share the VM's in-flight budget b (nil: none).
+// Set it before the channel forwards anything: records in flight when it
+// changes are refunded to the budget that was charged for them only if
+// that is still the channel's.
+func (c *Channel) SetBudget(b *Budget) {
+	c.mu.Lock()
+	c.budget = b
+	c.mu.Unlock()
+}
+
+// Budget is the VM's in-flight budget the channel shares (nil: none).
+func (c *Channel) Budget() *Budget {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.budget
+}
+
 // collectLocked copies and validates the records between submitted and put,
-// advancing submitted over the valid ones.
+// advancing submitted over the valid ones. It stops before a record that
+// does not fit in the VM's budget.
 func (c *Channel) collectLocked(limit uint32) []pending {
 	put := c.region.Load32(c.off + abi.ChPut)
 	n, code := abi.CheckPut(put, c.get, c.submitted, c.layout.RingEntries)
@@ -211,6 +245,13 @@ func (c *Channel) collectLocked(limit uint32) []pending {
 			c.failLocked(i, code, true)
 			break
 		}
+		if c.budget != nil {
+			cost := c.budget.Cost(&cmd)
+			if !c.budget.reserveOrWait(c, cost) {
+				break // forwarded again when a completion frees room
+			}
+			c.costs[i&(c.layout.RingEntries-1)] = cost
+		}
 		if cmd.Op == abi.OpFence {
 			c.fences[i&(c.layout.RingEntries-1)] = cmd.Value
 		}
@@ -224,6 +265,17 @@ func (c *Channel) collectLocked(limit uint32) []pending {
 // batch after it, which was never sent): submitted rolls back to it.
 func (c *Channel) rejectUnsent(idx uint32, code abi.ErrorCode) {
 	c.mu.Lock()
+	var refund int64
+	for i := idx; i != c.submitted; i++ {
+		refund += c.costs[i&(c.layout.RingEntries-1)]
+		c.costs[i&(c.layout.RingEntries-1)] = 0
+	}
+	b := c.budget
+	defer func() {
+		if b != nil {
+			b.refund(refund) // after mu: it may forward the VM's channels
+		}
+	}()
 	defer c.mu.Unlock()
 	c.submitted = idx
 	c.counters.Errors++
@@ -276,6 +328,9 @@ func (c *Channel) Complete(cp Completion) {
 		// fail loudly in the channel rather than corrupting indices.
 		c.failLocked(cp.Index, abi.ErrDevice, false)
 	}
+	slot := cp.Index & (c.layout.RingEntries - 1)
+	cost := c.costs[slot]
+	c.costs[slot] = 0
 	c.get = cp.Index + 1
 	c.counters.Commands++
 	if cp.BusyNs > 0 {
@@ -294,7 +349,14 @@ func (c *Channel) Complete(cp Completion) {
 	c.handleResetLocked()
 	c.publishLocked()
 	more := c.window > 0 && !c.held && !c.failed && c.submitted-c.get < c.window
+	b := c.budget
 	c.mu.Unlock()
+	if b != nil {
+		if cp.Code == abi.OK {
+			b.measured(cp.Op, cp.BusyNs)
+		}
+		b.refund(cost) // forwards the VM's channels that waited for room
+	}
 	if more {
 		c.forward() // room in the window: forward what waits (the contract lets Complete call Submit)
 	}

@@ -4,6 +4,15 @@
 // decision at the gate. It also keeps per-VM totals of what accounting
 // charged and how long each VM was held, for stats and benchmarks.
 //
+// At each period's end it also sizes every VM's in-flight budget (the
+// estimated GPU time a VM may keep forwarded and not completed, see
+// mediator/internal/gate and channel.Budget), so that the scheduler's holds
+// bind the work a VM queued before them: by default an eighth of the coming
+// period (DefaultBudgetDiv), half the dfq threshold. Periods stretched
+// because at most one VM was active keep the last budget: a VM alone needs
+// no more, and one that arrives then would wait behind it. Until the first
+// period the budget is DefaultBudgetNs. Under policy none nobody is bounded.
+//
 // The engine does not drive time: the accounting poller calls OnPeriod (on
 // the simulator's timeline or from the wall-clock poller's goroutine). Lock
 // order: Engine.mu, then the scheduler's and the gate's.
@@ -16,19 +25,32 @@ import (
 	"sync"
 
 	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
+	"github.com/sluice-gpu/sluice/mediator/internal/channel"
 	"github.com/sluice-gpu/sluice/mediator/internal/gate"
 	"github.com/sluice-gpu/sluice/mediator/internal/sched"
 )
+
+// DefaultBudgetDiv divides the coming period's length into the default
+// in-flight budget: half the dfq threshold (sched.DefaultThresholdDiv), so
+// that a VM held for running ahead stops within half a threshold more.
+const DefaultBudgetDiv = 8
+
+// DefaultBudgetNs is the in-flight budget before the first period: an
+// eighth of the period of one active channel with the accounting defaults
+// (500 µs × 52 / 8 = 3.25 ms).
+const DefaultBudgetNs = accounting.DefaultPollNs * (1 + accounting.DefaultRatio) / DefaultBudgetDiv
 
 // Engine schedules the VMs of one GPU.
 type Engine struct {
 	sched *sched.Scheduler
 	gate  *gate.Gate
 
-	mu      sync.Mutex
-	vms     map[uint32]*vmStat
-	periods int64
-	last    sched.Decision
+	mu        sync.Mutex
+	vms       map[uint32]*vmStat
+	periods   int64
+	last      sched.Decision
+	budgetCfg int64 // SetBudget's setting: 0 derived, > 0 fixed, < 0 none
+	derived   int64 // the derived budget (the last unstretched period's)
 }
 
 type vmStat struct {
@@ -45,7 +67,30 @@ func New(cfg sched.Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating scheduler: %w", err)
 	}
-	return &Engine{sched: s, gate: gate.New(), vms: map[uint32]*vmStat{}}, nil
+	e := &Engine{sched: s, gate: gate.New(), vms: map[uint32]*vmStat{}, derived: DefaultBudgetNs}
+	e.gate.SetBudget(e.budgetLocked(s.Policy()))
+	return e, nil
+}
+
+// SetBudget sets the VMs' in-flight budget: ns > 0 a fixed budget, 0 the
+// default (derived from the period, see the package doc), < 0 none. It
+// applies at once.
+func (e *Engine) SetBudget(ns int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.budgetCfg = ns
+	e.gate.SetBudget(e.budgetLocked(e.sched.Policy()))
+}
+
+// budgetLocked is the budget to apply under policy p.
+func (e *Engine) budgetLocked(p sched.Policy) int64 {
+	switch {
+	case p == sched.PolicyNone || e.budgetCfg < 0:
+		return 0
+	case e.budgetCfg > 0:
+		return e.budgetCfg
+	}
+	return e.derived
 }
 
 // AddVM registers a VM and its channels; it starts released.
@@ -99,6 +144,10 @@ func (e *Engine) OnPeriod(p accounting.Period) {
 		Start: p.Start, End: p.End, PollNs: p.NextPollNs, NonPollNs: p.NextNonPollNs(), Charges: charges,
 	})
 	e.last = d
+	if next := p.NextEnd - p.End; !p.Idle && next > 0 {
+		e.derived = max(next/DefaultBudgetDiv, 1)
+	}
+	e.gate.SetBudget(e.budgetLocked(d.Policy))
 	e.gate.Apply(d.Hold)
 	for id, st := range e.vms {
 		held := slices.Contains(d.Hold, id)
@@ -127,6 +176,8 @@ type VMStats struct {
 	LagNs     int64 // virtual time ahead of t_sys
 	Weight    uint32
 	Cap       float64
+	// Budget is the VM's in-flight budget (zero when it has none).
+	Budget channel.BudgetStats
 }
 
 // Stats returns every VM's totals, sorted by id; now closes an open hold.
@@ -144,9 +195,11 @@ func (e *Engine) Stats(now int64) []VMStats {
 			held += now - st.heldFrom
 		}
 		s := snap[id]
+		b, _ := e.gate.Budget(id)
 		out = append(out, VMStats{
 			ID: id, Name: st.name, Accounted: st.accounted, Share: st.share,
 			Held: st.heldFrom >= 0, HeldNs: held, LagNs: s.Lag, Weight: s.Weight, Cap: s.Cap,
+			Budget: b,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

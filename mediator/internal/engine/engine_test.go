@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
+	"github.com/sluice-gpu/sluice/mediator/internal/channel"
 	"github.com/sluice-gpu/sluice/mediator/internal/gate"
 	"github.com/sluice-gpu/sluice/mediator/internal/sched"
 )
@@ -70,5 +71,58 @@ func TestHogIsHeldAndReleased(t *testing.T) {
 	e.RemoveVM(1)
 	if len(e.Stats(0)) != 1 {
 		t.Fatal("removed vm still listed")
+	}
+}
+
+// budgeted is a channel of a VM with an in-flight budget.
+type budgeted struct {
+	fakeChannel
+	b *channel.Budget
+}
+
+func (c *budgeted) Budget() *channel.Budget { return c.b }
+
+func TestBudgetFollowsThePeriod(t *testing.T) {
+	e, err := New(sched.Config{Policy: sched.PolicyDFQ})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := channel.NewBudget(0)
+	if err := e.AddVM(1, "a", 1, 0, []gate.Channel{&budgeted{b: b}}); err != nil {
+		t.Fatal(err)
+	}
+	if b.Limit() != DefaultBudgetNs {
+		t.Fatalf("before any period the budget is %d, want %d", b.Limit(), DefaultBudgetNs)
+	}
+	p := period(0, map[uint32]int64{1: ms})
+	e.OnPeriod(p) // the coming period is 9 ms
+	if want := 9 * ms / DefaultBudgetDiv; b.Limit() != want {
+		t.Fatalf("budget %d after a period, want %d (an eighth of the coming period)", b.Limit(), want)
+	}
+	if st := e.Stats(0); st[0].Budget.LimitNs != b.Limit() {
+		t.Fatalf("stats show budget %d", st[0].Budget.LimitNs)
+	}
+	// A period stretched for a VM alone keeps the budget.
+	p = period(1, map[uint32]int64{1: ms})
+	p.NextEnd, p.Idle = p.End+90*ms, true
+	e.OnPeriod(p)
+	if want := 9 * ms / DefaultBudgetDiv; b.Limit() != want {
+		t.Fatalf("budget %d after an idle-stretched period, want %d kept", b.Limit(), want)
+	}
+	e.SetBudget(2 * ms)
+	if b.Limit() != 2*ms {
+		t.Fatalf("fixed budget: %d", b.Limit())
+	}
+	e.SetBudget(-1)
+	if b.Limit() != 0 {
+		t.Fatalf("budget off: %d", b.Limit())
+	}
+	e.SetBudget(0)
+	if err := e.SetPolicy(sched.PolicyNone); err != nil {
+		t.Fatal(err)
+	}
+	e.OnPeriod(period(2, map[uint32]int64{1: ms}))
+	if b.Limit() != 0 {
+		t.Fatalf("policy none: budget %d, want none", b.Limit())
 	}
 }

@@ -1,13 +1,24 @@
 // Package gate applies the scheduler's decisions to VMs: a held VM's
 // doorbells are latched (its channels stop forwarding; its commands wait in
 // its rings, nothing is lost), and a released VM's channels are polled at
-// once so that what arrived meanwhile is forwarded. Lock order: Gate.mu, then
-// a channel's locks.
+// once so that what arrived meanwhile is forwarded.
+//
+// A hold alone stops only new work: what a VM forwarded before it still
+// runs. The gate therefore also sets each VM's in-flight budget
+// (channel.Budget, shared by the VM's channels): the estimated GPU time the
+// VM may keep forwarded and not completed, at least one command. With it a
+// held VM's GPU use ends within a budget of the hold, and a co-runner's
+// command waits behind at most a budget of the VM's work (and one command).
+// The engine sizes it from the scheduler's period (SetBudget).
+//
+// Lock order: Gate.mu, then a channel's locks.
 package gate
 
 import (
 	"slices"
 	"sync"
+
+	"github.com/sluice-gpu/sluice/mediator/internal/channel"
 )
 
 // Channel is what the gate needs of a channel (channel.Channel).
@@ -17,23 +28,63 @@ type Channel interface {
 	Pending() bool
 }
 
+// Budgeted is a channel that shares its VM's in-flight budget
+// (channel.Channel). The gate finds a VM's budget through its channels; a
+// VM whose channels have none is not bounded.
+type Budgeted interface {
+	Budget() *channel.Budget
+}
+
 // Gate latches and releases VMs.
 type Gate struct {
-	mu   sync.Mutex
-	vms  map[uint32][]Channel
-	held map[uint32]bool
+	mu      sync.Mutex
+	vms     map[uint32][]Channel
+	held    map[uint32]bool
+	budgets map[uint32]*channel.Budget
+	limit   int64 // every VM's budget, ns; 0: none
 }
 
-// New returns an empty gate.
+// New returns an empty gate; VMs' budgets are unbounded until SetBudget.
 func New() *Gate {
-	return &Gate{vms: map[uint32][]Channel{}, held: map[uint32]bool{}}
+	return &Gate{vms: map[uint32][]Channel{}, held: map[uint32]bool{}, budgets: map[uint32]*channel.Budget{}}
 }
 
-// Add registers a VM's channels, released.
+// Add registers a VM's channels, released, under the gate's budget.
 func (g *Gate) Add(vm uint32, chans []Channel) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.vms[vm] = slices.Clone(chans)
+	for _, c := range chans {
+		if bc, ok := c.(Budgeted); ok && bc.Budget() != nil {
+			g.budgets[vm] = bc.Budget()
+			g.budgets[vm].SetLimit(g.limit)
+			break
+		}
+	}
+}
+
+// SetBudget sets every VM's in-flight budget to ns (0: none) and starts a
+// new period for the budgets' estimates (channel.Budget.Roll). The engine
+// calls it at every period's end.
+func (g *Gate) SetBudget(ns int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.limit = max(ns, 0)
+	for _, b := range g.budgets {
+		b.Roll()
+		b.SetLimit(g.limit)
+	}
+}
+
+// Budget returns a VM's budget state; false if it has none.
+func (g *Gate) Budget(vm uint32) (channel.BudgetStats, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b, ok := g.budgets[vm]
+	if !ok {
+		return channel.BudgetStats{}, false
+	}
+	return b.Stats(), true
 }
 
 // Remove forgets a VM, releasing it first.
@@ -47,6 +98,7 @@ func (g *Gate) Remove(vm uint32) {
 	}
 	delete(g.vms, vm)
 	delete(g.held, vm)
+	delete(g.budgets, vm)
 }
 
 // Apply holds exactly the VMs in hold and releases every other VM that was

@@ -3,6 +3,8 @@ package gate
 import (
 	"slices"
 	"testing"
+
+	"github.com/sluice-gpu/sluice/mediator/internal/channel"
 )
 
 type fakeChannel struct {
@@ -47,5 +49,39 @@ func TestApply(t *testing.T) {
 	g.Apply(nil)
 	if a[0].held || b[0].polls != 0 {
 		t.Fatalf("final: a held %v, b polled %d", a[0].held, b[0].polls)
+	}
+}
+
+// budgetedChannel is a channel of a VM with an in-flight budget.
+type budgetedChannel struct {
+	fakeChannel
+	b *channel.Budget
+}
+
+func (c *budgetedChannel) Budget() *channel.Budget { return c.b }
+
+func TestSetBudget(t *testing.T) {
+	g := New()
+	b := channel.NewBudget(0)
+	g.SetBudget(5_000_000)
+	g.Add(1, []Channel{&budgetedChannel{b: b}})
+	g.Add(2, []Channel{&fakeChannel{}})
+	if b.Limit() != 5_000_000 {
+		t.Fatalf("a VM added after SetBudget has limit %d", b.Limit())
+	}
+	g.SetBudget(7_000_000)
+	if st, ok := g.Budget(1); !ok || st.LimitNs != 7_000_000 || b.Limit() != 7_000_000 {
+		t.Fatalf("budget of vm 1: %+v %v", st, ok)
+	}
+	if _, ok := g.Budget(2); ok {
+		t.Fatal("vm 2's channels have no budget, yet the gate reports one")
+	}
+	g.SetBudget(-1)
+	if b.Limit() != 0 {
+		t.Fatalf("a negative budget left limit %d, want none", b.Limit())
+	}
+	g.Remove(1)
+	if _, ok := g.Budget(1); ok {
+		t.Fatal("removed vm's budget still reported")
 	}
 }

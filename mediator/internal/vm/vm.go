@@ -118,8 +118,10 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 	}
 	v.quota.Store(cfg.MemoryQuota)
 	v.channels = make([]*channel.Channel, l.Channels)
+	budget := channel.NewBudget(0) // unbounded until the scheduler's gate sizes it
 	for i := range v.channels {
 		v.channels[i] = channel.New(i, v.region, l, cfg.Limits, submitter{v.gpu})
+		v.channels[i].SetBudget(budget)
 	}
 	if v.serveSyscalls() {
 		if err = v.startSyscalls(); err != nil {

@@ -1,0 +1,219 @@
+package channel
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+)
+
+// A Budget bounds the GPU time one VM keeps forwarded to the backend and not
+// completed (queued or running on the device), over all its channels. A hold
+// stops new doorbells; the budget is what makes it bind the work forwarded
+// before: a held VM's GPU use ends within its budget of the hold.
+//
+// The bound is in estimated GPU time, not in commands, so ten 10 µs kernels
+// and one 100 µs kernel weigh the same. Each command is charged its cost
+// (Cost) when it is forwarded and refunded when it completes. A channel
+// forwards a command only if the VM has nothing in flight or the command
+// fits in what is left of the limit: a VM always has at least one command
+// in flight (progress is guaranteed, however long the command), and never
+// more than its limit of estimated time beyond that one. A channel stopped
+// for room waits and is forwarded again by the completion that frees it.
+//
+// # The estimate
+//
+// THROTTLE carries its duration; NOP, FENCE and FREE cost ControlCostNs.
+// Every other command (LAUNCH, MEMSET, COPY, ALLOC, LOAD_MODULE) costs the
+// VM's work estimate, learned from the busy time of its completed LAUNCH,
+// MEMSET and COPY commands (what the backend measured, the time usage is
+// billed from):
+//
+//   - before any was measured, a work command costs the whole limit: it goes
+//     alone;
+//   - a measurement above the estimate replaces it at once; one below
+//     lowers it by 1/EstimateFall of the difference;
+//   - the estimate used is at least 1/PeakRatio of the longest command
+//     measured in the current and the last scheduling period (Roll).
+//
+// What a hostile guest can do to it: alternating short and very long
+// kernels keeps the estimate at 7/8 of the long one or more, so its time in
+// flight stays within 8/7 of the limit. Lowering the estimate with many
+// short kernels and then sending long ones gets at most PeakRatio times the
+// limit in flight while a long one was measured in the last one or two
+// periods. A guest that runs nothing longer than s for a whole period can
+// then have limit × L / s in flight once (L its long kernels' length):
+// accounting charges that time, and dfq holds the VM until the others have
+// caught up, so its share over time is unchanged; what the others pay is
+// latency, at most once per period of good behaviour. Only a backend limit
+// on a command's length bounds L.
+//
+// The fast path is one compare-and-swap per command forwarded and one atomic
+// add per command completed; the mutex is taken only by a channel that
+// found no room and by the completion that wakes it. Lock order: a
+// channel's mu, then Budget.mu.
+type Budget struct {
+	limit    atomic.Int64 // ns; 0: no bound
+	queued   atomic.Int64 // estimated ns forwarded and not completed
+	est      atomic.Int64 // the work estimate, ns; 0: nothing measured yet
+	peak     atomic.Int64 // longest work command measured this period
+	lastPeak atomic.Int64 // ... in the last period
+	stalls   atomic.Uint64
+	waiting  atomic.Bool // waiters is not empty
+
+	mu      sync.Mutex
+	waiters []*Channel
+}
+
+// Tuning of the estimate (see Budget).
+const (
+	// ControlCostNs is the cost of a NOP, FENCE or FREE, and the least any
+	// command costs: every command in flight keeps queued above zero.
+	ControlCostNs = 1_000
+	// EstimateFall: a measurement below the estimate lowers it by this
+	// fraction of the difference.
+	EstimateFall = 8
+	// PeakRatio: the estimate is at least the recent peak over this.
+	PeakRatio = 8
+	// maxCost bounds a command's cost and a limit (about 18 minutes), so
+	// that the costs of every record of every ring add up without overflow.
+	maxCost = int64(1) << 40
+)
+
+// NewBudget returns a budget of limitNs (0: no bound).
+func NewBudget(limitNs int64) *Budget {
+	b := &Budget{}
+	b.limit.Store(max(limitNs, 0))
+	return b
+}
+
+// SetLimit changes the bound (0: none). A lower limit takes nothing back: the
+// VM forwards nothing more until its work in flight is under it. A higher
+// one forwards what waited.
+func (b *Budget) SetLimit(ns int64) {
+	ns = min(max(ns, 0), maxCost)
+	old := b.limit.Swap(ns)
+	if ns == 0 || (old != 0 && ns > old) {
+		b.wake()
+	}
+}
+
+// Limit is the bound in ns (0: none).
+func (b *Budget) Limit() int64 { return b.limit.Load() }
+
+// Roll starts a new scheduling period for the peak the estimate is held to.
+func (b *Budget) Roll() {
+	b.lastPeak.Store(b.peak.Swap(0))
+}
+
+// Cost is what cmd is charged while it is in flight, in ns.
+func (b *Budget) Cost(cmd *abi.Command) int64 {
+	switch cmd.Op {
+	case abi.OpThrottle:
+		return int64(min(max(cmd.DurationNs, ControlCostNs), uint64(maxCost)))
+	case abi.OpNop, abi.OpFence, abi.OpFree:
+		return ControlCostNs
+	}
+	e := b.est.Load()
+	if e == 0 {
+		return max(b.limit.Load(), ControlCostNs) // nothing measured: alone
+	}
+	return min(max(e, max(b.peak.Load(), b.lastPeak.Load())/PeakRatio, ControlCostNs), maxCost)
+}
+
+// reserve charges cost if it fits: nothing in flight, no bound, or room.
+func (b *Budget) reserve(cost int64) bool {
+	for {
+		q := b.queued.Load()
+		if lim := b.limit.Load(); q > 0 && lim > 0 && q+cost > lim {
+			return false
+		}
+		if b.queued.CompareAndSwap(q, q+cost) {
+			return true
+		}
+	}
+}
+
+// reserveOrWait is reserve for a channel that stops if it fails: the
+// channel is registered to be forwarded again when room frees, and the
+// reservation is tried once more, so that a completion racing with the
+// registration is not missed. It reports whether cost was charged.
+func (b *Budget) reserveOrWait(c *Channel, cost int64) bool {
+	if b.reserve(cost) {
+		return true
+	}
+	b.mu.Lock()
+	b.waiters = append(b.waiters, c)
+	b.waiting.Store(true)
+	b.mu.Unlock()
+	if b.reserve(cost) {
+		return true // it stays registered: one spurious forward later
+	}
+	b.stalls.Add(1)
+	return false
+}
+
+// refund gives back the cost of commands no longer in flight and forwards
+// the channels that waited for room. It must be called without a
+// channel's mu held.
+func (b *Budget) refund(cost int64) {
+	if cost != 0 {
+		b.queued.Add(-cost)
+	}
+	if b.waiting.Load() {
+		b.wake()
+	}
+}
+
+// wake forwards every waiting channel.
+func (b *Budget) wake() {
+	b.mu.Lock()
+	ws := b.waiters
+	b.waiters = nil
+	b.waiting.Store(false)
+	b.mu.Unlock()
+	for _, c := range ws {
+		c.forward()
+	}
+}
+
+// measured feeds the estimate with a completed command's busy time.
+func (b *Budget) measured(op abi.Opcode, busyNs int64) {
+	if busyNs <= 0 || (op != abi.OpLaunch && op != abi.OpMemset && op != abi.OpCopy) {
+		return
+	}
+	busyNs = min(busyNs, maxCost)
+	for {
+		p := b.peak.Load()
+		if busyNs <= p || b.peak.CompareAndSwap(p, busyNs) {
+			break
+		}
+	}
+	for {
+		e := b.est.Load()
+		n := busyNs
+		if e != 0 && busyNs < e {
+			n = e - (e-busyNs)/EstimateFall
+		}
+		if n == e || b.est.CompareAndSwap(e, n) {
+			return
+		}
+	}
+}
+
+// BudgetStats is a budget's state, for stats.
+type BudgetStats struct {
+	LimitNs    int64  // the bound; 0: none
+	InFlightNs int64  // estimated GPU time forwarded and not completed
+	EstimateNs int64  // what a work command costs now (0: nothing measured yet)
+	Stalls     uint64 // times a channel stopped for lack of room
+}
+
+// Stats returns the budget's state.
+func (b *Budget) Stats() BudgetStats {
+	s := BudgetStats{LimitNs: b.limit.Load(), InFlightNs: b.queued.Load(), Stalls: b.stalls.Load()}
+	if b.est.Load() != 0 {
+		s.EstimateNs = b.Cost(&abi.Command{Op: abi.OpLaunch})
+	}
+	return s
+}
