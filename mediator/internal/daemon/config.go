@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
@@ -48,6 +49,12 @@ type Config struct {
 	// clock only: on the virtual clock the daemon accounts from completions
 	// and `sluicectl bench` is the place for scheduled what-if runs.
 	Accounting accounting.Config
+	// InflightBudget is every VM's in-flight budget: the estimated GPU time
+	// it may keep forwarded to the backend and not completed (at least one
+	// command), which makes the scheduler's holds bind work already queued.
+	// 0 (default): an eighth of the scheduling period (half the dfq
+	// threshold); negative: no bound. No VM is bounded under policy none.
+	InflightBudget time.Duration
 	// Syscalls is every new VM's syscall forwarder tuning (coalescing window
 	// 0, batch 256, spin 200µs, idle scan 1ms); `sluicectl vm set` changes
 	// one VM's window and batch at run time.

@@ -107,6 +107,7 @@ func (d *Daemon) startScheduling() error {
 	if d.engine, err = engine.New(sched.Config{Policy: policy}); err != nil {
 		return err
 	}
+	d.engine.SetBudget(int64(d.cfg.InflightBudget)) // 0: derived from the period; negative: none
 	sr, ok := d.be.(backend.StatusReader)
 	if !ok || d.cfg.Accounting.Method == accounting.MethodOff || d.cfg.Clock != "wall" {
 		return nil

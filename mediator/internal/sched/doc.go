@@ -43,7 +43,10 @@
 // NonPollNs) / 2, see DefaultThresholdDiv) is held for the next non-poll
 // phase. Work forwarded before a hold cannot be
 // recalled: it is charged when it runs, and the debt holds the VM back until
-// the others catch up. A held VM is released as soon as it is within the
+// the others catch up. How much can be forwarded is bounded by the VM's
+// in-flight budget (channel.Budget, sized by mediator/internal/engine from
+// the period: half the threshold by default), so a held VM stops using the
+// GPU within a budget of the hold. A held VM is released as soon as it is within the
 // threshold again. If every active VM would be held (min makes it impossible;
 // the guard stays) or no VM is active, nobody is held.
 //
