@@ -50,11 +50,26 @@ type CreateVMRequest struct {
 	// take its buffers past it fails with the channel error ErrNoMemory.
 	// Default none: the device's capacity is the only bound.
 	Memory uint64 `json:"memory,omitempty"`
+	// MaxCommandNs is the longest command the VM may run, in ns
+	// (MinMaxCommand..MaxMaxCommand): its longest THROTTLE (longer: the
+	// channel error ErrTooLong), and the longest any command may run on the
+	// GPU before the backend ends the VM's work with ErrTimedOut (cuda: its
+	// GPU worker killed and restarted, its device memory lost). Default:
+	// the daemon's (sluiced --max-command), which it follows when that
+	// changes.
+	MaxCommandNs int64 `json:"max_command_ns,omitempty"`
 }
 
-// UpdateVMRequest changes a running VM's share, system-call batching or
-// memory quota. Absent fields stay as they are; a share applies from the
-// scheduler's next period.
+// The range of a VM's longest command (max_command_ns, sluiced
+// --max-command).
+const (
+	MinMaxCommand = time.Millisecond
+	MaxMaxCommand = time.Hour
+)
+
+// UpdateVMRequest changes a running VM's share, system-call batching,
+// memory quota or longest command. Absent fields stay as they are; a share
+// applies from the scheduler's next period.
 type UpdateVMRequest struct {
 	Weight *uint32  `json:"weight,omitempty"` // 1..1000000
 	Cap    *float64 `json:"cap,omitempty"`    // (0, 1]: hard maximum share under policy cap; 0 clears it
@@ -67,6 +82,11 @@ type UpdateVMRequest struct {
 	// It applies to the next ALLOC; a quota below what the VM holds takes
 	// nothing back, it refuses ALLOCs until the VM has freed enough.
 	Memory *uint64 `json:"memory,omitempty"`
+	// MaxCommandNs is the VM's new longest command in ns
+	// (MinMaxCommand..MaxMaxCommand); 0 returns it to the daemon's default.
+	// It applies to the next records the VM submits, and to the commands
+	// running on a GPU (cuda) too.
+	MaxCommandNs *int64 `json:"max_command_ns,omitempty"`
 }
 
 // Scheduling policies.
@@ -93,10 +113,16 @@ type VM struct {
 	RingEntries int     `json:"ring_entries"`
 	RegionSize  uint64  `json:"region_size"`
 	HeapSize    uint64  `json:"heap_size"`
-	Memory      uint64  `json:"memory"`           // device memory quota in bytes; 0: none
-	MemoryUsed  uint64  `json:"memory_used"`      // device memory the VM's buffers hold now
-	Endpoint    string  `json:"endpoint"`         // ivshmem server socket for QEMU or a process guest
-	Volume      string  `json:"volume,omitempty"` // the VM's system-call root, shared with its guest over 9p
+	Memory      uint64  `json:"memory"`      // device memory quota in bytes; 0: none
+	MemoryUsed  uint64  `json:"memory_used"` // device memory the VM's buffers hold now
+	// MaxCommandNs is the longest command the VM may run (its own or the
+	// daemon's default); Timeouts, how often one of its commands ran past
+	// it and the backend ended its work (cuda: the watchdog killed its GPU
+	// worker), since its endpoint started.
+	MaxCommandNs int64  `json:"max_command_ns"`
+	Timeouts     int64  `json:"timeouts"`
+	Endpoint     string `json:"endpoint"`         // ivshmem server socket for QEMU or a process guest
+	Volume       string `json:"volume,omitempty"` // the VM's system-call root, shared with its guest over 9p
 	// Syscalls is the VM's GPU system calls (nil: the VM serves none).
 	Syscalls *SyscallStats `json:"syscalls,omitempty"`
 	Vectors  int           `json:"vectors"` // MSI vectors the ivshmem device needs

@@ -115,6 +115,14 @@ var commandTests = []commandTest{
 		check: func(t *testing.T, f *fakeDaemon) {
 			wantReqs(t, f, hostapi.CreateVMRequest{Name: "m", Memory: 8 << 30})
 		}},
+	{name: "create with max command", args: []string{"vm", "create", "m", "--max-command", "250ms"},
+		want: result{stdout: "/run/sluice/vms/m.sock\n"},
+		check: func(t *testing.T, f *fakeDaemon) {
+			wantReqs(t, f, hostapi.CreateVMRequest{Name: "m", MaxCommandNs: 250e6})
+		}},
+	{name: "create bad max command", args: []string{"vm", "create", "x", "--max-command", "-1s"},
+		want: result{stderr: "sluicectl: invalid argument \"-1s\" for \"--max-command\" flag: " +
+			"want a positive duration, e.g. 250ms, or default\n" + hint, code: 2}},
 	{name: "create zero memory", args: []string{"vm", "create", "x", "--memory", "0"},
 		want: result{stderr: "sluicectl: invalid argument \"0\" for \"--memory\" flag: " +
 			"size must be greater than zero\n" + hint, code: 2}},
@@ -200,8 +208,14 @@ var commandTests = []commandTest{
 	{name: "set bad memory", args: []string{"vm", "set", "web", "--memory", "lots"},
 		want: result{stderr: "sluicectl: invalid argument \"lots\" for \"--memory\" flag: invalid size \"lots\": " +
 			"want bytes or a KiB, MiB, GiB or TiB suffix, e.g. 4MiB\n" + setHint, code: 2}},
+	{name: "set max command", args: []string{"vm", "set", "web", "--max-command", "2s"},
+		want:  result{stdout: strings.Replace(wantVMGet, "Created:", "Max command:   2s\nCreated:", 1)},
+		check: func(t *testing.T, f *fakeDaemon) { wantUpdates(t, f, "web weight=- cap=- max_command_ns=2000000000") }},
+	{name: "set max command default", args: []string{"vm", "set", "web", "--max-command", "default"},
+		want:  result{stdout: strings.Replace(wantVMGet, "Created:", "Max command:   500ms\nCreated:", 1)},
+		check: func(t *testing.T, f *fakeDaemon) { wantUpdates(t, f, "web weight=- cap=- max_command_ns=0") }},
 	{name: "set nothing", args: []string{"vm", "set", "web"},
-		want:  result{stderr: "sluicectl: nothing to change: give --weight, --cap, --syscall-window, --syscall-batch or --memory\n" + setHint, code: 2},
+		want:  result{stderr: "sluicectl: nothing to change: give --weight, --cap, --syscall-window, --syscall-batch, --memory or --max-command\n" + setHint, code: 2},
 		check: func(t *testing.T, f *fakeDaemon) { wantUpdates(t, f) }},
 	{name: "set zero weight", args: []string{"vm", "set", "web", "--weight", "0"},
 		want:  result{stderr: "sluicectl: --weight must be at least 1\n" + setHint, code: 2},

@@ -175,6 +175,9 @@ func (f *fakeDaemon) update(w http.ResponseWriter, r *http.Request) {
 	if req.Memory != nil {
 		up += fmt.Sprint(" memory=", *req.Memory)
 	}
+	if req.MaxCommandNs != nil {
+		up += fmt.Sprint(" max_command_ns=", *req.MaxCommandNs)
+	}
 	f.updates = append(f.updates, up)
 	vm, ok := f.vms[name]
 	switch {
@@ -193,6 +196,12 @@ func (f *fakeDaemon) update(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Memory != nil {
 		vm.Memory = *req.Memory
+	}
+	if req.MaxCommandNs != nil {
+		vm.MaxCommandNs = *req.MaxCommandNs
+		if vm.MaxCommandNs == 0 {
+			vm.MaxCommandNs = 500e6 // the daemon's default
+		}
 	}
 	f.vms[name] = vm
 	reply(w, http.StatusOK, vm)

@@ -104,8 +104,11 @@ func RenderVM(vm hostapi.VM) string {
 		{"Region size", sizeWithBytes(vm.RegionSize)},
 		{"Heap size", sizeWithBytes(vm.HeapSize)},
 		{"Memory", memoryField(vm.MemoryUsed, vm.Memory)},
-		{"Created", formatTime(vm.Created)},
 	}
+	if vm.MaxCommandNs > 0 { // a daemon before the limit reports none
+		fields = append(fields, [2]string{"Max command", maxCommandField(vm.MaxCommandNs, vm.Timeouts)})
+	}
+	fields = append(fields, [2]string{"Created", formatTime(vm.Created)})
 	if vm.Volume != "" {
 		fields = append(fields, [2]string{"Volume", clean(vm.Volume)})
 	}

@@ -60,11 +60,17 @@ ring entries, a 4 MiB region, no device memory quota). --memory bounds the
 device memory the VM's buffers may hold at once: an ALLOC that would take it
 past the quota fails on its channel with "no memory" (ERR_NO_MEMORY) and the
 VM goes on; FREE gives the quota back. Without it only the device's capacity
-bounds the VM. Use --json to print the whole VM instead, including
-the number of MSI vectors the ivshmem device needs.`,
+bounds the VM. --max-command is the longest command the VM may run (1ms to
+1h; default the daemon's, sluiced --max-command, 500ms unless set): a longer
+THROTTLE fails with "too long" (ERR_TOO_LONG), and a command that runs on the
+GPU past it (and a quarter) fails with "timed out" (ERR_TIMED_OUT) and ends
+the VM's GPU work (cuda: its GPU worker is killed and a fresh one started;
+its buffers and modules are lost). Use --json to print the whole VM instead,
+including the number of MSI vectors the ivshmem device needs.`,
 		Example: `  sluicectl vm create web
   sluicectl vm create batch --weight 4 --channels 8 --region-size 64MiB
   sluicectl vm create noisy --cap 25% --memory 8GiB
+  sluicectl vm create train --max-command 2s
   sluicectl vm create db --json`,
 		Args: argsNamed("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -96,6 +102,8 @@ the number of MSI vectors the ivshmem device needs.`,
 	f.StringVar(&req.Cgroup, "cgroup", "", "cgroup v2 directory the VM's syscall proxy runs in, so its CPU is charged to the VM")
 	f.Var(sizeValue{&req.Memory}, "memory",
 		"device memory quota: bytes or with a KiB/MiB/GiB/TiB suffix, e.g. 8GiB; an ALLOC past it fails with ERR_NO_MEMORY (default none: the device's capacity)")
+	f.Var(maxCommandValue{&req.MaxCommandNs}, "max-command",
+		"longest command the VM may run, e.g. 250ms (1ms..1h; default the daemon's): a longer THROTTLE fails with ERR_TOO_LONG, a command running past it with ERR_TIMED_OUT")
 	f.BoolVar(&asJSON, "json", false, "print the created VM as JSON instead of its endpoint path")
 	return cmd
 }
@@ -181,10 +189,11 @@ func newVMSetCommand(a *app) *cobra.Command {
 	var window time.Duration
 	var batch int
 	var memory uint64
+	var maxCommand int64
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "set NAME [--weight W] [--cap SHARE] [--syscall-window D] [--syscall-batch N] [--memory SIZE]",
-		Short: "Change a running VM's weight, cap, system-call batching or memory quota",
+		Use:   "set NAME [--weight W] [--cap SHARE] [--syscall-window D] [--syscall-batch N] [--memory SIZE] [--max-command D]",
+		Short: "Change a running VM's weight, cap, system-call batching, memory quota or longest command",
 		Long: `Change the scheduling weight, the cap, the system-call batching or the device
 memory quota of VM NAME while it runs, then print the VM as changed. Give at
 least one of the flags; what is not given stays as it is. Weight and cap apply
@@ -206,7 +215,13 @@ defaults).
 --memory is the VM's new device memory quota (SIZE as for vm create; 0 or
 "none" removes it). It applies to the VM's next ALLOC. A quota below what the
 VM holds takes nothing back: its ALLOCs fail with "no memory" until it has
-freed enough to be under the quota ("vm get" shows the use).`,
+freed enough to be under the quota ("vm get" shows the use).
+
+--max-command is the VM's new longest command (as for vm create; "default"
+returns it to the daemon's). It applies to the next commands the VM submits
+and to the header its guest reads; on a GPU (cuda) to its commands running
+too. It is kept when sluiced restarts. "vm get" shows it and how often the
+VM's commands ran past it.`,
 		Example: `  sluicectl vm set web --weight 4
   sluicectl vm set batch --cap 0.25
   sluicectl vm set batch --cap 25%
@@ -214,12 +229,17 @@ freed enough to be under the quota ("vm get" shows the use).`,
   sluicectl vm set web --weight 2 --cap 50% --json
   sluicectl vm set web --syscall-window 20us --syscall-batch 64
   sluicectl vm set batch --memory 16GiB
-  sluicectl vm set batch --memory none     # remove the quota`,
+  sluicectl vm set batch --memory none     # remove the quota
+  sluicectl vm set train --max-command 5s
+  sluicectl vm set train --max-command default`,
 		Args: argsNamed("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
-			if !f.Changed("weight") && !f.Changed("cap") && !f.Changed("syscall-window") && !f.Changed("syscall-batch") && !f.Changed("memory") {
-				return usageErrorf("nothing to change: give --weight, --cap, --syscall-window, --syscall-batch or --memory")
+			if !f.Changed("weight") && !f.Changed("cap") && !f.Changed("syscall-window") && !f.Changed("syscall-batch") && !f.Changed("memory") && !f.Changed("max-command") {
+				return usageErrorf("nothing to change: give --weight, --cap, --syscall-window, --syscall-batch, --memory or --max-command")
+			}
+			if f.Changed("max-command") {
+				req.MaxCommandNs = &maxCommand
 			}
 			if f.Changed("memory") {
 				req.Memory = &memory
@@ -257,6 +277,7 @@ freed enough to be under the quota ("vm get" shows the use).`,
 	f.DurationVar(&window, "syscall-window", 0, "coalescing window of the VM's GPU system calls, e.g. 0, 20us, 1ms (at most 1s)")
 	f.IntVar(&batch, "syscall-batch", 0, "most GPU system calls in one batch to the VM's proxy (1..1024)")
 	f.Var(quotaValue{&memory}, "memory", "new device memory quota, e.g. 16GiB; 0 or none removes it")
+	f.Var(maxCommandValue{&maxCommand}, "max-command", `new longest command the VM may run, e.g. 2s (1ms..1h); "default" returns it to the daemon's`)
 	f.BoolVar(&asJSON, "json", false, "print the changed VM as JSON")
 	return cmd
 }

@@ -76,7 +76,7 @@ func (f *fakeService) CreateVM(_ context.Context, req hostapi.CreateVMRequest) (
 		return hostapi.VM{}, fmt.Errorf("vm %q: %w", req.Name, hostapi.ErrExists)
 	}
 	vm := hostapi.VM{
-		Name: req.Name, ID: uint32(len(f.vms) + 1), Weight: max(req.Weight, 1), Cap: req.Cap, Memory: req.Memory, Channels: 4, RingEntries: 256,
+		Name: req.Name, ID: uint32(len(f.vms) + 1), Weight: max(req.Weight, 1), Cap: req.Cap, Memory: req.Memory, MaxCommandNs: req.MaxCommandNs, Channels: 4, RingEntries: 256,
 		RegionSize: 4 << 20, HeapSize: 3 << 20, Endpoint: "/run/sluice/vms/" + req.Name + ".sock",
 		Vectors: 6, State: hostapi.StateWaiting, Created: created,
 	}
@@ -164,6 +164,9 @@ func updateString(req hostapi.UpdateVMRequest) string {
 	if req.Memory != nil {
 		s += fmt.Sprint(" memory=", *req.Memory)
 	}
+	if req.MaxCommandNs != nil {
+		s += fmt.Sprint(" max_command_ns=", *req.MaxCommandNs)
+	}
 	return s
 }
 
@@ -185,6 +188,9 @@ func (f *fakeService) UpdateVM(_ context.Context, name string, req hostapi.Updat
 	}
 	if req.Memory != nil {
 		vm.Memory = *req.Memory
+	}
+	if req.MaxCommandNs != nil {
+		vm.MaxCommandNs = *req.MaxCommandNs
 	}
 	f.vms[name] = vm
 	return vm, nil

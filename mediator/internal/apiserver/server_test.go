@@ -53,7 +53,7 @@ func TestRoutes(t *testing.T) {
 			HeapSize: 3 << 20, Endpoint: "/run/sluice/vms/" + name + ".sock", Vectors: 6, State: "waiting", Created: created}
 	}
 	vmC := vm("c", 1)
-	vmC.ID, vmC.Cap, vmC.Memory = 2, 0.5, 8<<30
+	vmC.ID, vmC.Cap, vmC.Memory, vmC.MaxCommandNs = 2, 0.5, 8<<30, 250e6
 	// The steps share the fake's state, in order.
 	for _, tc := range []struct {
 		name         string
@@ -65,9 +65,9 @@ func TestRoutes(t *testing.T) {
 	}{
 		{"version", "GET", "/v1/version", "", 200, f.version, "Version"},
 		{"list empty", "GET", "/v1/vms", "", 200, []hostapi.VM{}, "ListVMs"},
-		{"create", "POST", "/v1/vms", `{"name":"a b","weight":2}`, 201, vm("a b", 2), "CreateVM {Name:a b Weight:2 Cap:0 Channels:0 RingEntries:0 RegionSize:0 Volume: NetNS: Cgroup: Memory:0}"},
-		{"create all fields", "POST", "/v1/vms", `{"name":"c","weight":1,"cap":0.5,"channels":2,"ring_entries":64,"region_size":1048576,"memory":8589934592}` + "\n",
-			201, vmC, "CreateVM {Name:c Weight:1 Cap:0.5 Channels:2 RingEntries:64 RegionSize:1048576 Volume: NetNS: Cgroup: Memory:8589934592}"},
+		{"create", "POST", "/v1/vms", `{"name":"a b","weight":2}`, 201, vm("a b", 2), "CreateVM {Name:a b Weight:2 Cap:0 Channels:0 RingEntries:0 RegionSize:0 Volume: NetNS: Cgroup: Memory:0 MaxCommandNs:0}"},
+		{"create all fields", "POST", "/v1/vms", `{"name":"c","weight":1,"cap":0.5,"channels":2,"ring_entries":64,"region_size":1048576,"memory":8589934592,"max_command_ns":250000000}` + "\n",
+			201, vmC, "CreateVM {Name:c Weight:1 Cap:0.5 Channels:2 RingEntries:64 RegionSize:1048576 Volume: NetNS: Cgroup: Memory:8589934592 MaxCommandNs:250000000}"},
 		{"list", "GET", "/v1/vms", "", 200, []hostapi.VM{vm("a b", 2), vmC}, "ListVMs"},
 		{"get escaped name", "GET", "/v1/vms/a%20b", "", 200, vm("a b", 2), "GetVM a b"},
 		{"update weight", "PATCH", "/v1/vms/a%20b", `{"weight":5}`, 200, vm("a b", 5), "UpdateVM a b weight=5 cap=-"},
@@ -81,6 +81,10 @@ func TestRoutes(t *testing.T) {
 			func() hostapi.VM { v := vm("a b", 1000000); v.Cap, v.Memory = 1, 1<<30; return v }(), "UpdateVM a b weight=- cap=- memory=1073741824"},
 		{"update memory cleared", "PATCH", "/v1/vms/a%20b", `{"memory":0}`, 200,
 			func() hostapi.VM { v := vm("a b", 1000000); v.Cap = 1; return v }(), "UpdateVM a b weight=- cap=- memory=0"},
+		{"update max command", "PATCH", "/v1/vms/a%20b", `{"max_command_ns":2000000}`, 200,
+			func() hostapi.VM { v := vm("a b", 1000000); v.Cap, v.MaxCommandNs = 1, 2e6; return v }(), "UpdateVM a b weight=- cap=- max_command_ns=2000000"},
+		{"update max command to the default", "PATCH", "/v1/vms/a%20b", `{"max_command_ns":0}`, 200,
+			func() hostapi.VM { v := vm("a b", 1000000); v.Cap = 1; return v }(), "UpdateVM a b weight=- cap=- max_command_ns=0"},
 		{"update missing vm", "PATCH", "/v1/vms/zz", `{"weight":1}`, 404,
 			hostapi.Error{Code: hostapi.CodeNotFound, Message: `vm "zz": not found`}, "UpdateVM zz weight=1 cap=-"},
 		{"get policy", "GET", "/v1/policy", "", 200, hostapi.PolicyState{Policy: "dfq", Accounting: "loga"}, "Policy"},
@@ -246,6 +250,9 @@ func TestUpdateVMBadBody(t *testing.T) {
 		{"syscall batch zero", `{"syscall_batch":0}`, "syscall_batch 0: want 1 to 1024"},
 		{"syscall batch too large", `{"syscall_batch":1025}`, "syscall_batch 1025: want 1 to 1024"},
 		{"weight too large", `{"weight":1000001}`, "weight 1000001: want 1 to 1000000"},
+		{"max command too short", `{"max_command_ns":999999}`, "max_command_ns 999999: want 0 (the daemon's default) or 1000000 to 3600000000000"},
+		{"max command too long", `{"max_command_ns":3600000000001}`, "max_command_ns 3600000000001"},
+		{"max command negative", `{"max_command_ns":-1}`, "max_command_ns -1"},
 		{"weight negative", `{"weight":-1}`, "decoding request body"},
 		{"weight fraction", `{"weight":1.5}`, "decoding request body"},
 		{"weight overflow", `{"weight":4294967296}`, "decoding request body"},

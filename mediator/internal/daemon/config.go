@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/api/hostapi"
 	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
 	"github.com/sluice-gpu/sluice/mediator/internal/sched"
 	"github.com/sluice-gpu/sluice/mediator/internal/syscalls"
@@ -35,8 +36,15 @@ type Config struct {
 	SocketMode uint32
 	// Layout is the default region geometry of new VMs (abi defaults).
 	Layout abi.LayoutConfig
-	// Limits bound every VM's commands (abi defaults).
+	// Limits bound every VM's commands (abi defaults); Validate sets
+	// MaxThrottleNs to MaxCommand.
 	Limits abi.Limits
+	// MaxCommand is the longest command a VM may run unless it has its own
+	// (vm create/set --max-command): its longest THROTTLE, and how long any
+	// of its commands may run on the GPU before the backend ends the VM's
+	// work with abi.ErrTimedOut (cuda: its watchdog kills the VM's GPU
+	// worker). Default 500ms; hostapi.MinMaxCommand..MaxMaxCommand.
+	MaxCommand time.Duration
 	// MaxVMs caps the number of endpoints. Default 256.
 	MaxVMs int
 	// MaxPeers caps guest peers per endpoint. Default 4.
@@ -87,6 +95,7 @@ func DefaultConfig() Config {
 		SocketMode: 0o660,
 		Layout:     abi.DefaultLayoutConfig(),
 		Limits:     abi.DefaultLimits(),
+		MaxCommand: time.Duration(abi.DefaultLimits().MaxThrottleNs),
 		MaxVMs:     256,
 		MaxPeers:   4,
 		Policy:     "dfq",
@@ -113,6 +122,10 @@ func (c *Config) Validate() error {
 	if _, err := abi.NewLayout(c.Layout); err != nil {
 		return fmt.Errorf("config: default layout: %w", err)
 	}
+	if err := checkMaxCommand(int64(c.MaxCommand)); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	c.Limits.MaxThrottleNs = uint64(c.MaxCommand)
 	if c.MaxVMs < 1 || c.MaxPeers < 1 {
 		return fmt.Errorf("config: max vms and max peers must be positive")
 	}
@@ -145,6 +158,14 @@ func (c *Config) Validate() error {
 	}
 	if c.Proxy.MaxFiles < 16 || c.Proxy.MaxFiles > 1<<20 {
 		return fmt.Errorf("config: proxy max files %d: want 16..%d", c.Proxy.MaxFiles, 1<<20)
+	}
+	return nil
+}
+
+// checkMaxCommand refuses a longest command outside the host API's range.
+func checkMaxCommand(ns int64) error {
+	if ns < int64(hostapi.MinMaxCommand) || ns > int64(hostapi.MaxMaxCommand) {
+		return fmt.Errorf("longest command %v: want %v to %v: %w", time.Duration(ns), hostapi.MinMaxCommand, hostapi.MaxMaxCommand, hostapi.ErrInvalid)
 	}
 	return nil
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/internal/sched"
 )
 
-// UpdateVM changes a VM's weight, cap, system-call batching or memory
-// quota at run time; weight, cap and quota are persisted.
+// UpdateVM changes a VM's weight, cap, system-call batching, memory quota
+// or longest command at run time; all but the batching are persisted.
 func (d *Daemon) UpdateVM(_ context.Context, name string, req hostapi.UpdateVMRequest) (hostapi.VM, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -20,8 +20,15 @@ func (d *Daemon) UpdateVM(_ context.Context, name string, req hostapi.UpdateVMRe
 	if !ok {
 		return hostapi.VM{}, fmt.Errorf("vm %q: %w", name, hostapi.ErrNotFound)
 	}
-	if req.Weight == nil && req.Cap == nil && req.SyscallWindowNs == nil && req.SyscallBatch == nil && req.Memory == nil {
+	if req.Weight == nil && req.Cap == nil && req.SyscallWindowNs == nil && req.SyscallBatch == nil && req.Memory == nil && req.MaxCommandNs == nil {
 		return hostapi.VM{}, fmt.Errorf("vm %q: nothing to change: %w", name, hostapi.ErrInvalid)
+	}
+	maxCmd := int64(d.cfg.MaxCommand)
+	if req.MaxCommandNs != nil && *req.MaxCommandNs != 0 { // 0: back to the daemon's
+		maxCmd = *req.MaxCommandNs
+		if err := checkMaxCommand(maxCmd); err != nil {
+			return hostapi.VM{}, fmt.Errorf("vm %q: %w", name, err)
+		}
 	}
 	// Checked first, applied last: a refused weight or cap leaves the
 	// batching as it was.
@@ -35,6 +42,12 @@ func (d *Daemon) UpdateVM(_ context.Context, name string, req hostapi.UpdateVMRe
 			return hostapi.VM{}, fmt.Errorf("vm %q: %w: %w", name, hostapi.ErrInvalid, err)
 		}
 		e.req.Memory = *req.Memory
+	}
+	if req.MaxCommandNs != nil {
+		if err := e.vm.SetMaxCommand(maxCmd); err != nil { // checked: it cannot refuse it
+			return hostapi.VM{}, fmt.Errorf("vm %q: %w: %w", name, hostapi.ErrInvalid, err)
+		}
+		e.req.MaxCommandNs = *req.MaxCommandNs
 	}
 	if req.Weight != nil {
 		if err := d.engine.SetWeight(id, *req.Weight); err != nil {

@@ -174,6 +174,13 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 	if err := checkPlacement(req, false); err != nil {
 		return hostapi.VM{}, err
 	}
+	limits := d.cfg.Limits
+	if ns := req.MaxCommandNs; ns != 0 { // 0: the daemon's, followed across restarts
+		if err := checkMaxCommand(ns); err != nil {
+			return hostapi.VM{}, fmt.Errorf("vm %q: %w", req.Name, err)
+		}
+		limits.MaxThrottleNs = uint64(ns)
+	}
 	if err := d.prepareVolume(&req); err != nil {
 		return hostapi.VM{}, err
 	}
@@ -197,7 +204,7 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 		ID:          id,
 		Weight:      req.Weight,
 		Layout:      l,
-		Limits:      d.cfg.Limits,
+		Limits:      limits,
 		Socket:      filepath.Join(d.cfg.EndpointDir, req.Name+".sock"),
 		SocketMode:  os.FileMode(d.cfg.SocketMode),
 		Epoch:       d.epoch,

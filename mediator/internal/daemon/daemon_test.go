@@ -377,7 +377,11 @@ func TestDeleteDoesNotBlockOthers(t *testing.T) {
 	d := newDaemon(t, "wall", t.TempDir())
 	ctx := context.Background()
 	createVM(t, d, "other")
-	ch := channel(t, guest(t, createVM(t, d, "busy")), 0)
+	busy, err := d.CreateVM(ctx, hostapi.CreateVMRequest{Name: "busy", MaxCommandNs: int64(3 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := channel(t, guest(t, busy), 0)
 	if _, err := ch.Submit(ctx, abi.Command{Op: abi.OpThrottle, DurationNs: uint64(2 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
@@ -459,5 +463,65 @@ func TestMemoryQuota(t *testing.T) {
 	d2 := newDaemon(t, "virtual", state)
 	if vm, err = d2.GetVM(ctx, "a"); err != nil || vm.Memory != half || vm.MemoryUsed != 0 {
 		t.Fatalf("after a restart: %+v, %v; want the quota %d", vm, err, half)
+	}
+}
+
+// TestMaxCommand: a VM takes the daemon's longest command unless it has
+// its own; its guest sees it as the longest THROTTLE (a longer one fails
+// with ErrTooLong); it changes at run time (0: back to the daemon's), is
+// refused outside its range, and survives a restart.
+func TestMaxCommand(t *testing.T) {
+	state := t.TempDir()
+	d := newDaemon(t, "virtual", state)
+	ctx := context.Background()
+	def := int64(DefaultConfig().MaxCommand)
+	a, err := d.CreateVM(ctx, hostapi.CreateVMRequest{Name: "a", Channels: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.MaxCommandNs != def || a.Timeouts != 0 {
+		t.Fatalf("a VM without its own: max command %d, %d timeouts; want %d, 0", a.MaxCommandNs, a.Timeouts, def)
+	}
+	b, err := d.CreateVM(ctx, hostapi.CreateVMRequest{Name: "b", Channels: 1, MaxCommandNs: 2e6})
+	if err != nil || b.MaxCommandNs != 2e6 {
+		t.Fatalf("a VM with its own: %+v, %v", b, err)
+	}
+	if _, err := d.CreateVM(ctx, hostapi.CreateVMRequest{Name: "c", MaxCommandNs: 1000}); !errors.Is(err, hostapi.ErrInvalid) {
+		t.Fatalf("a longest command of 1µs: %v, want ErrInvalid", err)
+	}
+	dev := guest(t, b)
+	if got := dev.Header().Limits.MaxThrottleNs; got != 2e6 {
+		t.Fatalf("b's guest sees a longest throttle of %d, want 2e6", got)
+	}
+	ch := channel(t, dev, 0)
+	idx, err := ch.Submit(ctx, abi.Command{Op: abi.OpThrottle, DurationNs: 2e6 + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Wait(ctx, idx); err == nil {
+		t.Fatal("a THROTTLE past the VM's longest command completed")
+	}
+	if code, _ := ch.Err(); code != abi.ErrTooLong {
+		t.Fatalf("a THROTTLE past the VM's longest command: %v, want %v", code, abi.ErrTooLong)
+	}
+	five, zero, bad := int64(5e6), int64(0), int64(2*time.Hour)
+	if _, err := d.UpdateVM(ctx, "a", hostapi.UpdateVMRequest{MaxCommandNs: &bad}); !errors.Is(err, hostapi.ErrInvalid) {
+		t.Fatalf("a longest command of 2h: %v, want ErrInvalid", err)
+	}
+	if a, err = d.UpdateVM(ctx, "a", hostapi.UpdateVMRequest{MaxCommandNs: &five}); err != nil || a.MaxCommandNs != five {
+		t.Fatalf("a set to 5ms: %+v, %v", a, err)
+	}
+	if b, err = d.UpdateVM(ctx, "b", hostapi.UpdateVMRequest{MaxCommandNs: &zero}); err != nil || b.MaxCommandNs != def {
+		t.Fatalf("b back to the default: %+v, %v", b, err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d2 := newDaemon(t, "virtual", state)
+	if a, err = d2.GetVM(ctx, "a"); err != nil || a.MaxCommandNs != five {
+		t.Fatalf("a after a restart: %+v, %v; want %d", a, err, five)
+	}
+	if b, err = d2.GetVM(ctx, "b"); err != nil || b.MaxCommandNs != def {
+		t.Fatalf("b after a restart: %+v, %v; want the default %d", b, err, def)
 	}
 }

@@ -21,28 +21,31 @@ func describe(e *entry) hostapi.VM {
 		state = hostapi.StateConnected
 	}
 	quota, used := e.vm.Memory()
+	maxCmd, timeouts := e.vm.MaxCommand()
 	var sys *hostapi.SyscallStats
 	if f := e.vm.Syscalls(); f != nil {
 		sys = syscallStats(f.Stats())
 	}
 	return hostapi.VM{
-		Syscalls:    sys,
-		Name:        c.Name,
-		ID:          c.ID,
-		Weight:      e.req.Weight,
-		Cap:         e.req.Cap,
-		Channels:    int(c.Layout.Channels),
-		RingEntries: int(c.Layout.RingEntries),
-		RegionSize:  c.Layout.RegionSize,
-		HeapSize:    c.Layout.HeapSize,
-		Memory:      quota,
-		MemoryUsed:  used,
-		Endpoint:    c.Socket,
-		Volume:      e.req.Volume,
-		Vectors:     abi.Vectors(int(c.Layout.Channels)),
-		State:       state,
-		Peers:       peers,
-		Created:     e.vm.Created(),
+		Syscalls:     sys,
+		Name:         c.Name,
+		ID:           c.ID,
+		Weight:       e.req.Weight,
+		Cap:          e.req.Cap,
+		Channels:     int(c.Layout.Channels),
+		RingEntries:  int(c.Layout.RingEntries),
+		RegionSize:   c.Layout.RegionSize,
+		HeapSize:     c.Layout.HeapSize,
+		Memory:       quota,
+		MemoryUsed:   used,
+		MaxCommandNs: maxCmd,
+		Timeouts:     timeouts,
+		Endpoint:     c.Socket,
+		Volume:       e.req.Volume,
+		Vectors:      abi.Vectors(int(c.Layout.Channels)),
+		State:        state,
+		Peers:        peers,
+		Created:      e.vm.Created(),
 	}
 }
 

@@ -7,6 +7,7 @@ package vm
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -48,6 +49,9 @@ type Config struct {
 // enforce one (its VMs do not implement backend.MemoryQuota).
 var ErrNoQuota = errors.New("the backend enforces no device memory quota")
 
+// ErrBadLimit is returned for a longest command that is not positive.
+var ErrBadLimit = errors.New("the longest command must be positive")
+
 // ProxyStarter starts a VM's syscall proxy, which maps the heap from the
 // VM's memfd (heapOff, heapSize).
 type ProxyStarter func(memfd int, heapOff int64, heapSize uint64) (syscalls.Proxy, error)
@@ -62,11 +66,15 @@ type VM struct {
 	server   *ivshmem.Server
 	gpu      backend.VM
 	channels []*channel.Channel
-	sys      *syscalls.Forwarder // nil without a syscall area
-	gpuMem   backend.MemoryQuota // gpu's quota, nil where the backend has none
+	sys      *syscalls.Forwarder  // nil without a syscall area
+	gpuMem   backend.MemoryQuota  // gpu's quota, nil where the backend has none
+	gpuLim   backend.CommandLimit // gpu's longest command, nil where the backend has none
 
 	quotaMu sync.Mutex    // orders SetMemoryQuota calls
 	quota   atomic.Uint64 // the memory quota in effect (Config has the first)
+
+	limitMu sync.Mutex   // orders SetMaxCommand calls
+	maxCmd  atomic.Int64 // the longest command in effect, ns (Config.Limits has the first)
 
 	mu sync.Mutex // guards server and mem against Close
 
@@ -102,7 +110,9 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		HeapFile:    &backend.FileRange{FD: v.memfd, Offset: int64(l.HeapOff)},
 		MaxInFlight: int(l.RingEntries),
 		MemoryQuota: cfg.MemoryQuota,
-		Complete:    v.complete,
+		// The longest THROTTLE is the longest command of any kind.
+		MaxCommandNs: int64(min(cfg.Limits.MaxThrottleNs, math.MaxInt64)),
+		Complete:     v.complete,
 	}
 	if v.serveSyscalls() {
 		spec.Syscalls = v.region.Bytes(l.SyscallOff, l.SyscallSize)
@@ -113,6 +123,8 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		return nil, fmt.Errorf("attaching vm %q to the backend: %w", cfg.Name, err)
 	}
 	v.gpuMem, _ = v.gpu.(backend.MemoryQuota)
+	v.gpuLim, _ = v.gpu.(backend.CommandLimit)
+	v.maxCmd.Store(int64(min(cfg.Limits.MaxThrottleNs, math.MaxInt64)))
 	if v.gpuMem == nil && cfg.MemoryQuota != 0 {
 		return nil, fmt.Errorf("vm %q: memory quota: %w", cfg.Name, ErrNoQuota)
 	}
@@ -279,6 +291,43 @@ func (v *VM) Memory() (quota, used uint64) {
 		used = v.gpuMem.MemoryUsed()
 	}
 	return v.quota.Load(), used
+}
+
+// SetMaxCommand changes the longest command the VM may run, in ns (> 0):
+// the longest THROTTLE its channels accept from their next record, the
+// header's max_throttle_ns, and the backend's limit on a command's run
+// (commands past it fail with abi.ErrTimedOut).
+func (v *VM) SetMaxCommand(ns int64) error {
+	if ns <= 0 {
+		return fmt.Errorf("vm %q: a longest command of %d ns: %w", v.cfg.Name, ns, ErrBadLimit)
+	}
+	v.limitMu.Lock()
+	defer v.limitMu.Unlock()
+	lim := v.cfg.Limits
+	lim.MaxThrottleNs = uint64(ns)
+	for _, c := range v.channels {
+		c.SetLimits(lim)
+	}
+	if v.gpuLim != nil {
+		v.gpuLim.SetMaxCommand(ns)
+	}
+	v.mu.Lock()
+	if v.mem != nil {
+		v.region.Store64(abi.HdrMaxThrottleNs, uint64(ns))
+	}
+	v.mu.Unlock()
+	v.maxCmd.Store(ns)
+	return nil
+}
+
+// MaxCommand is the longest command the VM may run, in ns, and how often
+// one ran past it and the backend ended the VM's work (cuda: its GPU
+// worker killed by the watchdog; 0 on a backend without a limit).
+func (v *VM) MaxCommand() (ns, timeouts int64) {
+	if v.gpuLim != nil {
+		timeouts = v.gpuLim.Timeouts()
+	}
+	return v.maxCmd.Load(), timeouts
 }
 
 // Syscalls is the VM's syscall forwarder, nil when the VM serves none.

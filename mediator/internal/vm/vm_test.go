@@ -220,18 +220,7 @@ func TestMemoryQuota(t *testing.T) {
 	alloc := func(n uint64) abi.ErrorCode {
 		t.Helper()
 		handle++
-		idx, err := ch.Submit(ctx, abi.Command{Op: abi.OpAlloc, Handle: handle, Size: n})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ch.Wait(ctx, idx); err == nil {
-			return abi.OK
-		}
-		code, _ := ch.Err()
-		if err := ch.Reset(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return code
+		return do(ctx, t, ch, abi.Command{Op: abi.OpAlloc, Handle: handle, Size: n})
 	}
 	if code := alloc(4097); code != abi.ErrNoMemory {
 		t.Errorf("an ALLOC past the quota: %v", code)
@@ -251,4 +240,89 @@ func TestMemoryQuota(t *testing.T) {
 	if q, u := v.Memory(); q != 8192 || u != 8096 {
 		t.Errorf("Memory() = %d, %d; want 8192, 8096", q, u)
 	}
+}
+
+// TestMaxCommand: the VM's longest command bounds its guest's THROTTLEs
+// (ErrTooLong) and is the header's max_throttle_ns; a command that runs
+// past it fails with ErrTimedOut and is counted; a change applies to the
+// next records and to the header.
+func TestMaxCommand(t *testing.T) {
+	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := sim.New(backend.Options{Clock: "virtual", Params: map[string]string{"copy_bw": "100M"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	v, err := New(Config{Name: "lim", ID: 1, Weight: 1, Layout: l, Limits: abi.Limits{MaxThrottleNs: 1e6, MaxAllocSize: 1 << 20},
+		Socket: filepath.Join(t.TempDir(), "lim.sock")}, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dev := dial(t, v)
+	if got := dev.Header().Limits.MaxThrottleNs; got != 1e6 {
+		t.Fatalf("the guest sees a longest throttle of %d, want 1e6", got)
+	}
+	ch, err := dev.Channel(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(c abi.Command) abi.ErrorCode {
+		t.Helper()
+		return do(ctx, t, ch, c)
+	}
+	throttle := func(ns uint64) abi.Command { return abi.Command{Op: abi.OpThrottle, DurationNs: ns} }
+	if code := do(throttle(1e6)); code != abi.OK {
+		t.Errorf("a THROTTLE at the limit: %v", code)
+	}
+	if code := do(throttle(1e6 + 1)); code != abi.ErrTooLong {
+		t.Errorf("a THROTTLE past the limit: %v, want %v", code, abi.ErrTooLong)
+	}
+	if err := v.SetMaxCommand(0); !errors.Is(err, ErrBadLimit) {
+		t.Errorf("a longest command of 0: %v", err)
+	}
+	if err := v.SetMaxCommand(2e6); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.region.Load64(abi.HdrMaxThrottleNs); got != 2e6 {
+		t.Errorf("the header's max_throttle_ns %d after the change, want 2e6", got)
+	}
+	if code := do(throttle(1.5e6)); code != abi.OK {
+		t.Errorf("a THROTTLE under the raised limit: %v", code)
+	}
+	// 1 MiB at 100 MB/s: about 10 ms, past 2 ms and a quarter.
+	for h := uint32(1); h <= 2; h++ {
+		if code := do(abi.Command{Op: abi.OpAlloc, Handle: h, Size: 1 << 20}); code != abi.OK {
+			t.Fatalf("alloc: %v", code)
+		}
+	}
+	if code := do(abi.Command{Op: abi.OpCopy, Dir: abi.CopyDeviceToDevice, Handle: 1, SrcHandle: 2, Length: 1 << 20}); code != abi.ErrTimedOut {
+		t.Errorf("a COPY past the limit: %v, want %v", code, abi.ErrTimedOut)
+	}
+	if ns, n := v.MaxCommand(); ns != 2e6 || n != 1 {
+		t.Errorf("MaxCommand() = %d, %d; want 2e6, 1", ns, n)
+	}
+}
+
+// do submits c on ch and waits for it: its error code, the channel reset
+// after a failure so that it goes on.
+func do(ctx context.Context, t *testing.T, ch *sdk.Channel, c abi.Command) abi.ErrorCode {
+	t.Helper()
+	idx, err := ch.Submit(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Wait(ctx, idx); err == nil {
+		return abi.OK
+	}
+	code, _ := ch.Err()
+	if err := ch.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return code
 }
