@@ -19,7 +19,9 @@ out=$(cd "$out" && pwd)
 dir=$(mktemp -d /tmp/sluice-syscalls-XXXXXX)
 chmod 711 "$dir"
 export SLUICE_SOCKET=$dir/sluiced.sock
-"$bin/sluiced" --backend cuda --socket "$SLUICE_SOCKET" --state-dir "$dir/state" >"$out/syscalls-sluiced.log" 2>&1 &
+# --max-command: a run's kernels make thousands of calls each, which may take
+# longer than the default half second; the watchdog must not end them.
+"$bin/sluiced" --backend cuda --max-command 30s --socket "$SLUICE_SOCKET" --state-dir "$dir/state" >"$out/syscalls-sluiced.log" 2>&1 &
 daemon=$!
 trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do [ -S "$SLUICE_SOCKET" ] && break; sleep 0.1; done

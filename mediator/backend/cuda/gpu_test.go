@@ -338,3 +338,74 @@ func TestGPUStatusWhileRunning(t *testing.T) {
 		t.Fatalf("completion %+v (busy %d ns), status since %d", c, c.Busy(), st.Running[0].Since)
 	}
 }
+
+// TestGPUWatchdog: a 3 s THROTTLE kernel runs until its VM's limit is
+// lowered below what it has run; the watchdog kills the VM's worker (the
+// kernel ends with its context), the kernel and the command queued behind
+// it fail with ErrTimedOut long before the 3 s, another VM's kernels
+// complete, and the VM runs kernels again in a fresh worker.
+func TestGPUWatchdog(t *testing.T) {
+	b := gpuBackend(t, map[string]string{"restart_delay": "100ms"})
+	a, doneA := attachGPU(t, b, 1, mapHeap(t, 1<<20))
+	other, doneB := attachGPU(t, b, 2, mapHeap(t, 1<<20))
+	start := time.Now()
+	for i, c := range []abi.Command{{Op: abi.OpThrottle, DurationNs: 3e9}, {Op: abi.OpNop}} {
+		if err := a.Submit(0, c, uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 200 {
+		if err := other.Submit(0, abi.Command{Op: abi.OpThrottle, DurationNs: 1_000_000}, uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch := a.chans[0]
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		ch.mu.Lock()
+		ran := 0.0
+		if len(ch.q) > 0 {
+			ran = ch.q[0].ran
+		}
+		ch.mu.Unlock()
+		if ran > 200e6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the 3 s kernel has run %v after 10 s", time.Duration(ran))
+		}
+	}
+	a.SetMaxCommand(100e6) // 100 ms: past its deadline at once
+	got := wait(t, doneA, 2)
+	took := time.Since(start)
+	for i, c := range got {
+		if c.Code != abi.ErrTimedOut {
+			t.Errorf("A's command %d: %v, want %v", i, c.Code, abi.ErrTimedOut)
+		}
+	}
+	if took > 2*time.Second {
+		t.Errorf("A's commands ended %v after submission: the 3 s kernel was not stopped", took)
+	}
+	t.Logf("A's commands ended %v after submission; its worker: %v", took, a.Fault())
+	if n := a.Timeouts(); n != 1 {
+		t.Errorf("A's timeouts %d, want 1", n)
+	}
+	for i, c := range wait(t, doneB, 200) {
+		if c.Code != abi.OK {
+			t.Errorf("B's command %d: %v", i, c.Code)
+		}
+	}
+	if n := other.Timeouts(); n != 0 || other.Fault() != nil {
+		t.Errorf("B: %d timeouts, worker %v", n, other.Fault())
+	}
+	for deadline := time.Now().Add(30 * time.Second); a.Restarts() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("A has no fresh worker 30 s after the kill")
+		}
+	}
+	if err := a.Submit(1, abi.Command{Op: abi.OpThrottle, DurationNs: 50e6}, 2); err != nil {
+		t.Fatal(err)
+	}
+	if c := wait(t, doneA, 1)[0]; c.Code != abi.OK {
+		t.Fatalf("A's 50 ms kernel in its fresh worker: %v", c.Code)
+	}
+}

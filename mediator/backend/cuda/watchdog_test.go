@@ -166,3 +166,39 @@ func TestWatchdogShareOfTheGPU(t *testing.T) {
 		t.Error("past no limit")
 	}
 }
+
+// TestWatchdogLimitLoweredWhileRunning: a limit lowered below what a
+// running command has run ends it.
+func TestWatchdogLimitLoweredWhileRunning(t *testing.T) {
+	r := newRig(t, map[string]string{"restart_delay": "1h"})
+	done := make(chan backend.Completion, 64)
+	vm := r.attachLimited(1, nil, time.Hour, done)
+	r.f.setHold(true)
+	r.submit(vm, 0, abi.Command{Op: abi.OpFence, Value: 1}, 0)
+	r.settle(vm)
+	r.f.release(1) // its start marker: it runs, and never ends while held
+	ch := vm.chans[0]
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		ch.mu.Lock()
+		ran := ch.q[0].ran
+		ch.mu.Unlock()
+		if ran > 1000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the running command gained no time in 10s")
+		}
+	}
+	vm.SetMaxCommand(1) // 1 ns: it is past it at the next sweep
+	if c := wait(t, done, 1)[0]; c.Code != abi.ErrTimedOut {
+		t.Fatalf("%+v, want %v", c, abi.ErrTimedOut)
+	}
+	if n := vm.Timeouts(); n != 1 {
+		t.Fatalf("%d timeouts, want 1", n)
+	}
+	// No worker yet (restart in an hour): new commands fail as the old did.
+	r.submit(vm, 0, abi.Command{Op: abi.OpNop}, 1)
+	if c := wait(t, done, 1)[0]; c.Code != abi.ErrTimedOut {
+		t.Fatalf("a command before the fresh worker: %+v, want %v", c, abi.ErrTimedOut)
+	}
+}
