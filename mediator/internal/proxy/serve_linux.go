@@ -423,5 +423,5 @@ func result(r *proxyproto.Request, ret int64, e abi.Errno) proxyproto.Result {
 	if e != 0 {
 		ret = -1
 	}
-	return proxyproto.Result{Slot: r.Slot, Seq: r.Seq, Ret: ret, Errno: e, Flags: r.Flags}
+	return proxyproto.Result{Slot: r.Slot, Seq: r.Seq, Ret: ret, Errno: e, Flags: r.Flags, Call: proxyproto.CallWord(r)}
 }

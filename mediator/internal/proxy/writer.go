@@ -76,7 +76,7 @@ func (o *ringOut) complete(r *proxyproto.Result) {
 	if r.Flags&abi.SysFlagBlocking == 0 || abi.SlotOff(r.Slot)+abi.SyscallSlotSize > uint64(o.area.Len()) {
 		return
 	}
-	if proxyproto.CompleteSlot(o.area, r.Slot, r.Seq, r.Ret, r.Errno) {
+	if proxyproto.CompleteCall(o.area, r.Slot, r.Seq, r.Call, r.Ret, r.Errno) {
 		r.Delivery = proxyproto.ByProxy
 	} else {
 		r.Delivery = proxyproto.Refused

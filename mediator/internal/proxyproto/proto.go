@@ -123,8 +123,10 @@ type Result struct {
 	// Delivery says who writes the result into the slot (result rings
 	// only; a Results datagram's are ByMediator).
 	Delivery Delivery
-	// Flags are the request's (the proxy's own; not on the wire).
+	// Flags are the request's, and Call its CallWord (the proxy's own;
+	// not on the wire).
 	Flags uint8
+	Call  uint32
 }
 
 // Delivery says who writes a blocking call's result into its slot.

@@ -5,6 +5,31 @@ import (
 	"github.com/sluice-gpu/sluice/internal/shm"
 )
 
+// CallWord is what bytes 4..8 of a call's slot hold while it is READY or
+// PROCESSING: its number, flags and context (FINISHED puts the errno there).
+func CallWord(r *Request) uint32 {
+	return uint32(r.Number) | uint32(r.Flags)<<16 | uint32(r.Context)<<24
+}
+
+// CompleteCall is CompleteSlot for a completer that knows the whole first
+// word of the call's slot (seq, and the call's CallWord): its first access
+// is a compare-and-swap that takes the slot's cache line for writing and
+// checks the state in one transaction (a load first fetches the line
+// shared, and the stores then fetch it again: one more transfer between
+// cores on a call's path). A slot that is not exactly as the call left it
+// goes the way of CompleteSlot.
+func CompleteCall(area *shm.Region, slot, seq, call uint32, ret int64, errno abi.Errno) bool {
+	base := abi.SlotOff(slot)
+	w := uint64(abi.SlotWord(abi.SlotProcessing, seq)) | uint64(call)<<32
+	if !area.CompareAndSwap64(base+abi.SysState, w, w) {
+		return CompleteSlot(area, slot, seq, ret, errno)
+	}
+	area.Put64(base+abi.SysRet, uint64(ret)) // published by the swap below
+	area.Put64(base+abi.SysErrno, uint64(errno))
+	fin := uint64(abi.SlotWord(abi.SlotFinished, seq)) | uint64(uint32(errno))<<32
+	return area.CompareAndSwap64(base+abi.SysState, w, fin) || CompleteSlot(area, slot, seq, ret, errno)
+}
+
 // completeTries bounds CompleteSlot's compare-and-swap against a guest that
 // keeps rewriting its slot's first word.
 const completeTries = 8

@@ -42,3 +42,31 @@ func TestCompleteSlot(t *testing.T) {
 		t.Fatal("a READY slot was completed")
 	}
 }
+
+func TestCompleteCall(t *testing.T) {
+	w := make([]uint64, abi.SyscallAreaSize(4)/8)
+	area := shm.New(unsafeBytes(w))
+	r := Request{Slot: 1, Seq: 9, Number: abi.SysNull, Flags: abi.SysFlagBlocking, Context: 3}
+	first := uint64(abi.SlotWord(abi.SlotProcessing, 9)) | uint64(CallWord(&r))<<32
+	area.Store64(abi.SlotOff(1)+abi.SysState, first)
+	if !CompleteCall(area, 1, 9, CallWord(&r), 5, 0) {
+		t.Fatal("the call's slot, as the take left it, not completed")
+	}
+	if got := area.Load64(abi.SlotOff(1) + abi.SysState); got != uint64(abi.SlotWord(abi.SlotFinished, 9)) || area.Load64(abi.SlotOff(1)+abi.SysRet) != 5 {
+		t.Fatalf("word %#x ret %d", got, area.Load64(abi.SlotOff(1)+abi.SysRet))
+	}
+	// The guest rewrote the call's number: the state word still decides.
+	area.Store64(abi.SlotOff(2)+abi.SysState, first&0xffffffff|0x77<<32)
+	if !CompleteCall(area, 2, 9, CallWord(&r), 6, abi.ErrnoIO) {
+		t.Fatal("a PROCESSING|seq slot with another call word not completed")
+	}
+	if e := area.Load32(abi.SlotOff(2) + abi.SysState + 4); abi.Errno(e) != abi.ErrnoIO {
+		t.Fatalf("errno %d", e)
+	}
+	// Another seq: nothing written.
+	area.Store64(abi.SlotOff(3)+abi.SysState, first+1)
+	area.Store64(abi.SlotOff(3)+abi.SysRet, 42)
+	if CompleteCall(area, 3, 9, CallWord(&r), 0, 0) || area.Load64(abi.SlotOff(3)+abi.SysRet) != 42 {
+		t.Fatal("a slot of another seq was written")
+	}
+}

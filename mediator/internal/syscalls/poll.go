@@ -60,19 +60,24 @@ func (f *Forwarder) poll() {
 		if len(batch) > 0 && cfg.Window > 0 {
 			batch = f.coalesce(batch, room, cfg, &next, p)
 		}
+		// Tracked before they are out: a receiver woken by a kick sent
+		// before this pass may read their records as soon as they exist.
 		if batch = f.track(batch, p); len(batch) > 0 {
 			for i := range batch {
 				rg.MediatorPutRequest(tail, &batch[i])
 				tail++
 			}
-			f.stats.batches.Add(1)
 			if rg.MediatorPublish(tail) {
 				p.kick()
 			}
+			// The counts after the calls are out, not on their path.
+			f.stats.batches.Add(1)
+			f.endPass(now)
 			f.ringMu.RUnlock()
 			lastActive = now
 			continue
 		}
+		f.endPass(now)
 		// Activity: a slot taken (served here or not), a doorbell, a result
 		// delivered (its caller comes back).
 		if f.stats.activity.Swap(false) || f.stats.taken.Load() != taken || delivered > 0 {
@@ -165,11 +170,6 @@ func (f *Forwarder) sleep(t *time.Timer, d time.Duration) bool {
 // start is the pass's start (ns since t0).
 func (f *Forwarder) scan(batch []proxyproto.Request, max int, next *uint32, p *sock, whole bool, start int64) []proxyproto.Request {
 	f.passAt = start
-	defer func() {
-		f.flushTally()
-		f.stats.passes.Add(1)
-		f.stats.passNs.Add(f.now() - start)
-	}()
 	if f.readyMap {
 		batch = f.scanHints(batch, max, next, p)
 	}
@@ -185,6 +185,14 @@ func (f *Forwarder) scan(batch []proxyproto.Request, max int, next *uint32, p *s
 		batch = f.sweep(batch, max, chunk, p)
 	}
 	return batch
+}
+
+// endPass counts a pass that started at start (ns since t0) and flushes
+// what it tallied: after its calls are out, not on their path.
+func (f *Forwarder) endPass(start int64) {
+	f.flushTally()
+	f.stats.passes.Add(1)
+	f.stats.passNs.Add(f.now() - start)
 }
 
 // sweep reads up to chunk state words of the sweep in progress and takes
