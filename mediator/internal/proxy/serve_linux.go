@@ -67,8 +67,9 @@ const answered abi.Errno = 1 << 31
 
 // Serve serves the mediator on conn (SOCK_SEQPACKET) for a VM whose heap is
 // heap: it sends Ready, maps the rings of the MsgRing that follows
-// (proxyproto's version 2) and answers every request published there,
-// through the result ring, until the mediator closes its end (nil), ctx
+// (proxyproto's version 3), and the VM's syscall area when it comes with
+// them, and answers every request published there, in its slot and through
+// the result ring, until the mediator closes its end (nil), ctx
 // ends (ctx.Err()) or the connection fails. Calls messages on the socket
 // are served too, with Results datagrams (the serving tests' transport).
 // The default context (0) runs as the process's own identity, in cfg.Dir,
