@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,6 +38,13 @@ usage ledger (billing data) under --state-dir, so both survive a restart.
 Environment variables SLUICE_SOCKET, SLUICE_STATE_DIR, SLUICE_BACKEND and
 SLUICE_CLOCK set the matching flags' defaults; flags win.
 
+Diagnostics (environment; for measuring, not for production):
+  SLUICE_CPU_PROFILE=FILE        write a Go CPU profile of the daemon to FILE
+                                 until it stops (go tool pprof reads it)
+  SLUICE_SYSCALL_READY_MAP=off   the syscall pollers ignore the ready map
+  SLUICE_SYSCALL_NULL_HERE=1     the syscall pollers answer null calls
+                                 themselves (prices the hop to the proxy)
+
 Examples:
   sluiced --socket /run/sluice/sluiced.sock --state-dir /var/lib/sluice --backend sim --clock wall
   sluiced --socket /tmp/s/sluiced.sock --state-dir /tmp/s/state --clock virtual
@@ -59,6 +67,14 @@ func run(args []string) int {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel}))
 	slog.SetDefault(log) // backends log through the default logger
+	if path := os.Getenv("SLUICE_CPU_PROFILE"); path != "" {
+		stop, err := startProfile(path)
+		if err != nil {
+			log.Error("starting the CPU profile", "err", err)
+			return 1
+		}
+		defer stop()
+	}
 	if err := serve(cfg, log); err != nil {
 		log.Error("stopped", "err", err)
 		return 1
@@ -126,6 +142,22 @@ func parseFlags(args []string) (daemon.Config, slog.Level, error) {
 		return cfg, 0, fmt.Errorf("--log-level %q: %w", *level, err)
 	}
 	return cfg, lvl, cfg.Validate()
+}
+
+// startProfile writes a CPU profile to path until the returned func runs.
+func startProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 func env(key, def string) string {
