@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/mediator/bench/spec"
+	"github.com/sluice-gpu/sluice/mediator/internal/lathist"
 )
 
 // guest is a VM's workload, a state machine on the sim's timeline. It deals
@@ -37,7 +38,7 @@ type guest struct {
 	lastComplete int64
 	complete     bool  // app: every kernel completed
 	err          error // the channel reported an error
-	lat          latencies
+	lat          lathist.Hist
 }
 
 type guestChan struct {
@@ -144,7 +145,7 @@ func (g *guest) interrupt(c int) {
 	}
 	now := g.now()
 	for i := gc.get; i != get; i++ {
-		g.lat.add(now - gc.sent[i&(g.h.layout.RingEntries-1)])
+		g.lat.Add(now - gc.sent[i&(g.h.layout.RingEntries-1)])
 	}
 	gc.get = get
 	g.done += int64(n)

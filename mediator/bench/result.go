@@ -49,6 +49,10 @@ type Result struct {
 	WallNs            int64   `json:"wall_ns"`     // how long the run took
 
 	VMs []VMResult `json:"vms"`
+
+	// Native is the native baseline (backend cuda; absent on the sim, which
+	// has no native run, and with sluicectl bench run --native=false).
+	Native *NativeResult `json:"native,omitempty"`
 }
 
 // VMResult is one VM's figures over [0, duration_ns].
@@ -86,6 +90,8 @@ type VMResult struct {
 	// FirstHeldNs is when the scheduler first held it; null if never.
 	FirstHeldNs *int64 `json:"first_held_ns"`
 	StartNs     int64  `json:"start_ns"` // when its workload began
+	// Native is the VM's load in the native baseline (see Result.Native).
+	Native *NativeVM `json:"native,omitempty"`
 }
 
 // jain is Jain's fairness index of xs: (Σx)² / (n Σx²).
@@ -171,7 +177,10 @@ func WriteText(w io.Writer, r *Result) error {
 			ms(v.TrueGPUNs), ms(v.AccountedGPUNs), pctOrDash(v.AccountingError), ms(v.EstimatedGPUNs),
 			pctOrDash(v.EstimateError), 100*v.Share, v.Kernels, turn, ms(v.LatencyP99Ns), ms(v.HeldBackNs))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeNative(w, r)
 }
 
 func pctOrDash(e *float64) string {

@@ -27,6 +27,10 @@
 // throttle workloads keep their pace after W until the run closes: the
 // straddling period's sample then sees the workload it charges for (what
 // runs after W is not measured).
+//
+// On a GPU (backend cuda) Run then runs the native baseline (native.go,
+// cuda.RunNative): the same kernels launched by one process straight
+// through the driver API, and puts it beside Sluice's figures.
 package bench
 
 import (
@@ -54,6 +58,9 @@ var ErrStalled = errors.New("benchmark stalled")
 // Options are the runner's inputs beyond the spec.
 type Options struct {
 	Name string // the spec's name, copied into Result.Spec
+	// NoNative leaves out the native baseline of a spec on a GPU (backend
+	// cuda), which otherwise runs right after Sluice's run (Result.Native).
+	NoNative bool
 }
 
 // chunkNs is how far the virtual timeline runs between context checks.
@@ -92,13 +99,28 @@ type snapshot struct {
 	errs       []error
 }
 
-// Run runs s and returns what it measured.
+// Run runs s and returns what it measured. On a GPU (backend cuda) the
+// native baseline runs after it, unless o.NoNative.
 func Run(ctx context.Context, s spec.Spec, o Options) (*Result, error) {
-	t0 := time.Now()
 	s = s.WithDefaults()
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
+	res, err := runSluice(ctx, s, o)
+	if err != nil || s.Backend != spec.BackendCUDA || o.NoNative {
+		return res, err
+	}
+	t0 := time.Now()
+	if err := runNative(ctx, s, res); err != nil {
+		return nil, err
+	}
+	res.Native.WallNs = int64(time.Since(t0))
+	return res, nil
+}
+
+// runSluice runs s through Sluice's path: channels, gate, accounting.
+func runSluice(ctx context.Context, s spec.Spec, o Options) (*Result, error) {
+	t0 := time.Now()
 	r, err := setup(s)
 	if err != nil {
 		return nil, err
@@ -227,7 +249,7 @@ func (r *runner) takeSnapshot() *snapshot {
 		sn.billed[i] = h.billedNs() + running[h.id]
 		sn.kernels[i] = g.done
 		sn.turnaround[i] = g.turnaround()
-		sn.latP50[i], sn.latP99[i] = g.lat.quantile(0.5), g.lat.quantile(0.99)
+		sn.latP50[i], sn.latP99[i] = g.lat.Quantile(0.5), g.lat.Quantile(0.99)
 		sn.errs[i] = g.err
 	}
 	return sn

@@ -27,15 +27,22 @@ simulated GPU. These commands do not talk to sluiced.`,
 }
 
 func newBenchRunCommand(a *app) *cobra.Command {
-	var asJSON bool
+	var asJSON, native bool
 	cmd := &cobra.Command{
 		Use:   "run SPEC",
-		Short: "Run a workload spec on the simulated GPU and report what it measured",
+		Short: "Run a workload spec on the simulated GPU (or a real one) and report what it measured",
 		Long: `Run the workload spec in the file SPEC in-process on the simulated GPU: the
 VMs' guests submit through shared-memory rings as real guests do, accounting
 and scheduling run as in sluiced, and the sim's ground truth is compared with
 what accounting charged. With clock virtual (the default) the run is
 deterministic and takes a fraction of its simulated duration.
+
+A spec with backend cuda runs on the GPU instead (wall clock), and then its
+native baseline: the same kernels, lengths, depths and channels launched
+straight through the driver API by one process with one context (a stream per
+channel) and no mediator, printed beside Sluice's figures with the ratio
+Sluice/native of kernels per second, per VM and in total ("native" in the
+JSON). --native=false leaves it out. The sim has no native run.
 
 The summary and a table go to stdout; --json prints the whole result (times in
 nanoseconds) instead. Warnings about the spec go to stderr.`,
@@ -51,7 +58,7 @@ nanoseconds) instead. Warnings about the spec go to stderr.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "sluicectl: warning: %s\n", w)
 			}
 			name := strings.TrimSuffix(filepath.Base(args[0]), filepath.Ext(args[0]))
-			res, err := bench.Run(cmd.Context(), s, bench.Options{Name: name})
+			res, err := bench.Run(cmd.Context(), s, bench.Options{Name: name, NoNative: !native})
 			if err != nil {
 				return fmt.Errorf("running %s: %w", args[0], err)
 			}
@@ -62,5 +69,6 @@ nanoseconds) instead. Warnings about the spec go to stderr.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.Flags().BoolVar(&native, "native", true, "on a GPU spec (backend cuda), also run the native baseline")
 	return cmd
 }

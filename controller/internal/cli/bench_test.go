@@ -99,3 +99,17 @@ func TestBenchRunErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchRunNoNative: --native=false is accepted; the sim has no native
+// baseline either way.
+func TestBenchRunNoNative(t *testing.T) {
+	for _, flag := range []string{"--native=false", "--native"} {
+		out, errs, code := runBench(t, "bench", "run", writeSpec(t, tinySpec), flag)
+		if code != ExitOK {
+			t.Fatalf("%s: exit %d: %s", flag, code, errs)
+		}
+		if strings.Contains(out, "native") {
+			t.Errorf("%s: a sim run mentions native:\n%s", flag, out)
+		}
+	}
+}

@@ -18,8 +18,10 @@ import (
 // addresses; host-mapped and registered memory keeps its host address as
 // its device address (UVA). A kernel named "fault" poisons its context as
 // an illegal address would; the throttle kernel adds its duration to its
-// record as the real one does. A kernel named "hang" never ends: its
-// stream runs nothing after it until its context goes (a killed worker).
+// record as the real one does, with its first and last reads of a fake
+// %globaltimer on which throttle kernels run one after another. A kernel
+// named "hang" never ends: its stream runs nothing after it until its
+// context goes (a killed worker).
 type fakeDriver struct {
 	mu        sync.Mutex
 	next      uintptr
@@ -34,7 +36,8 @@ type fakeDriver struct {
 	calls     map[string]int
 	wrongCtx  int // calls made with another context current than their object's
 	allocErr  error
-	streamErr error // StreamCreate fails with it
+	streamErr error  // StreamCreate fails with it
+	timer     uint64 // %globaltimer: throttle kernels run one after another on it
 }
 
 type fakeCtx struct {
@@ -347,7 +350,11 @@ func (f *fakeDriver) LaunchKernel(fn cuFunction, grid, block [3]uint32, shared u
 			seq := le.Uint64(args[24:])
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&f.mem(devptr(le.Uint64(args[32:])), 8)[0])), seq)
 			rec := f.mem(devptr(le.Uint64(args)), 32)
-			atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[0])), le.Uint64(args[8:]))
+			ns := le.Uint64(args[8:])
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[0])), ns)
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[8])), f.timer)
+			f.timer += ns
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[16])), f.timer)
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[24])), seq)
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&f.mem(devptr(le.Uint64(args[40:])), 8)[0])), seq)
 		case "fault":

@@ -1,12 +1,16 @@
-package bench
+// Package lathist is a latency histogram of fixed size: the benchmark
+// harness keeps one per VM (doorbell to completion seen by the guest) and
+// the cuda backend's native baseline one per VM (launch to completion seen
+// by the host).
+package lathist
 
 import "math/bits"
 
-// latencies is a histogram of kernel latencies (doorbell to completion seen
-// by the guest), in buckets of 1/latSub of a power of two: a quantile read
-// from it is at most 1/latSub (1.6%) above the true one, and its memory
-// does not grow with the run.
-type latencies struct {
+// Hist is a histogram of latencies in nanoseconds, in buckets of 1/latSub
+// of a power of two: a quantile read from it is at most 1/latSub (1.6%)
+// above the true one, and its memory does not grow with the run. The zero
+// Hist is empty and ready.
+type Hist struct {
 	n      int64
 	counts [64 * latSub]int64
 }
@@ -33,13 +37,17 @@ func latUpper(b int) int64 {
 	return (m+1)<<e - 1
 }
 
-func (l *latencies) add(ns int64) {
+// Add counts one latency of ns.
+func (l *Hist) Add(ns int64) {
 	l.counts[latBucket(ns)]++
 	l.n++
 }
 
-// quantile is an upper bound of the q-quantile (0 with no samples).
-func (l *latencies) quantile(q float64) int64 {
+// N is how many latencies were added.
+func (l *Hist) N() int64 { return l.n }
+
+// Quantile is an upper bound of the q-quantile (0 with no samples).
+func (l *Hist) Quantile(q float64) int64 {
 	if l.n == 0 {
 		return 0
 	}

@@ -1,4 +1,4 @@
-package bench
+package lathist
 
 import (
 	"math/rand/v2"
@@ -28,17 +28,17 @@ func TestLatencyBuckets(t *testing.T) {
 
 func TestLatencyQuantileBound(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	var l latencies
+	var l Hist
 	var xs []int64
 	for range 10000 {
 		x := int64(r.ExpFloat64() * 1e6)
 		xs = append(xs, x)
-		l.add(x)
+		l.Add(x)
 	}
 	slices.Sort(xs)
 	for _, q := range []float64{0.5, 0.9, 0.99, 1} {
 		exact := xs[min(int(q*float64(len(xs))+0.999999), len(xs))-1]
-		got := l.quantile(q)
+		got := l.Quantile(q)
 		if got < exact || float64(got) > float64(exact)*(1+1.0/latSub)+1 {
 			t.Errorf("q %v: %d, exact %d: want within [exact, exact×(1+1/%d)]", q, got, exact, latSub)
 		}
