@@ -62,6 +62,20 @@ func (r *Region) Store64(off uint64, v uint64) {
 	store64(r.b, off, v)
 }
 
+// Words64 is the n 8-byte words at off (8-aligned) as a slice, for a loop
+// that loads many words with sync/atomic's functions on its elements: the
+// region's bounds are checked once here, not once a word.
+func (r *Region) Words64(off, n uint64) []uint64 {
+	if n > uint64(len(r.b))/8 {
+		r.outside(off, n*8, 8)
+	}
+	r.check(off, n*8, 8)
+	if n == 0 {
+		return nil
+	}
+	return words64(r.b, off, n)
+}
+
 // Put64 stores v at off with a plain store: no barrier (an atomic store is
 // a locked exchange on amd64, which drains the store buffer). For the
 // payload of a record that a later Store64 or compare-and-swap of this

@@ -23,6 +23,9 @@ func TestRegionAtomics(t *testing.T) {
 	if r.Load64(56) != 1<<50|3 {
 		t.Fatal("Put64 not read back")
 	}
+	if w := r.Words64(48, 2); len(w) != 2 || w[1] != 1<<50|3 {
+		t.Fatalf("Words64 = %v", w)
+	}
 }
 
 func TestRegionBounds(t *testing.T) {
@@ -34,6 +37,9 @@ func TestRegionBounds(t *testing.T) {
 		"unaligned CAS": func() { r.CompareAndSwap64(4, 0, 1) },
 		"unaligned put": func() { r.Put64(4, 1) },
 		"put past":      func() { r.Put64(64, 1) },
+		"words past":    func() { r.Words64(32, 5) },
+		"words huge":    func() { r.Words64(0, 1<<62) },
+		"words odd":     func() { r.Words64(4, 1) },
 		"copy past":     func() { r.CopyIn(60, make([]byte, 8)) },
 		"huge offset":   func() { r.And32(1<<63, 0) },
 	} {

@@ -36,6 +36,10 @@ func and32(b []byte, off uint64, mask uint32) {
 	atomic.AndUint32((*uint32)(unsafe.Pointer(&b[off])), mask)
 }
 
+func words64(b []byte, off, n uint64) []uint64 {
+	return unsafe.Slice((*uint64)(unsafe.Pointer(&b[off])), n)
+}
+
 func cas64(b []byte, off uint64, old, new uint64) bool {
 	return atomic.CompareAndSwapUint64((*uint64)(unsafe.Pointer(&b[off])), old, new)
 }

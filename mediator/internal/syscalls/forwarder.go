@@ -86,6 +86,7 @@ type Forwarder struct {
 	// stamps what the pass takes; the counts it flushes into stats at the
 	// end of each pass; scratch for the hinted slots and their states.
 	readyMap  bool
+	hints     []uint64 // the ready map's words (readymap.go)
 	nullHere  bool // a diagnostic: null calls answered by the poller (diag.go)
 	sweepAt   int
 	lastSweep int64
@@ -129,6 +130,7 @@ func New(spec Spec, cfg Config) (*Forwarder, error) {
 	if f.log == nil {
 		f.log = slog.Default()
 	}
+	f.hints = spec.Area.Words64(abi.SyscallReadyMapOff, uint64(spec.Slots+7)/8)
 	f.log = f.log.With("vm", spec.Name)
 	f.cfg.Store(&cfg)
 	f.stats.init()

@@ -2,6 +2,7 @@ package syscalls
 
 import (
 	"math/bits"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
@@ -34,13 +35,25 @@ func (f *Forwarder) scanHints(batch []proxyproto.Request, max int, next *uint32,
 	w0 := (*next / 8) % words
 	*next = (*next + 8) % n
 	cand := f.cand[:0]
-	for k := uint32(0); k < words && len(batch)+len(cand) < max; k++ {
-		w := (w0 + k) % words
-		off := abi.SyscallReadyMapOff + uint64(w)*8
-		v := f.spec.Area.Load64(off)
+	// The map's words from w0 round to w0 again: four words a look while
+	// they are all zero (an idle pass is mostly this loop), no division
+	// per word (a 32-bit DIV is ~25 cycles), no bounds check of the region
+	// per word (f.hints is the map's words, checked once).
+	h := f.hints
+	for k, w := uint32(0), w0; k < words && len(batch)+len(cand) < max; k, w = k+1, w+1 {
+		if w == words {
+			w = 0
+		}
+		if k+4 <= words && w+4 <= words && atomic.LoadUint64(&h[w])|atomic.LoadUint64(&h[w+1])|
+			atomic.LoadUint64(&h[w+2])|atomic.LoadUint64(&h[w+3]) == 0 {
+			k, w = k+3, w+3
+			continue
+		}
+		v := atomic.LoadUint64(&h[w])
 		if v == 0 {
 			continue
 		}
+		off := abi.SyscallReadyMapOff + uint64(w)*8
 		f.clearHints(off, v)
 		for v != 0 {
 			b := uint32(bits.TrailingZeros64(v)) / 8
