@@ -87,7 +87,7 @@ type Forwarder struct {
 	// end of each pass; scratch for the hinted slots and their states.
 	readyMap  bool
 	hints     []uint64 // the ready map's words (readymap.go)
-	nullHere  bool // a diagnostic: null calls answered by the poller (diag.go)
+	nullHere  bool     // a diagnostic: null calls answered by the poller (diag.go)
 	sweepAt   int
 	lastSweep int64
 	passAt    int64
