@@ -119,10 +119,21 @@ type VM struct {
 	// daemon's default); Timeouts, how often one of its commands ran past
 	// it and the backend ended its work (cuda: the watchdog killed its GPU
 	// worker), since its endpoint started.
-	MaxCommandNs int64  `json:"max_command_ns"`
-	Timeouts     int64  `json:"timeouts"`
-	Endpoint     string `json:"endpoint"`         // ivshmem server socket for QEMU or a process guest
-	Volume       string `json:"volume,omitempty"` // the VM's system-call root, shared with its guest over 9p
+	MaxCommandNs int64 `json:"max_command_ns"`
+	Timeouts     int64 `json:"timeouts"`
+	// The VM's in-flight budget (docs/architecture.md, "Accounting and
+	// scheduling"): InflightBudgetNs is the estimated GPU time it may keep
+	// forwarded to the backend and not completed, beyond one command (0:
+	// no bound); InflightNs the estimated time forwarded and not completed
+	// now; EstimateNs what one of its LAUNCH, MEMSET or COPY commands is
+	// costed at now (0: none measured yet, such a command goes alone);
+	// BudgetStalls how often one of its channels stopped for lack of room.
+	InflightBudgetNs int64  `json:"inflight_budget_ns"`
+	InflightNs       int64  `json:"inflight_ns"`
+	EstimateNs       int64  `json:"estimate_ns"`
+	BudgetStalls     uint64 `json:"budget_stalls"`
+	Endpoint         string `json:"endpoint"`         // ivshmem server socket for QEMU or a process guest
+	Volume           string `json:"volume,omitempty"` // the VM's system-call root, shared with its guest over 9p
 	// Syscalls is the VM's GPU system calls (nil: the VM serves none).
 	Syscalls *SyscallStats `json:"syscalls,omitempty"`
 	Vectors  int           `json:"vectors"` // MSI vectors the ivshmem device needs

@@ -51,6 +51,7 @@ Ring entries:  256
 Region size:   4 MiB (4194304 bytes)
 Heap size:     3 MiB (3145728 bytes)
 Memory:        1.5 GiB used, quota 8 GiB
+In flight:     2ms of a 3.25ms budget, a kernel or copy costed 100µs, 1 stall for room
 Created:       2026-05-09T12:00:00Z
 `
 

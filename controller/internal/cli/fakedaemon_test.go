@@ -35,7 +35,8 @@ var (
 	t0 = time.Date(2026, 5, 9, 12, 0, 0, 0, time.UTC)
 
 	vmWeb = hostapi.VM{Name: "web", ID: 1, Weight: 2, Channels: 4, RingEntries: 256,
-		RegionSize: 4 << 20, HeapSize: 3 << 20, Memory: 8 << 30, MemoryUsed: 1536 << 20, Endpoint: "/run/sluice/vms/web.sock",
+		RegionSize: 4 << 20, HeapSize: 3 << 20, Memory: 8 << 30, MemoryUsed: 1536 << 20,
+		InflightBudgetNs: 3_250_000, InflightNs: 2_000_000, EstimateNs: 100_000, BudgetStalls: 1, Endpoint: "/run/sluice/vms/web.sock",
 		Vectors: 5, State: hostapi.StateConnected, Peers: 1, Created: t0}
 	vmBatch = hostapi.VM{Name: "batch", ID: 12, Weight: 1, Cap: 0.25, Channels: 8, RingEntries: 512,
 		RegionSize: 64 << 20, HeapSize: 60 << 20, Endpoint: "/run/sluice/vms/batch.sock",

@@ -104,6 +104,7 @@ func RenderVM(vm hostapi.VM) string {
 		{"Region size", sizeWithBytes(vm.RegionSize)},
 		{"Heap size", sizeWithBytes(vm.HeapSize)},
 		{"Memory", memoryField(vm.MemoryUsed, vm.Memory)},
+		{"In flight", inflightField(vm)},
 	}
 	if vm.MaxCommandNs > 0 { // a daemon before the limit reports none
 		fields = append(fields, [2]string{"Max command", maxCommandField(vm.MaxCommandNs, vm.Timeouts)})

@@ -30,8 +30,11 @@ func TestRenderVM(t *testing.T) {
 	vm.Created = t0.In(time.FixedZone("X", 3600))
 	vm.HeapSize = 0
 	vm.Memory, vm.MemoryUsed = 0, 1000
-	want := wantVMGet[:len(wantVMGet)-len("Heap size:     3 MiB (3145728 bytes)\nMemory:        1.5 GiB used, quota 8 GiB\nCreated:       2026-05-09T12:00:00Z\n")] +
-		"Heap size:     -\nMemory:        1000 B used, no quota\nCreated:       2026-05-09T12:00:00Z\n"
+	vm.InflightBudgetNs, vm.InflightNs, vm.EstimateNs, vm.BudgetStalls = 0, 1500, 0, 7
+	want := wantVMGet[:len(wantVMGet)-len("Heap size:     3 MiB (3145728 bytes)\nMemory:        1.5 GiB used, quota 8 GiB\n"+
+		"In flight:     2ms of a 3.25ms budget, a kernel or copy costed 100µs, 1 stall for room\nCreated:       2026-05-09T12:00:00Z\n")] +
+		"Heap size:     -\nMemory:        1000 B used, no quota\n" +
+		"In flight:     1.5µs, no budget, kernels and copies not measured yet, 7 stalls for room\nCreated:       2026-05-09T12:00:00Z\n"
 	if got := RenderVM(vm); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}

@@ -36,6 +36,12 @@ func newTopCommand(a *app) *cobra.Command {
   PROXY CPU    CPU time of the VM's syscall proxy over the interval, in % of a core
   MEMORY       device memory the VM's buffers hold now, and its quota after a
                "/" where it has one (vm create/set --memory)
+  IN FLIGHT    estimated GPU time the VM has forwarded to the GPU and not
+               completed now / its in-flight budget ("-": none)
+  EST          what one of the VM's kernels or copies is costed at in the
+               budget now ("-": none measured yet, such a command goes alone)
+  TIMEOUTS     the VM's commands that ran past its longest command (the
+               backend ended its GPU work each time), cumulative
 
 The header shows the backend, its clock, the interval and the GPU utilisation
 (all GPU busy time in the interval / length of the interval); then the

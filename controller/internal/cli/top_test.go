@@ -23,6 +23,12 @@ func withMemory(v hostapi.VMStats, used, quota uint64) hostapi.VMStats {
 	return v
 }
 
+// withBudget sets a VM's in-flight budget state and timeouts.
+func withBudget(v hostapi.VMStats, inflightNs, budgetNs, estimateNs, timeouts int64) hostapi.VMStats {
+	v.InflightNs, v.InflightBudgetNs, v.EstimateNs, v.Timeouts = inflightNs, budgetNs, estimateNs, timeouts
+	return v
+}
+
 // scheduled sets a VM's scheduling counters.
 func scheduled(v hostapi.VMStats, accountedNs, heldNs int64, held bool) hostapi.VMStats {
 	v.AccountedNs, v.HeldNs, v.Held = accountedNs, heldNs, held
@@ -50,18 +56,19 @@ var (
 		PollerCPUNs: 130e6, Periods: 30, Now: 3e9, GPUBusyNs: 1500e6,
 		VMs: []hostapi.VMStats{
 			withSyscalls(scheduled(vmStats("web", 1, 2, "connected", 1050e6, 300, 2, 150), 1000e6, 0, false), 2090, 20, 150e6),
-			withMemory(scheduled(vmStats("batch", 12, 1, "connected", 450e6, 15, 0, 6), 500e6, 600e6, true), 1536<<20, 8<<30),
-			scheduled(vmStats("new", 30, 1, "waiting", 0, 0, 0, 0), 0, 0, true),
+			withBudget(withMemory(scheduled(vmStats("batch", 12, 1, "connected", 450e6, 15, 0, 6), 500e6, 600e6, true), 1536<<20, 8<<30),
+				13_500_000, 3_250_000, 12_000_000, 2),
+			withBudget(scheduled(vmStats("new", 30, 1, "waiting", 0, 0, 0, 0), 0, 0, true), 0, 1_500_000_000, 999_600, 0),
 		}}
 )
 
 const wantFrameAB = `backend: fake  clock: virtual  interval: 2.000000 s  GPU busy: 50.0%  VMs: 3
 policy: dfq  accounting: loga  poller CPU: 1.5% of a core
 
-VM     WEIGHT  STATE        GPU TIME   GPU%  SHARE  ACCT%   HELD  KERNELS/S  KERNELS  ERRORS  DOORBELLS/S  SYSCALLS/S  PROXY CPU         MEMORY
-batch       1  connected  0.450000 s  12.5%  25.0%  28.0%  25.0%        2.5       15       0          0.5           -          -  1.5 GiB/8 GiB
-new         1  waiting    0.000000 s      -      -      -    yes          -        0       0            -           -          -            0 B
-web         2  connected  1.050000 s  37.5%  75.0%  72.0%   0.0%      100.0      300       2         50.0      1000.0       5.0%            0 B
+VM     WEIGHT  STATE        GPU TIME   GPU%  SHARE  ACCT%   HELD  KERNELS/S  KERNELS  ERRORS  DOORBELLS/S  SYSCALLS/S  PROXY CPU         MEMORY       IN FLIGHT      EST  TIMEOUTS
+batch       1  connected  0.450000 s  12.5%  25.0%  28.0%  25.0%        2.5       15       0          0.5           -          -  1.5 GiB/8 GiB  13.50ms/3.25ms  12.00ms         2
+new         1  waiting    0.000000 s      -      -      -    yes          -        0       0            -           -          -            0 B         0/1.50s   1.00ms         0
+web         2  connected  1.050000 s  37.5%  75.0%  72.0%   0.0%      100.0      300       2         50.0      1000.0       5.0%            0 B             0/-        -         0
 `
 
 func TestRenderTopFrame(t *testing.T) {
@@ -152,9 +159,9 @@ func TestRenderTopFrameNoInterval(t *testing.T) {
 	want := `backend: fake  clock: virtual  interval: -  GPU busy: -  VMs: 2
 policy: dfq  accounting: loga  poller CPU: -
 
-VM     WEIGHT  STATE        GPU TIME  GPU%  SHARE  ACCT%  HELD  KERNELS/S  KERNELS  ERRORS  DOORBELLS/S  SYSCALLS/S  PROXY CPU  MEMORY
-batch       1  connected  0.200000 s     -      -      -    no          -       10       0            -           -          -     0 B
-web         2  connected  0.300000 s     -      -      -    no          -      100       0            -           -          -     0 B
+VM     WEIGHT  STATE        GPU TIME  GPU%  SHARE  ACCT%  HELD  KERNELS/S  KERNELS  ERRORS  DOORBELLS/S  SYSCALLS/S  PROXY CPU  MEMORY  IN FLIGHT  EST  TIMEOUTS
+batch       1  connected  0.200000 s     -      -      -    no          -       10       0            -           -          -     0 B        0/-    -         0
+web         2  connected  0.300000 s     -      -      -    no          -      100       0            -           -          -     0 B        0/-    -         0
 `
 	if got := RenderTopFrame(statsA, statsA); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/sluice-gpu/sluice/api/hostapi"
@@ -30,6 +31,10 @@ type topRow struct {
 	proxyPct        float64 // its proxy's CPU time over the interval, % of a core
 	memUsed         uint64  // device memory its buffers hold now
 	memQuota        uint64  // its device memory quota, 0: none
+	inflightNs      int64   // estimated GPU time forwarded and not completed
+	budgetNs        int64   // its in-flight budget, 0: none
+	estimateNs      int64   // what a kernel or copy is costed at, 0: none measured
+	timeouts        int64   // commands past its longest command
 }
 
 // topFrame is what one refresh of "top" shows.
@@ -112,7 +117,8 @@ func computeTop(prev, cur hostapi.Stats) topFrame {
 	var sum vmDeltas
 	for i, v := range cur.VMs {
 		r := topRow{name: v.Name, state: v.State, weight: v.Weight, gpuNs: v.Usage.GPUNs,
-			kernels: v.Usage.Kernels, errors: v.Usage.Errors, held: v.Held, memUsed: v.MemoryUsed, memQuota: v.Memory}
+			kernels: v.Usage.Kernels, errors: v.Usage.Errors, held: v.Held, memUsed: v.MemoryUsed, memQuota: v.Memory,
+			inflightNs: v.InflightNs, budgetNs: v.InflightBudgetNs, estimateNs: v.EstimateNs, timeouts: v.Timeouts}
 		if p, ok := before[v.Name]; ok && p.ID == v.ID && f.intervalNs > 0 {
 			if d, ok := deltasOf(p, v); ok {
 				secs, ns := float64(f.intervalNs)/1e9, float64(f.intervalNs)
@@ -159,7 +165,11 @@ func computeTop(prev, cur hostapi.Stats) topFrame {
 // SHARE its part of all GPU busy time in the interval, ACCT% its part of
 // all GPU time accounting charged in the interval, HELD the part of the
 // interval the scheduler held it (yes or no where there is no interval);
-// these and the per-second rates are "-" where undefined.
+// these and the per-second rates are "-" where undefined. IN FLIGHT is the
+// estimated GPU time the VM has forwarded and not completed over its
+// in-flight budget ("-": none), EST what one of its kernels or copies is
+// costed at ("-": none measured yet), TIMEOUTS how many of its commands ran
+// past its longest command.
 func RenderTopFrame(prev, cur hostapi.Stats) string {
 	f := computeTop(prev, cur)
 	var b strings.Builder
@@ -182,7 +192,8 @@ func RenderTopFrame(prev, cur hostapi.Stats) string {
 		{title: "KERNELS/S", right: true}, {title: "KERNELS", right: true},
 		{title: "ERRORS", right: true}, {title: "DOORBELLS/S", right: true},
 		{title: "SYSCALLS/S", right: true}, {title: "PROXY CPU", right: true},
-		{title: "MEMORY", right: true},
+		{title: "MEMORY", right: true}, {title: "IN FLIGHT", right: true}, {title: "EST", right: true},
+		{title: "TIMEOUTS", right: true},
 	}
 	rows := make([][]string, 0, len(f.rows))
 	for _, r := range f.rows {
@@ -206,7 +217,8 @@ func RenderTopFrame(prev, cur hostapi.Stats) string {
 		rows = append(rows, []string{
 			clean(r.name), u64(uint64(r.weight)), clean(r.state), FormatGPUTime(r.gpuNs),
 			gpu, share, acct, held, kps, u64(r.kernels), u64(r.errors), dps, sps, pcpu,
-			memoryCell(r.memUsed, r.memQuota),
+			memoryCell(r.memUsed, r.memQuota), inflightCell(r.inflightNs, r.budgetNs), estimateCell(r.estimateNs),
+			strconv.FormatInt(r.timeouts, 10),
 		})
 	}
 	b.WriteString(renderTable(cols, rows))

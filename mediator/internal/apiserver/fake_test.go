@@ -226,7 +226,8 @@ func sampleStats() hostapi.Stats {
 		AccountedNs: 1_400_000_000, Share: 0.625, Held: true, HeldNs: 2_500_000_001, LagNs: -3,
 		VM: hostapi.VM{Name: "busy", ID: 1, Weight: 2, Cap: 0.5, Channels: 2, RingEntries: 64, RegionSize: 1 << 20,
 			HeapSize: 1 << 19, Endpoint: "/run/sluice/vms/busy.sock", Vectors: 4, State: hostapi.StateConnected,
-			Peers: 1, Created: created},
+			Peers: 1, Created: created, Timeouts: 2,
+			InflightBudgetNs: 3_250_000, InflightNs: 2_000_001, EstimateNs: 100_000, BudgetStalls: 17},
 		Usage:     hostapi.Usage{Name: "busy", GPUNs: 1_500_000_000, Kernels: 3, Commands: 10, Errors: 1, Since: created},
 		Doorbells: 42,
 		ChannelStats: []hostapi.ChannelStats{

@@ -38,6 +38,16 @@ func writeMetrics(w io.Writer, st hostapi.Stats) {
 			func(v hostapi.VMStats) string { return boolean(v.Held) }},
 		{"sluice_vm_share", "The VM's share of the GPU in the last poll phase, 0 to 1.", "gauge",
 			func(v hostapi.VMStats) string { return strconv.FormatFloat(v.Share, 'g', -1, 64) }},
+		{"sluice_vm_timeouts_total", "Commands that ran past the VM's longest command; the backend ended its GPU work each time.", "counter",
+			func(v hostapi.VMStats) string { return count(nonNegative(v.Timeouts)) }},
+		{"sluice_vm_inflight_budget_seconds", "The VM's in-flight budget: estimated GPU time it may keep forwarded and not completed (0: no bound).", "gauge",
+			func(v hostapi.VMStats) string { return seconds(nonNegative(v.InflightBudgetNs)) }},
+		{"sluice_vm_inflight_seconds", "Estimated GPU time of the VM's commands forwarded and not completed.", "gauge",
+			func(v hostapi.VMStats) string { return seconds(nonNegative(v.InflightNs)) }},
+		{"sluice_vm_command_estimate_seconds", "What one of the VM's kernels or copies is costed at in its budget (0: none measured yet).", "gauge",
+			func(v hostapi.VMStats) string { return seconds(nonNegative(v.EstimateNs)) }},
+		{"sluice_vm_budget_stalls_total", "Times one of the VM's channels stopped forwarding for lack of room in its in-flight budget.", "counter",
+			func(v hostapi.VMStats) string { return count(v.BudgetStalls) }},
 	}
 	for _, m := range metrics {
 		header(w, m.name, m.help, m.typ)

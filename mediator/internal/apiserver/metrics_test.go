@@ -100,6 +100,11 @@ func TestMetrics(t *testing.T) {
 		{"sluice_vm_held_seconds_total", "counter"},
 		{"sluice_vm_held", "gauge"},
 		{"sluice_vm_share", "gauge"},
+		{"sluice_vm_timeouts_total", "counter"},
+		{"sluice_vm_inflight_budget_seconds", "gauge"},
+		{"sluice_vm_inflight_seconds", "gauge"},
+		{"sluice_vm_command_estimate_seconds", "gauge"},
+		{"sluice_vm_budget_stalls_total", "counter"},
 		{"sluice_vm_syscalls_total", "counter"},
 		{"sluice_vm_syscall_results_total", "counter"},
 		{"sluice_vm_syscalls_in_flight", "gauge"},
@@ -140,6 +145,14 @@ func TestMetrics(t *testing.T) {
 		{"sluice_vm_share", "busy", "0.625"},
 		{"sluice_vm_share", weird.Name, "0.3333333333333333"},
 		{"sluice_vm_share", bad, "0"},
+		{"sluice_vm_timeouts_total", "busy", "2"},
+		{"sluice_vm_timeouts_total", weird.Name, "0"},
+		{"sluice_vm_inflight_budget_seconds", "busy", "0.003250000"},
+		{"sluice_vm_inflight_budget_seconds", bad, "0.000000000"},
+		{"sluice_vm_inflight_seconds", "busy", "0.002000001"},
+		{"sluice_vm_command_estimate_seconds", "busy", "0.000100000"},
+		{"sluice_vm_budget_stalls_total", "busy", "17"},
+		{"sluice_vm_budget_stalls_total", weird.Name, "0"},
 		{"sluice_poller_cpu_seconds_total", "", "12.345678901"},
 	} {
 		if got := fams[tc.family].samples[tc.vm]; got != tc.value {
@@ -168,8 +181,8 @@ func TestMetricsNoVMs(t *testing.T) {
 	var b bytes.Buffer
 	writeMetrics(&b, hostapi.Stats{})
 	fams, order := parseProm(t, b.String())
-	if len(order) != 16 {
-		t.Errorf("families %q, want all sixteen with HELP and TYPE", order)
+	if len(order) != 21 {
+		t.Errorf("families %q, want all twenty-one with HELP and TYPE", order)
 	}
 	for name, f := range fams {
 		if name == "sluice_poller_cpu_seconds_total" {

@@ -525,3 +525,60 @@ func TestMaxCommand(t *testing.T) {
 		t.Fatalf("b after a restart: %+v, %v; want the default %d", b, err, def)
 	}
 }
+
+// TestInflightBudget: a VM's in-flight budget is in the host API (vm get and
+// stats): the daemon's fixed budget, nothing in flight once its commands
+// completed, and the work estimate once a MEMSET was measured; a negative
+// --inflight-budget shows none.
+func TestInflightBudget(t *testing.T) {
+	for _, tc := range []struct {
+		budget time.Duration
+		want   int64
+	}{{5 * time.Millisecond, 5e6}, {-time.Second, 0}} {
+		cfg := DefaultConfig()
+		cfg.Socket = filepath.Join(t.TempDir(), "sluiced.sock")
+		cfg.StateDir = t.TempDir()
+		cfg.Clock = "virtual"
+		cfg.Proxy.Binary = "off"
+		cfg.InflightBudget = tc.budget
+		d, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		vm, err := d.CreateVM(ctx, hostapi.CreateVMRequest{Name: "a", Channels: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vm.InflightBudgetNs != tc.want || vm.InflightNs != 0 || vm.EstimateNs != 0 {
+			t.Errorf("--inflight-budget %v: a new VM shows budget %d, in flight %d, estimate %d; want %d, 0, 0",
+				tc.budget, vm.InflightBudgetNs, vm.InflightNs, vm.EstimateNs, tc.want)
+		}
+		ch := channel(t, guest(t, vm), 0)
+		for _, c := range []abi.Command{{Op: abi.OpAlloc, Handle: 1, Size: 1 << 20}, {Op: abi.OpMemset, Handle: 1, Length: 1 << 20}} {
+			idx, err := ch.Submit(ctx, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ch.Wait(ctx, idx); err != nil {
+				t.Fatalf("%v: %v", c.Op, err)
+			}
+		}
+		vm, err = d.GetVM(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vm.InflightBudgetNs != tc.want || vm.InflightNs != 0 || vm.EstimateNs <= 0 {
+			t.Errorf("--inflight-budget %v: after a MEMSET budget %d, in flight %d, estimate %d; want %d, 0 and a positive estimate",
+				tc.budget, vm.InflightBudgetNs, vm.InflightNs, vm.EstimateNs, tc.want)
+		}
+		st, err := d.Stats(ctx)
+		if err != nil || len(st.VMs) != 1 || st.VMs[0].InflightBudgetNs != vm.InflightBudgetNs || st.VMs[0].EstimateNs != vm.EstimateNs {
+			t.Errorf("stats %+v, %v; want the budget vm get shows", st.VMs, err)
+		}
+		cancel()
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -22,6 +22,7 @@ func describe(e *entry) hostapi.VM {
 	}
 	quota, used := e.vm.Memory()
 	maxCmd, timeouts := e.vm.MaxCommand()
+	budget := e.vm.Budget()
 	var sys *hostapi.SyscallStats
 	if f := e.vm.Syscalls(); f != nil {
 		sys = syscallStats(f.Stats())
@@ -40,12 +41,18 @@ func describe(e *entry) hostapi.VM {
 		MemoryUsed:   used,
 		MaxCommandNs: maxCmd,
 		Timeouts:     timeouts,
-		Endpoint:     c.Socket,
-		Volume:       e.req.Volume,
-		Vectors:      abi.Vectors(int(c.Layout.Channels)),
-		State:        state,
-		Peers:        peers,
-		Created:      e.vm.Created(),
+
+		InflightBudgetNs: budget.LimitNs,
+		InflightNs:       budget.InFlightNs,
+		EstimateNs:       budget.EstimateNs,
+		BudgetStalls:     budget.Stalls,
+
+		Endpoint: c.Socket,
+		Volume:   e.req.Volume,
+		Vectors:  abi.Vectors(int(c.Layout.Channels)),
+		State:    state,
+		Peers:    peers,
+		Created:  e.vm.Created(),
 	}
 }
 

@@ -330,6 +330,20 @@ func (v *VM) MaxCommand() (ns, timeouts int64) {
 	return v.maxCmd.Load(), timeouts
 }
 
+// Budget is the state of the VM's in-flight budget (channel.Budget, shared
+// by its channels): its bound (0 while the scheduler's gate has set none),
+// the estimated GPU time forwarded and not completed, what a work command
+// costs now and how often a channel stopped for room.
+func (v *VM) Budget() channel.BudgetStats {
+	if len(v.channels) == 0 {
+		return channel.BudgetStats{}
+	}
+	if b := v.channels[0].Budget(); b != nil {
+		return b.Stats()
+	}
+	return channel.BudgetStats{}
+}
+
 // Syscalls is the VM's syscall forwarder, nil when the VM serves none.
 func (v *VM) Syscalls() *syscalls.Forwarder { return v.sys }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-gpu/sluice/guest-agent/transport/process"
 	"github.com/sluice-gpu/sluice/mediator/backend"
 	"github.com/sluice-gpu/sluice/mediator/backend/sim"
+	"github.com/sluice-gpu/sluice/mediator/internal/channel"
 )
 
 // instantGPU completes every command inside Submit and notes when Submit
@@ -325,4 +326,54 @@ func do(ctx context.Context, t *testing.T, ch *sdk.Channel, c abi.Command) abi.E
 		t.Fatal(err)
 	}
 	return code
+}
+
+// TestBudget: Budget reports the in-flight budget the VM's channels share:
+// unbounded until one is set, its bound, nothing in flight once the
+// commands completed, and an estimate only after a work command was
+// measured.
+func TestBudget(t *testing.T) {
+	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 2, RingEntries: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := sim.New(backend.Options{Clock: "virtual", Params: map[string]string{"memset_ns": "40000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	v, err := New(Config{Name: "b", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(),
+		Socket: filepath.Join(t.TempDir(), "b.sock")}, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if got := v.Budget(); got != (channel.BudgetStats{}) {
+		t.Errorf("a new VM's budget %+v, want none set and nothing measured", got)
+	}
+	if v.Channels()[0].Budget() != v.Channels()[1].Budget() {
+		t.Fatal("the VM's channels do not share one budget")
+	}
+	v.Channels()[1].Budget().SetLimit(5e6)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ch, err := dial(t, v).Channel(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := do(ctx, t, ch, abi.Command{Op: abi.OpThrottle, DurationNs: 1e6}); code != abi.OK {
+		t.Fatalf("throttle: %v", code)
+	}
+	if got := v.Budget(); got.LimitNs != 5e6 || got.InFlightNs != 0 || got.EstimateNs != 0 {
+		t.Errorf("after a THROTTLE: %+v, want limit 5ms, nothing in flight, no estimate (a THROTTLE is not measured)", got)
+	}
+	for _, c := range []abi.Command{{Op: abi.OpAlloc, Handle: 1, Size: 4096}, {Op: abi.OpMemset, Handle: 1, Length: 4096}} {
+		if code := do(ctx, t, ch, c); code != abi.OK {
+			t.Fatalf("%v: %v", c.Op, code)
+		}
+	}
+	got := v.Budget()
+	if got.InFlightNs != 0 || got.EstimateNs < 40000 || got.EstimateNs > 50000 {
+		t.Errorf("after a MEMSET of about 40µs: %+v, want nothing in flight and an estimate of its time", got)
+	}
 }
