@@ -3,7 +3,9 @@
 # sluicectl binary and writes one JSON result per spec into OUTDIR, plus
 # device.txt (GPU, driver, date, host) and commands.txt (every command run).
 # The overhead pair runs REPEAT times interleaved (off, loga, off, loga, ...):
-# the first pair is overhead-100us-{off,loga}.json, later ones -rN.json.
+# the first pair is overhead-100us-{off,loga}.json, later ones -rN.json. Every
+# spec's result has the native baseline beside Sluice's (sluicectl bench run
+# prints it on a GPU) except the overhead repeats (--native=false).
 #
 #   bench/gpu/run.sh SLUICECTL OUTDIR [SPEC...]
 #
@@ -28,10 +30,10 @@ mkdir -p "$out"
 	nvidia-smi 2>/dev/null | grep -o 'CUDA Version: [0-9.]*' | head -1 || true
 } > "$out/device.txt"
 : > "$out/commands.txt"
-run() { # name spec
-	echo "$ctl bench run --json $2 > $1.json" >> "$out/commands.txt"
+run() { # name spec [flags]
+	echo "$ctl bench run --json ${*:3} $2 > $1.json" >> "$out/commands.txt"
 	echo "bench spec $1" >&2
-	"$ctl" bench run --json "$2" > "$out/$1.json"
+	"$ctl" bench run --json "${@:3}" "$2" > "$out/$1.json"
 }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -42,11 +44,12 @@ for spec in "${specs[@]}"; do
 	overhead-*-off)
 		base=${name%-off}
 		for i in $(seq 1 "$repeat"); do
-			suffix=; [ "$i" -gt 1 ] && suffix=-r$i
+			suffix=; flags=()
+			[ "$i" -gt 1 ] && suffix=-r$i && flags=(--native=false)
 			for acc in off loga; do
 				s="$(dirname "$spec")/$base-$acc.yaml"
 				cp "$s" "$tmp/$base-$acc$suffix.yaml"
-				run "$base-$acc$suffix" "$tmp/$base-$acc$suffix.yaml"
+				run "$base-$acc$suffix" "$tmp/$base-$acc$suffix.yaml" "${flags[@]}"
 			done
 		done
 		;;

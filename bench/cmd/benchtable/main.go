@@ -84,6 +84,7 @@ func write(w io.Writer, rs []*bench.Result) error {
 			r.Spec, r.Accounting, r.Policy, turnaround(r), r.JainIndex, shares(r), pctPtr(r.AccountingErrorMax),
 			pctPtr(r.EstimateErrorMax), 100*r.PollerCPUFraction, 100*r.Utilization, r.Kernels, r.Periods)
 	}
+	writeNative(&b, rs)
 	writeOverhead(&b, rs)
 	writeTargets(&b, rs)
 	_, err := io.WriteString(w, b.String())
@@ -205,4 +206,45 @@ func ratio(a, b int64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.4f", float64(a)/float64(b))
+}
+
+// writeNative tables the results that have a native baseline (GPU runs):
+// Sluice's kernels per second beside native's, in total and per VM.
+func writeNative(b *strings.Builder, rs []*bench.Result) {
+	var with []*bench.Result
+	for _, r := range rs {
+		if r.Native != nil {
+			with = append(with, r)
+		}
+	}
+	if len(with) == 0 {
+		return
+	}
+	b.WriteString("\n## Beside the native baseline\n\nThe same kernels launched by one process through the driver API, " +
+		"one context, a stream per channel, no mediator (README, \"On an NVIDIA GPU\"). In one context the streams' " +
+		"kernels run side by side: with several VMs native is the load without isolation, not a bound.\n\n")
+	b.WriteString("| spec | kernels/s | native kernels/s | Sluice/native | GPU busy Sluice/native | native occupancy | per VM Sluice/native |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	for _, r := range with {
+		n := r.Native
+		var per []string
+		for _, v := range r.VMs {
+			if v.Native != nil {
+				per = append(per, v.Name+" "+ratioStr(v.Native.VsNative))
+			}
+		}
+		rate := 0.0
+		if r.DurationNs > 0 {
+			rate = float64(r.Kernels) / (float64(r.DurationNs) / 1e9)
+		}
+		fmt.Fprintf(b, "| %s | %.0f | %.0f | %s | %s | %.2f%% | %s |\n", r.Spec, rate, n.KernelsPerSec,
+			ratioStr(n.VsNative), ratioStr(n.VsNativeBusy), 100*n.Occupancy, strings.Join(per, ", "))
+	}
+}
+
+func ratioStr(r *float64) string {
+	if r == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", *r)
 }

@@ -72,3 +72,25 @@ func TestWrite(t *testing.T) {
 		t.Error("missing file accepted")
 	}
 }
+
+func TestWriteNative(t *testing.T) {
+	half, two := 0.5, 2.0
+	gpu := &bench.Result{Spec: "equal8-dfq", Backend: "cuda", Clock: "wall", DurationNs: 2e9, Kernels: 3000,
+		Native: &bench.NativeResult{KernelsPerSec: 3000, Occupancy: 0.97, VsNative: &half, VsNativeBusy: &two},
+		VMs:    []bench.VMResult{{Name: "vm-0", Native: &bench.NativeVM{VsNative: &half}}, {Name: "vm-1", Native: &bench.NativeVM{}}}}
+	var b strings.Builder
+	if err := write(&b, []*bench.Result{result("skew-dfq", "loga", 0), gpu}); err != nil {
+		t.Fatal(err)
+	}
+	want := "| equal8-dfq | 1500 | 3000 | 0.500 | 2.000 | 97.00% | vm-0 0.500, vm-1 - |"
+	if out := b.String(); !strings.Contains(out, want) || strings.Count(out, "| skew-dfq |") != 1 {
+		t.Errorf("output lacks %q (or tables skew-dfq beside native):\n%s", want, out)
+	}
+	b.Reset()
+	if err := write(&b, []*bench.Result{result("skew-dfq", "loga", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "native") {
+		t.Errorf("a table without native results mentions it:\n%s", b.String())
+	}
+}

@@ -11,6 +11,11 @@ import (
 
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.yaml"))
+	// The checked-in specs too: every shape the benchmarks use.
+	for _, dir := range checkedIn {
+		more, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		files = append(files, more...)
+	}
 	for _, name := range files {
 		data, err := os.ReadFile(name)
 		if err != nil {
