@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"errors"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -161,5 +162,35 @@ func TestMergeSpans(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("got %v, want %v", got, want)
 		}
+	}
+}
+
+// TestGPUNative runs the native baseline on a real GPU: an app VM's kernels
+// all complete, each measuring about its length on %globaltimer, and a
+// throttle VM on two streams keeps the GPU busy for about the duration
+// twice over (its streams' one-thread kernels run side by side).
+func TestGPUNative(t *testing.T) {
+	gpuBackend(t, nil) // skips without a GPU; the native run is a process of its own
+	p := NativePlan{Library: os.Getenv("SLUICE_LIBCUDA"), DurationNs: int64(500 * time.Millisecond), VMs: []NativeVM{
+		{Name: "job", Streams: 1, Depth: 4, KernelNs: 100_000, Kernels: 1000},
+		{Name: "two", Streams: 2, Depth: 8, KernelNs: 1_000_000},
+	}}
+	res, err := RunNative(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("native on %s: %+v", res.Device, res)
+	job, two := res.VMs[0], res.VMs[1]
+	if job.Kernels != 1000 || job.TurnaroundNs <= 0 {
+		t.Errorf("job: %+v, want 1000 kernels and a turnaround", job)
+	}
+	if per := float64(job.GPUNs) / 1000; per < 98_000 || per > 103_000 {
+		t.Errorf("job: %.0f ns a kernel on %%globaltimer, want about 100000", per)
+	}
+	if busy := float64(two.GPUNs) / float64(res.DurationNs); busy < 1.8 || busy > 2.05 {
+		t.Errorf("two streams busy %.3f of the stretch, want about 2", busy)
+	}
+	if res.GPUSpanNs <= 0 || res.GPUSpanNs > res.DurationNs+int64(10*time.Millisecond) {
+		t.Errorf("span %d over a stretch of %d", res.GPUSpanNs, res.DurationNs)
 	}
 }
