@@ -31,6 +31,16 @@ type ThrottleResult struct {
 	SubmittedGPUNs uint64      `json:"submitted_gpu_ns"`
 }
 
+// MemsetResult is the output of `sluice-agent run memset --json`.
+type MemsetResult struct {
+	Workload   string      `json:"workload"`
+	Size       uint64      `json:"size"`
+	Buffers    int         `json:"buffers"`
+	AllocError string      `json:"alloc_error"`
+	Memsets    int         `json:"memsets"`
+	Turnaround Percentiles `json:"turnaround_ns"`
+}
+
 // LatencyResult is the output of `sluice-agent run latency --json`.
 type LatencyResult struct {
 	Workload  string      `json:"workload"`

@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/sluice-gpu/sluice/api/hostapi"
@@ -18,6 +19,8 @@ type VMSpec struct {
 	RingEntries int
 	RegionSize  string // as sluicectl takes it: bytes or with a KiB/MiB/GiB suffix
 	Volume      string // host directory, the VM's system-call root and its guest's /volume
+	Memory      string // device memory quota, as sluicectl takes it (e.g. "256MiB")
+	MaxCommand  string // longest command, a duration as sluicectl takes it (e.g. "50ms")
 }
 
 // VMOption sets one property of a VMSpec.
@@ -48,6 +51,12 @@ func WithRegionSize(size string) VMOption { return func(s *VMSpec) { s.RegionSiz
 // see as their root and its QEMU guest mounts at /volume (GuestVolumeDir).
 func WithVolume(dir string) VMOption { return func(s *VMSpec) { s.Volume = dir } }
 
+// WithMemory sets the VM's device memory quota, e.g. "256MiB".
+func WithMemory(size string) VMOption { return func(s *VMSpec) { s.Memory = size } }
+
+// WithMaxCommand sets the VM's longest command, e.g. "50ms".
+func WithMaxCommand(d string) VMOption { return func(s *VMSpec) { s.MaxCommand = d } }
+
 // CreateArgs is the sluicectl command line that creates the VM (printing it
 // as JSON).
 func (s VMSpec) CreateArgs() []string {
@@ -66,6 +75,12 @@ func (s VMSpec) CreateArgs() []string {
 	}
 	if s.Volume != "" {
 		args = append(args, "--volume", s.Volume)
+	}
+	if s.Memory != "" {
+		args = append(args, "--memory", s.Memory)
+	}
+	if s.MaxCommand != "" {
+		args = append(args, "--max-command", s.MaxCommand)
 	}
 	return args
 }
@@ -104,6 +119,17 @@ func (d *Daemon) ListVMs() []hostapi.VM {
 	var vms []hostapi.VM
 	d.CtlJSON(&vms, "vm", "list", "--json")
 	return vms
+}
+
+// Stats returns the daemon's live stats (GET /v1/stats, what `sluicectl
+// top` samples), through the host API client.
+func (d *Daemon) Stats() hostapi.Stats {
+	ginkgo.GinkgoHelper()
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
+	defer cancel()
+	st, err := hostapi.NewClient(d.Socket).Stats(ctx)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "GET /v1/stats")
+	return st
 }
 
 // Usage returns `sluicectl vm usage NAME --json`.

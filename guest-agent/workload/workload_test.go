@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -215,5 +216,55 @@ func TestThrottleDepth(t *testing.T) {
 	}
 	if _, err := workload.Throttle(testCtx(t), c, workload.ThrottleConfig{Kernel: 1, Kernels: 1, Depth: -1}); err == nil {
 		t.Fatal("negative depth accepted")
+	}
+}
+
+// TestMemset: buffers allocated up to the host's refusal (reported, not an
+// error), MEMSETs over them in turn, every buffer freed; no buffer at all
+// is an error.
+func TestMemset(t *testing.T) {
+	var ops []abi.Command
+	handler := func(_, _ uint32, cmd abi.Command) abi.ErrorCode {
+		ops = append(ops, cmd)
+		if cmd.Op == abi.OpAlloc && cmd.Handle >= 13 {
+			return abi.ErrNoMemory // room for three buffers from handle 10
+		}
+		return abi.OK
+	}
+	_, c := openChannel(t, sdktest.Config{Handler: handler}, 0)
+	cfg := workload.MemsetConfig{Size: 4096, Buffers: 5, FirstHandle: 10, Depth: 2, Count: 7}
+	res, err := workload.Memset(testCtx(t), c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Buffers != 3 || res.AllocError != "no memory" || res.Memsets != 7 || res.Bytes != 7*4096 || res.Workload != "memset" {
+		t.Errorf("result %+v", res)
+	}
+	var memsets, frees []uint32
+	for _, op := range ops {
+		switch op.Op {
+		case abi.OpMemset:
+			if op.Length != 4096 {
+				t.Errorf("a MEMSET of %d bytes, want 4096", op.Length)
+			}
+			memsets = append(memsets, op.Handle)
+		case abi.OpFree:
+			frees = append(frees, op.Handle)
+		}
+	}
+	if want := []uint32{10, 11, 12, 10, 11, 12, 10}; !slices.Equal(memsets, want) {
+		t.Errorf("MEMSETs on %v, want %v", memsets, want)
+	}
+	if want := []uint32{10, 11, 12}; !slices.Equal(frees, want) {
+		t.Errorf("FREEs of %v, want %v", frees, want)
+	}
+
+	cfg.FirstHandle = 20
+	res, err = workload.Memset(testCtx(t), c, cfg)
+	if err == nil || res.Buffers != 0 || res.AllocError != "no memory" || res.Memsets != 0 {
+		t.Errorf("no room at all: %+v, %v; want an error", res, err)
+	}
+	if err := (workload.MemsetConfig{Size: 1, Buffers: 2, FirstHandle: abi.MaxHandle}).Validate(); err == nil {
+		t.Error("handles past MaxHandle validate")
 	}
 }

@@ -17,7 +17,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		Short: "Run a workload on one channel",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newThrottleCmd(g), newLatencyCmd(g), newSyscallCmd(g), newSyscallBenchCmd(g), newWordCountCmd(g), newSweepCmd(g))
+	cmd.AddCommand(newThrottleCmd(g), newMemsetCmd(g), newLatencyCmd(g), newSyscallCmd(g), newSyscallBenchCmd(g), newWordCountCmd(g), newSweepCmd(g))
 	return cmd
 }
 
@@ -97,6 +97,58 @@ func printThrottle(w io.Writer, r workload.ThrottleResult) {
 	fmt.Fprintf(w, "throttle on channel %d: %d kernels of %g µs, sleep %g µs, %d errors, in %v\n",
 		r.Channel, r.Kernels, r.KernelUs, r.SleepUs, r.Errors, time.Duration(r.ElapsedNs))
 	fmt.Fprintf(w, "submitted GPU time %v\n", time.Duration(r.SubmittedGPUNs))
+	printSummary(w, "turnaround", r.TurnaroundNs)
+}
+
+func newMemsetCmd(g *globals) *cobra.Command {
+	var (
+		f         channelFlags
+		bufferMiB uint64
+		cfg       workload.MemsetConfig
+	)
+	cmd := &cobra.Command{
+		Use:   "memset",
+		Short: "Allocate device buffers and MEMSET them in turn, then free them",
+		Long: `ALLOC --buffers buffers of --buffer-mib MiB (handles --first-handle on); an
+ALLOC the host refuses (e.g. "no memory" past the VM's quota) ends the
+allocation, is reported as alloc_error, and the run goes on with the buffers
+it got. Then MEMSET the buffers in turn, --depth in flight, until --duration
+has elapsed or --count MEMSETs have completed; then FREE them. Reports each
+MEMSET's turnaround (submit to completion observed).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if bufferMiB > 1<<40 {
+				return fmt.Errorf("--buffer-mib %d: too large", bufferMiB)
+			}
+			cfg.Size = bufferMiB << 20
+			if cmd.Flags().Changed("count") && !cmd.Flags().Changed("duration") {
+				cfg.Duration = 0 // a count alone bounds the run
+			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			return withChannel(cmd, g, &f, func(ch *sdk.Channel) (workload.MemsetResult, error) {
+				return workload.Memset(cmd.Context(), ch, cfg)
+			}, printMemset)
+		},
+	}
+	f.add(cmd)
+	fl := cmd.Flags()
+	fl.Uint64Var(&bufferMiB, "buffer-mib", 64, "size of each buffer in MiB")
+	fl.IntVar(&cfg.Buffers, "buffers", 1, "buffers to allocate")
+	fl.Uint32Var(&cfg.FirstHandle, "first-handle", 1, "handle of the first buffer (the VM's channels share its handles)")
+	fl.IntVar(&cfg.Depth, "depth", 1, "MEMSETs kept in flight")
+	fl.DurationVar(&cfg.Duration, "duration", 10*time.Second, "stop after this long; 0: no time limit (as when only --count is given)")
+	fl.IntVar(&cfg.Count, "count", 0, "stop after this many completed MEMSETs (0: no count limit; with --duration 0 too: allocate and free only)")
+	return cmd
+}
+
+func printMemset(w io.Writer, r workload.MemsetResult) {
+	fmt.Fprintf(w, "memset on channel %d: %d buffers of %d bytes, %d memsets (%d bytes) in %v\n",
+		r.Channel, r.Buffers, r.Size, r.Memsets, r.Bytes, time.Duration(r.ElapsedNs))
+	if r.AllocError != "" {
+		fmt.Fprintf(w, "an ALLOC was refused: %s\n", r.AllocError)
+	}
 	printSummary(w, "turnaround", r.TurnaroundNs)
 }
 

@@ -1,0 +1,204 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/hostapi"
+	"github.com/sluice-gpu/sluice/e2e/framework"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// The hostile-guest specs run a normal VM (short kernels at a modest depth)
+// beside a hostile one with equal weights, on the simulated GPU's wall
+// clock under the default policy, and hold the normal VM to two promises:
+// at least 45% of the GPU time accounting charged in the run, and a p99
+// turnaround within two scheduling periods (the quantum: the mean period
+// the daemon reports over the run) of its own kernel's length.
+const (
+	normalKernel = time.Millisecond
+	normalDepth  = 4
+	normalRun    = 3 * time.Second
+	// hostileRun outlasts the normal VM's run, which starts after the
+	// hostile VM is busy; the hostile agents are stopped after it.
+	hostileRun = normalRun + 5*time.Second
+)
+
+// fairness is what the normal VM got while the hostile one ran.
+type fairness struct {
+	normal       framework.ThrottleResult
+	share        float64       // the normal VM's part of the GPU time accounting charged
+	trueShare    float64       // ... of the GPU busy time, from completion timestamps
+	period       time.Duration // the mean scheduling period
+	hostileHeld  float64       // the part of the run the scheduler held the hostile VM
+	hostileStats hostapi.VMStats
+}
+
+func (f fairness) String() string {
+	return fmt.Sprintf("normal VM: %d kernels of %v, accounted share %.1f%% (true %.1f%%), turnaround p50 %v p99 %v max %v; "+
+		"mean period %v; hostile VM: held %.1f%% of the run, budget %v, in flight %v, estimate %v, %d stalls, %d timeouts, %d errors",
+		f.normal.Kernels, normalKernel, 100*f.share, 100*f.trueShare, time.Duration(f.normal.Turnaround.P50),
+		time.Duration(f.normal.Turnaround.P99), time.Duration(f.normal.Turnaround.Max), f.period, 100*f.hostileHeld,
+		time.Duration(f.hostileStats.InflightBudgetNs), time.Duration(f.hostileStats.InflightNs),
+		time.Duration(f.hostileStats.EstimateNs), f.hostileStats.BudgetStalls, f.hostileStats.Timeouts, f.hostileStats.Usage.Errors)
+}
+
+// vmStats finds a VM in a stats snapshot.
+func vmStats(st hostapi.Stats, name string) hostapi.VMStats {
+	GinkgoHelper()
+	for _, v := range st.VMs {
+		if v.Name == name {
+			return v
+		}
+	}
+	Fail(fmt.Sprintf("no VM %q in the stats", name))
+	return hostapi.VMStats{}
+}
+
+// besideHostile waits until the VM "hostile" uses the GPU, runs the normal
+// VM's throttle workload on normal, and measures what it got.
+func besideHostile(d *framework.Daemon, normal hostapi.VM) fairness {
+	GinkgoHelper()
+	Eventually(func() uint64 { return vmStats(d.Stats(), "hostile").Usage.GPUNs }).
+		WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).ShouldNot(BeZero(), "the hostile VM should be running")
+	before := d.Stats()
+	r := d.Agent(normal.Endpoint, "run", "throttle", "--kernel-us", strconv.FormatInt(normalKernel.Microseconds(), 10),
+		"--depth", strconv.Itoa(normalDepth), "--duration", normalRun.String(), "--json")
+	after := d.Stats()
+	f := fairness{normal: framework.Decode[framework.ThrottleResult](r), hostileStats: vmStats(after, "hostile")}
+	nb, na := vmStats(before, normal.Name), vmStats(after, normal.Name)
+	hb, ha := vmStats(before, "hostile"), f.hostileStats
+	acctN, acctH := na.AccountedNs-nb.AccountedNs, ha.AccountedNs-hb.AccountedNs
+	busyN, busyH := na.Usage.GPUNs-nb.Usage.GPUNs, ha.Usage.GPUNs-hb.Usage.GPUNs
+	Expect(acctN+acctH).To(BeNumerically(">", 0), "accounting charged nothing in the run")
+	f.share = float64(acctN) / float64(acctN+acctH)
+	f.trueShare = float64(busyN) / float64(busyN+busyH)
+	periods := after.Periods - before.Periods
+	Expect(periods).To(BeNumerically(">", 0), "no scheduling period ended in the run")
+	f.period = time.Duration((after.Now - before.Now) / periods)
+	f.hostileHeld = float64(ha.HeldNs-hb.HeldNs) / float64(after.Now-before.Now)
+	AddReportEntry("fairness", f.String())
+	return f
+}
+
+// expectFair holds the normal VM to its share and its turnaround.
+func expectFair(f fairness) {
+	GinkgoHelper()
+	Expect(f.normal.Errors).To(BeZero(), "the normal VM's kernels should all succeed")
+	Expect(f.normal.Kernels).To(BeNumerically(">", 0))
+	Expect(f.share).To(BeNumerically(">=", 0.45), "the normal VM's accounted share of the GPU: %s", f)
+	Expect(time.Duration(f.normal.Turnaround.P99)).To(BeNumerically("<=", normalKernel+2*f.period),
+		"the normal VM's p99 turnaround should be within two periods of its kernel: %s", f)
+}
+
+// startHostile starts sluice-agent with args on each of the hostile VM's
+// channels (args get --channel N and the arguments perChannel gives).
+func startHostile(d *framework.Daemon, vm hostapi.VM, perChannel func(ch int) []string, args ...string) []*framework.Proc {
+	GinkgoHelper()
+	var procs []*framework.Proc
+	for ch := range vm.Channels {
+		a := append(append([]string{}, args...), "--channel", strconv.Itoa(ch))
+		if perChannel != nil {
+			a = append(a, perChannel(ch)...)
+		}
+		procs = append(procs, d.StartAgent(vm.Endpoint, a...))
+	}
+	return procs
+}
+
+// stopAll interrupts the agents and returns how they ended.
+func stopAll(procs []*framework.Proc) []framework.Result {
+	GinkgoHelper()
+	for _, p := range procs {
+		p.Signal(syscall.SIGTERM)
+	}
+	var rs []framework.Result
+	for _, p := range procs {
+		rs = append(rs, p.Wait())
+	}
+	return rs
+}
+
+var _ = Describe("Hostile guests", Label("process", "hostile"), func() {
+	BeforeEach(framework.RequiresLinux)
+
+	var d *framework.Daemon
+	var normal, hostile hostapi.VM
+	setup := func(extra ...framework.VMOption) {
+		d = framework.StartDaemon(framework.DaemonOptions{Clock: framework.ClockWall})
+		normal = d.CreateVM(framework.NewVM("normal", framework.WithChannels(1)))
+		hostile = d.CreateVM(framework.NewVM("hostile", append([]framework.VMOption{framework.WithRingEntries(256)}, extra...)...))
+		Expect(normal.Weight).To(Equal(hostile.Weight), "equal weights")
+		Expect(d.CtlOK("policy", "get")).To(ContainSubstring("dfq"), "the default policy")
+	}
+
+	// Pending: the product does not meet it yet. Measured (two runs on the
+	// sim, wall clock): the normal VM's accounted share 30.4% and 32.1%
+	// (true 35.7%, 40.0%; one earlier run 43.7%), p99 46-54 ms against a
+	// bound of 86 ms; the hostile VM was held 31-36% of the run. The share
+	// is short of 45%; see the report.
+	It("keeps the GPU fair against deep queues of long kernels on every channel", Pending, func() {
+		setup()
+		procs := startHostile(d, hostile, nil, "run", "throttle", "--kernel-us", "10000", "--depth", "256",
+			"--duration", hostileRun.String(), "--json")
+		f := besideHostile(d, normal)
+		stopAll(procs)
+		Expect(f.hostileStats.InflightBudgetNs).To(BeNumerically(">", 0), "the hostile VM has an in-flight budget")
+		Expect(f.hostileStats.BudgetStalls).To(BeNumerically(">", 0), "its deep queues stopped for room")
+		expectFair(f)
+	})
+
+	// Pending: the product does not meet it. With the default longest
+	// command (500 ms) and kernels that long, measured: the normal VM's
+	// accounted share 17.5-26.9% (true 14.6-24.5%), p99 504-517 ms against
+	// a bound of 84-94 ms (two periods of 41-46 ms); the hostile VM was held
+	// 68-77% of the run. Commands are not preempted, one always goes when
+	// the VM is released, and one is many periods long.
+	It("keeps the GPU fair against kernels as long as the VM may run, and refuses longer ones", Pending, func() {
+		setup()
+		limit := time.Duration(hostile.MaxCommandNs)
+		Expect(limit).To(BeNumerically(">", 0))
+		r := d.Agent(hostile.Endpoint, "run", "throttle", "--kernel-us", strconv.FormatInt((10*limit).Microseconds(), 10),
+			"--kernels", "1", "--json")
+		Expect(r.ExitCode).NotTo(BeZero(), "a THROTTLE ten times the longest command: %s", r)
+		Expect(r.Stderr).To(ContainSubstring("too long"))
+		procs := startHostile(d, hostile, nil, "run", "throttle", "--kernel-us", strconv.FormatInt(limit.Microseconds(), 10),
+			"--depth", "4", "--duration", hostileRun.String(), "--json")
+		f := besideHostile(d, normal)
+		stopAll(procs)
+		expectFair(f)
+	})
+
+	It("refuses a memory hog's ALLOCs past its quota with no memory, and the other VM does not notice", func() {
+		setup(framework.WithMemory("256MiB"))
+		procs := startHostile(d, hostile, func(ch int) []string { return []string{"--first-handle", strconv.Itoa(1 + 100*ch)} },
+			"run", "memset", "--buffer-mib", "64", "--buffers", "16", "--depth", "8", "--duration", hostileRun.String(), "--json")
+		f := besideHostile(d, normal)
+		buffers := 0
+		for _, r := range stopAll(procs) {
+			var res framework.MemsetResult
+			Expect(json.Unmarshal([]byte(r.Stdout), &res)).To(Succeed(), "the hog's result: %s", r)
+			Expect(res.AllocError).To(Equal("no memory"), "every hog channel has an ALLOC refused: %s", r)
+			buffers += res.Buffers
+		}
+		Expect(buffers).To(Equal(4), "four buffers of 64 MiB fill the 256 MiB quota")
+		Expect(f.hostileStats.MemoryUsed).To(Equal(uint64(256<<20)), "the hog held its whole quota and no more")
+		Expect(f.hostileStats.Usage.Errors).To(BeNumerically(">=", hostile.Channels), "every channel had an ALLOC refused")
+		expectFair(f)
+	})
+
+	It("keeps the GPU fair against MEMSET loops of large buffers", func() {
+		setup()
+		procs := startHostile(d, hostile, func(ch int) []string { return []string{"--first-handle", strconv.Itoa(1 + ch)} },
+			"run", "memset", "--buffer-mib", "256", "--buffers", "1", "--depth", "64", "--duration", hostileRun.String(), "--json")
+		f := besideHostile(d, normal)
+		stopAll(procs)
+		Expect(f.hostileStats.EstimateNs).To(BeNumerically(">", 0), "the hostile VM's MEMSETs were measured")
+		expectFair(f)
+	})
+})
