@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/sluice-gpu/sluice/mediator/internal/engine"
 )
 
 // The done-when targets, on short runs of the standard specs' shapes.
@@ -188,7 +190,7 @@ func TestBudgetHoldsDeepQueue(t *testing.T) {
 		t.Errorf("normal VM's p99 latency %v, want within 2 quanta (%v) of its 100 µs kernel",
 			time.Duration(n.LatencyP99Ns), quantum)
 	}
-	// The default budget (an eighth of the period) and the 10 ms
+	// The default budget (half the period) and the 10 ms
 	// kernels: one command always goes, so the normal VM's kernels wait
 	// behind one or two of the attacker's, but it keeps its share.
 	r = run(t, fmt.Sprintf(deepQueue, "", 10000))
@@ -198,7 +200,7 @@ func TestBudgetHoldsDeepQueue(t *testing.T) {
 	if n.Share < 0.45 {
 		t.Errorf("default budget, 10 ms kernels: normal VM's share %.4f, want ≥ 0.45", n.Share)
 	}
-	if limit := int64(100*time.Microsecond+2*10*time.Millisecond) + 2*r.MeanPeriodNs/8; n.LatencyP99Ns > limit {
+	if limit := int64(100*time.Microsecond+2*10*time.Millisecond) + 2*r.MeanPeriodNs/engine.DefaultBudgetDiv; n.LatencyP99Ns > limit {
 		t.Errorf("default budget, 10 ms kernels: normal VM's p99 latency %v, want within %v",
 			time.Duration(n.LatencyP99Ns), time.Duration(limit))
 	}

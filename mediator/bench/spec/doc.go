@@ -54,7 +54,7 @@
 // freerun phase over the sum of the windows before it. window bounds how many records a channel keeps forwarded to
 // the GPU and not completed (-1: no bound, as a GPU reading the ring itself would); the rest wait in the ring.
 // inflight_budget is the estimated GPU time each VM may keep forwarded and not completed over all its channels (at
-// least one command; the mediator's default is an eighth of the scheduling period; a negative duration such as -1s:
+// least one command; the mediator's default is half the scheduling period; a negative duration such as -1s:
 // no bound). It applies with accounting loga and loga-segment-average under policies other than none.
 //
 // Weight is the VM's share under policy dfq (and timeslice). Cap is the VM's maximum share of the GPU; it applies

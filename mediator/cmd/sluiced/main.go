@@ -111,7 +111,7 @@ func parseFlags(args []string) (daemon.Config, slog.Level, error) {
 	fs.IntVar(&cfg.Proxy.MaxFiles, "proxy-max-files", cfg.Proxy.MaxFiles, "files one VM's proxy may hold open (its RLIMIT_NOFILE)")
 	fs.DurationVar(&cfg.Syscalls.Window, "syscall-window", cfg.Syscalls.Window, "default coalescing window of GPU system calls (sluicectl vm set changes one VM's)")
 	fs.IntVar(&cfg.Syscalls.Batch, "syscall-batch", cfg.Syscalls.Batch, "default most GPU system calls per batch to a proxy (1..1024)")
-	fs.DurationVar(&cfg.InflightBudget, "inflight-budget", cfg.InflightBudget, "estimated GPU time a VM may keep queued on the device, at least one command (0: an eighth of the scheduling period; negative: no bound)")
+	fs.DurationVar(&cfg.InflightBudget, "inflight-budget", cfg.InflightBudget, "estimated GPU time a VM may keep queued on the device, at least one command (0: half the scheduling period; negative: no bound)")
 	fs.DurationVar(&cfg.Syscalls.Spin, "syscall-spin", cfg.Syscalls.Spin, "how long a VM's syscall poller keeps scanning after the last call before it idles")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	version := fs.Bool("version", false, "print the version and exit")

@@ -60,7 +60,7 @@ type Config struct {
 	// InflightBudget is every VM's in-flight budget: the estimated GPU time
 	// it may keep forwarded to the backend and not completed (at least one
 	// command), which makes the scheduler's holds bind work already queued.
-	// 0 (default): an eighth of the scheduling period (half the dfq
+	// 0 (default): half the scheduling period (twice the dfq
 	// threshold); negative: no bound. No VM is bounded under policy none.
 	InflightBudget time.Duration
 	// Syscalls is every new VM's syscall forwarder tuning (coalescing window

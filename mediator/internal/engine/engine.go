@@ -7,8 +7,8 @@
 // At each period's end it also sizes every VM's in-flight budget (the
 // estimated GPU time a VM may keep forwarded and not completed, see
 // mediator/internal/gate and channel.Budget), so that the scheduler's holds
-// bind the work a VM queued before them: by default an eighth of the coming
-// period (DefaultBudgetDiv), half the dfq threshold. Periods stretched
+// bind the work a VM queued before them: by default half the coming period
+// (DefaultBudgetDiv), twice the dfq threshold. Periods stretched
 // because at most one VM was active keep the last budget: a VM alone needs
 // no more, and one that arrives then would wait behind it. Until the first
 // period the budget is DefaultBudgetNs. Under policy none nobody is bounded.
@@ -31,13 +31,19 @@ import (
 )
 
 // DefaultBudgetDiv divides the coming period's length into the default
-// in-flight budget: half the dfq threshold (sched.DefaultThresholdDiv), so
-// that a VM held for running ahead stops within half a threshold more.
-const DefaultBudgetDiv = 8
+// in-flight budget: half the period, twice the dfq threshold
+// (sched.DefaultThresholdDiv), so that a VM held for running ahead stops
+// within half a period more. Not less: a VM needs its refill time's worth of
+// work in flight to keep the GPU busy at its share, and a guest that refills
+// its rings slowly (a TCG guest: milliseconds from a completion to its next
+// doorbell) could not with less. With an eighth, two such guests with a 10×
+// kernel-length skew shared the GPU 33/67 under dfq, the GPU 56% busy (the
+// QEMU e2e spec); with half, 50/50 and busy.
+const DefaultBudgetDiv = 2
 
-// DefaultBudgetNs is the in-flight budget before the first period: an
-// eighth of the period of one active channel with the accounting defaults
-// (500 µs × 52 / 8 = 3.25 ms).
+// DefaultBudgetNs is the in-flight budget before the first period: half the
+// period of one active channel with the accounting defaults (500 µs × 52 / 2
+// = 13 ms).
 const DefaultBudgetNs = accounting.DefaultPollNs * (1 + accounting.DefaultRatio) / DefaultBudgetDiv
 
 // Engine schedules the VMs of one GPU.

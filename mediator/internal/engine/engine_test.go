@@ -97,7 +97,7 @@ func TestBudgetFollowsThePeriod(t *testing.T) {
 	p := period(0, map[uint32]int64{1: ms})
 	e.OnPeriod(p) // the coming period is 9 ms
 	if want := 9 * ms / DefaultBudgetDiv; b.Limit() != want {
-		t.Fatalf("budget %d after a period, want %d (an eighth of the coming period)", b.Limit(), want)
+		t.Fatalf("budget %d after a period, want %d (DefaultBudgetDiv of the coming period)", b.Limit(), want)
 	}
 	if st := e.Stats(0); st[0].Budget.LimitNs != b.Limit() {
 		t.Fatalf("stats show budget %d", st[0].Budget.LimitNs)
