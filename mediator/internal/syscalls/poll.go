@@ -235,8 +235,21 @@ func (f *Forwarder) serveSlot(batch []proxyproto.Request, i uint32, p *sock) []p
 		f.answer(i, &s, -1, errno)
 		return batch
 	}
-	if req, ok := f.serveLocally(i, &s); ok {
-		batch = append(batch, req)
+	if f.serveLocally(i, &s) {
+		return batch
+	}
+	// The request is written in place (the poller's batch has room: its
+	// capacity is the largest batch), not built and copied in.
+	n := len(batch)
+	if n < cap(batch) {
+		batch = batch[:n+1]
+	} else {
+		batch = append(batch, proxyproto.Request{})
+	}
+	r := &batch[n]
+	r.Slot, r.Seq, r.Number, r.Flags, r.Context, r.Args, r.Aux = i, s.Seq, s.Number, s.Flags, s.Context, s.Args, 0
+	if s.Number == abi.SysGetrusage {
+		r.Aux = f.spec.GPUNs()
 	}
 	return batch
 }
@@ -262,26 +275,21 @@ func (f *Forwarder) answer(i uint32, s *abi.Slot, ret int64, errno abi.Errno) {
 	f.stats.errno(errno)
 }
 
-// serveLocally answers what needs no proxy; otherwise it returns the request
-// to forward.
-func (f *Forwarder) serveLocally(i uint32, s *abi.Slot) (proxyproto.Request, bool) {
+// serveLocally answers what needs no proxy and reports whether it did; the
+// rest goes to the proxy.
+func (f *Forwarder) serveLocally(i uint32, s *abi.Slot) bool {
 	switch {
 	case s.Fastcall():
 		ret, errno := f.runFastcall(s.Number)
 		f.answer(i, s, ret, errno)
-		return proxyproto.Request{}, false
 	case s.Number == abi.SysFastcallRevoke:
 		f.answer(i, s, 0, f.revokeFastcall(s.Args[0]))
-		return proxyproto.Request{}, false
 	case f.nullHere && s.Number == abi.SysNull:
 		f.answer(i, s, 0, 0)
-		return proxyproto.Request{}, false
+	default:
+		return false
 	}
-	req := proxyproto.Request{Slot: i, Seq: s.Seq, Number: s.Number, Flags: s.Flags, Context: s.Context, Args: s.Args}
-	if s.Number == abi.SysGetrusage {
-		req.Aux = f.spec.GPUNs()
-	}
-	return req, true
+	return true
 }
 
 // track records the blocking calls of batch as handed to proxy p, under
