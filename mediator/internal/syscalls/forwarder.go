@@ -78,6 +78,10 @@ type Forwarder struct {
 	nIn      int
 	closed   bool
 
+	// orphanSweep asks the poller for failOrphansLocked at its next pass:
+	// a proxy is gone.
+	orphanSweep atomic.Bool
+
 	t0 time.Time // the clock the poller's times count from
 
 	// The poller's own: whether it scans the ready map (readymap.go); the
@@ -189,6 +193,9 @@ func (f *Forwarder) Close() error {
 		err = p.Close()
 	}
 	f.wg.Wait()
+	f.mu.Lock()
+	f.failOrphansLocked() // nobody answers them now: the GPU must not wait on
+	f.mu.Unlock()
 	f.fastMu.Lock()
 	f.fast.closeAll()
 	f.fastMu.Unlock()

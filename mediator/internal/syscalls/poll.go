@@ -39,6 +39,11 @@ func (f *Forwarder) poll() {
 		}
 		cfg := f.cfg.Load()
 		now := f.now() // the pass's one clock read before it ends
+		if f.orphanSweep.Swap(false) {
+			f.mu.Lock()
+			f.failOrphansLocked()
+			f.mu.Unlock()
+		}
 		f.ringMu.RLock()
 		p, rg, delivered := f.begin(announced)
 		woke := announced

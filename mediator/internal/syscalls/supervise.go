@@ -92,6 +92,7 @@ func (f *Forwarder) runProxy() error {
 	f.proxy, f.sock, f.ring = nil, nil, nil
 	f.state = "down"
 	f.failInflightLocked()
+	f.orphanSweep.Store(true) // the poller's, between two passes
 	f.mu.Unlock()
 	s.shutdown()
 	return errors.Join(err, p.Close())
@@ -155,6 +156,31 @@ func handshake(s *sock) error {
 		return fmt.Errorf("proxy speaks protocol %d, this mediator %d", v, proxyproto.Version)
 	}
 	return nil
+}
+
+// failOrphansLocked fails with EIO every blocking call left PROCESSING in
+// the area whose slot has no call in flight with a proxy: a proxy that
+// claimed a result it never wrote (a record saying ByProxy for a slot it
+// left PROCESSING) ended the forwarder's tracking of the call, and nobody
+// would ever answer it. Checking each record's slot would cost the drain a
+// cache miss per call; instead the forwarder sweeps once the proxy is gone
+// (a restart, after the poller's next drain; Close, after the poller has
+// stopped), when only such calls can be PROCESSING and untracked. The
+// caller holds mu, and the poller is not in a pass (it serves fastcalls
+// in PROCESSING).
+func (f *Forwarder) failOrphansLocked() {
+	for i := range f.inflight {
+		st, seq := abi.SplitSlotWord(f.spec.Area.Load32(abi.SlotOff(uint32(i)) + abi.SysState))
+		if st != abi.SlotProcessing {
+			continue
+		}
+		if h := f.inflight[i]; h.seq == seq+1 || h.prev == seq+1 {
+			continue
+		}
+		if proxyproto.CompleteSlot(f.spec.Area, uint32(i), seq, -1, abi.ErrnoIO) {
+			f.stats.errno(abi.ErrnoIO)
+		}
+	}
 }
 
 // failInflightLocked fails every call the dead proxy held with EIO.
