@@ -347,7 +347,7 @@ func (s *server) dispatch(reqs []proxyproto.Request) {
 	}
 	s.flush()
 	if len(local) > 0 {
-		s.out.send(local)
+		s.out.sendLocal(local)
 	}
 	s.local = local
 }
@@ -424,5 +424,5 @@ func result(r *proxyproto.Request, ret int64, e abi.Errno) proxyproto.Result {
 	if e != 0 {
 		ret = -1
 	}
-	return proxyproto.Result{Slot: r.Slot, Seq: r.Seq, Ret: ret, Errno: e, Flags: r.Flags, Call: proxyproto.CallWord(r)}
+	return proxyproto.Result{Slot: r.Slot, Seq: r.Seq, Ret: ret, Errno: e, Flags: r.Flags, Call: proxyproto.CallWord(r), Pos: r.Pos}
 }

@@ -21,9 +21,15 @@ type sink struct {
 	ring atomic.Pointer[ringOut]
 }
 
-func (s *sink) send(rs []proxyproto.Result) {
+func (s *sink) send(rs []proxyproto.Result) { s.sendAs(rs, false) }
+
+// sendLocal sends the results the receive loop made before it gave their
+// requests' records back (ProxyConsumed): those may go as Bulk records.
+func (s *sink) sendLocal(rs []proxyproto.Result) { s.sendAs(rs, true) }
+
+func (s *sink) sendAs(rs []proxyproto.Result, local bool) {
 	if o := s.ring.Load(); o != nil {
-		o.send(rs)
+		o.send(rs, local)
 		return
 	}
 	s.w.send(append([]proxyproto.Result(nil), rs...))
@@ -45,29 +51,51 @@ type ringOut struct {
 
 var kickMsg = []byte{proxyproto.MsgKick}
 
-func (o *ringOut) send(rs []proxyproto.Result) {
+func (o *ringOut) send(rs []proxyproto.Result, local bool) {
 	if o.area != nil {
 		for i := range rs {
 			o.complete(&rs[i])
 		}
 	}
+	var bulk proxyproto.Result // open while Mask != 0
 	for _, r := range rs {
-		for spins := 0; !o.rg.ProxyTryPut(&o.tail, r); spins++ {
-			// Full: the mediator is behind. Make sure it looks, then wait.
-			o.kick()
-			select {
-			case <-o.stop:
-				return
-			default:
+		if local && r.Delivery == proxyproto.ByProxy && r.Errno == 0 {
+			// One record for up to 64 successes of the batch (the
+			// mediator knows which call each position held).
+			if bulk.Mask != 0 && r.Pos-bulk.Pos < 64 {
+				bulk.Mask |= 1 << (r.Pos - bulk.Pos)
+				continue
 			}
-			if spins < 64 {
-				runtime.Gosched()
-			} else {
-				time.Sleep(20 * time.Microsecond)
+			if bulk.Mask != 0 {
+				o.put(bulk)
 			}
+			bulk = proxyproto.Result{Delivery: proxyproto.Bulk, Pos: r.Pos, Mask: 1}
+			continue
 		}
+		o.put(r)
+	}
+	if bulk.Mask != 0 {
+		o.put(bulk)
 	}
 	o.kick()
+}
+
+// put writes one record, waiting while the ring is full.
+func (o *ringOut) put(r proxyproto.Result) {
+	for spins := 0; !o.rg.ProxyTryPut(&o.tail, r); spins++ {
+		// Full: the mediator is behind. Make sure it looks, then wait.
+		o.kick()
+		select {
+		case <-o.stop:
+			return
+		default:
+		}
+		if spins < 64 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
 }
 
 // complete writes a blocking call's result into its slot, and says so in r.

@@ -112,6 +112,9 @@ type Request struct {
 	// Aux carries what the proxy cannot know itself: for getrusage, the VM's
 	// GPU time in nanoseconds from accounting.
 	Aux uint64
+	// Pos is the request's position in the request ring (the proxy's
+	// own, set by ProxyRequests; not on the wire).
+	Pos uint64
 }
 
 // Result is one call's outcome.
@@ -123,10 +126,13 @@ type Result struct {
 	// Delivery says who writes the result into the slot (result rings
 	// only; a Results datagram's are ByMediator).
 	Delivery Delivery
-	// Flags are the request's, and Call its CallWord (the proxy's own;
-	// not on the wire).
+	// Flags are the request's, Call its CallWord and Pos its position in
+	// the request ring (the proxy's own; not on the wire).
 	Flags uint8
 	Call  uint32
+	Pos   uint64
+	// Mask, in a Bulk result, has bit i set for the request at Pos+i.
+	Mask uint64
 }
 
 // Delivery says who writes a blocking call's result into its slot.
@@ -140,6 +146,13 @@ const (
 	// Refused: the proxy found the slot no longer PROCESSING with the
 	// call's sequence number (the guest took it back) and wrote nothing.
 	Refused
+	// Bulk: one record for many blocking calls the proxy answered in
+	// their slots (ByProxy) with errno 0: the requests at Pos+i for each
+	// bit i set in Mask. Only for requests answered before the proxy gave
+	// their records back (ProxyConsumed), so that the mediator, which
+	// reads the proxy's head before it drains (MediatorReqHead), knows
+	// which call each position held.
+	Bulk
 )
 
 var le = binary.LittleEndian

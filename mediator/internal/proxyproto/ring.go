@@ -206,11 +206,17 @@ func (rg *Ring) Layout() RingLayout { return rg.l }
 
 // --- The mediator's side. The proxy's words are hostile: bounded here. ---
 
+// MediatorReqHead is the proxy's request head: the requests before it are
+// consumed. A mediator that reads it before it drains the result ring has
+// seen every Bulk record of the requests before it.
+func (rg *Ring) MediatorReqHead() uint64 { return rg.r.Load64(ringReqHead) }
+
 // MediatorReqFree is how many requests fit behind tail (the mediator's own
-// count of requests published). A proxy head that is not within the last
-// capacity requests reads as a full ring: the calls wait in their slots.
-func (rg *Ring) MediatorReqFree(tail uint64) int {
-	used := tail - rg.r.Load64(ringReqHead)
+// count of requests published) with the proxy's head at head. A head that
+// is not within the last capacity requests reads as a full ring: the calls
+// wait in their slots.
+func (rg *Ring) MediatorReqFree(tail, head uint64) int {
+	used := tail - head
 	if used > uint64(rg.l.ReqCap) {
 		return 0
 	}
@@ -240,6 +246,9 @@ func (rg *Ring) MediatorNextResult(head uint64) (Result, bool) {
 		return Result{}, false
 	}
 	w1, w2, w3 := rg.r.Load64(off+8), rg.r.Load64(off+16), rg.r.Load64(off+24)
+	if d := Delivery(w3 >> 32); d == Bulk {
+		return Result{Pos: w1, Mask: w2, Delivery: d}, true
+	}
 	return Result{
 		Slot: uint32(w1), Seq: uint32(w1 >> 32), Ret: int64(w2),
 		Errno: abi.Errno(uint32(w3)), Delivery: Delivery(w3 >> 32),
@@ -276,7 +285,9 @@ func (rg *Ring) ProxyRequests(dst []Request, head uint64) ([]Request, uint64, er
 		return dst, head, fmt.Errorf("%w: request tail %d, head %d", ErrMessage, tail, head)
 	}
 	for pos := head; pos != tail; pos++ {
-		dst = append(dst, getRequest(rg.r.Bytes(RingHdrSize+(pos&rg.reqMask)*RequestSize, RequestSize)))
+		r := getRequest(rg.r.Bytes(RingHdrSize+(pos&rg.reqMask)*RequestSize, RequestSize))
+		r.Pos = pos
+		dst = append(dst, r)
 	}
 	return dst, tail, nil
 }
@@ -309,9 +320,13 @@ func (rg *Ring) ProxyTryPut(tail *atomic.Uint64, res Result) bool {
 			continue // another producer took pos meanwhile
 		}
 		off := rg.resOff + (pos&rg.resMask)*ResultStride
-		rg.r.Put64(off+8, uint64(res.Slot)|uint64(res.Seq)<<32) // published by the mark
-		rg.r.Put64(off+16, uint64(res.Ret))
-		rg.r.Put64(off+24, uint64(uint32(res.Errno))|uint64(res.Delivery)<<32)
+		w1, w2, w3 := uint64(res.Slot)|uint64(res.Seq)<<32, uint64(res.Ret), uint64(uint32(res.Errno))|uint64(res.Delivery)<<32
+		if res.Delivery == Bulk {
+			w1, w2, w3 = res.Pos, res.Mask, uint64(Bulk)<<32
+		}
+		rg.r.Put64(off+8, w1) // published by the mark
+		rg.r.Put64(off+16, w2)
+		rg.r.Put64(off+24, w3)
 		rg.r.Store64(off, pos+1)
 		return true
 	}

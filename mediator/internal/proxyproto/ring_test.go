@@ -36,7 +36,7 @@ func TestRingRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tail uint64
-	if free := med.MediatorReqFree(tail); free != 4 {
+	if free := med.MediatorReqFree(tail, med.MediatorReqHead()); free != 4 {
 		t.Fatalf("free %d, want 4", free)
 	}
 	for i := range 4 {
@@ -50,15 +50,15 @@ func TestRingRoundTrip(t *testing.T) {
 	if med.MediatorPublish(tail) {
 		t.Fatal("second kick for one sleep")
 	}
-	if free := med.MediatorReqFree(tail); free != 0 {
+	if free := med.MediatorReqFree(tail, med.MediatorReqHead()); free != 0 {
 		t.Fatalf("free %d, want 0", free)
 	}
 	reqs, head, err := prox.ProxyRequests(nil, 0)
-	if err != nil || head != 4 || len(reqs) != 4 || reqs[3].Args[5] != 3 || reqs[3].Aux != 7 || reqs[3].Context != 2 {
+	if err != nil || head != 4 || len(reqs) != 4 || reqs[3].Args[5] != 3 || reqs[3].Aux != 7 || reqs[3].Context != 2 || reqs[3].Pos != 3 {
 		t.Fatalf("ProxyRequests = %+v %d %v", reqs, head, err)
 	}
 	prox.ProxyConsumed(head)
-	if free := med.MediatorReqFree(tail); free != 4 {
+	if free := med.MediatorReqFree(tail, med.MediatorReqHead()); free != 4 {
 		t.Fatalf("free %d after consuming, want 4", free)
 	}
 	// Results: full after 8, in order, the ring reusable after consuming.
@@ -86,6 +86,16 @@ func TestRingRoundTrip(t *testing.T) {
 		t.Fatal("put before the consumer gave the records back")
 	}
 	med.MediatorConsumed(rhead)
+	// A Bulk record: positions and a mask, nothing else.
+	bulk := Result{Delivery: Bulk, Pos: 1 << 40, Mask: 0x8000_0000_0000_0005}
+	if !prox.ProxyTryPut(&ptail, bulk) {
+		t.Fatal("bulk put refused")
+	}
+	if r, ok := med.MediatorNextResult(rhead); !ok || r != bulk {
+		t.Fatalf("bulk record read back as %+v %v", r, ok)
+	}
+	rhead++
+	med.MediatorConsumed(rhead)
 	if !prox.ProxyTryPut(&ptail, Result{Slot: 99}) {
 		t.Fatal("put refused after the consumer freed the ring")
 	}
@@ -105,7 +115,7 @@ func TestRingHostileProxy(t *testing.T) {
 	for i := range mem {
 		mem[i] = 0xa5 // scribble over everything, header included
 	}
-	if free := med.MediatorReqFree(0); free != 0 {
+	if free := med.MediatorReqFree(0, med.MediatorReqHead()); free != 0 {
 		t.Fatalf("free %d with a garbage head, want 0 (full)", free)
 	}
 	for head := range uint64(64) {

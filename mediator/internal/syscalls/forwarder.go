@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"net"
 	"os"
 	"sync"
@@ -76,7 +77,11 @@ type Forwarder struct {
 	state    string           // "starting", "running", or why the proxy is down
 	inflight []held           // per slot: the blocking call with the proxy, if any
 	nIn      int
-	closed   bool
+	// shadow is, per request ring position (masked), the blocking call
+	// published there: what a Bulk record's positions stand for.
+	shadow     []shadowEntry
+	shadowMask uint64
+	closed     bool
 
 	// orphanSweep asks the poller for failOrphansLocked at its next pass:
 	// a proxy is gone.
@@ -242,6 +247,13 @@ func (f *Forwarder) drainLocked() int {
 		switch r.Delivery {
 		case proxyproto.ByProxy:
 			d.add(f, r.Slot, r.Seq, r.Errno, now)
+		case proxyproto.Bulk:
+			for m := r.Mask; m != 0; m &= m - 1 {
+				pos := r.Pos + uint64(bits.TrailingZeros64(m))
+				if e := f.shadow[pos&f.shadowMask]; e.pos1 == pos+1 {
+					d.add(f, e.slot, e.seq, 0, now)
+				}
+			}
 		case proxyproto.Refused:
 			if _, ok := f.claimLocked(r.Slot, r.Seq); ok {
 				f.stats.errno(r.Errno)
@@ -259,6 +271,13 @@ func (f *Forwarder) drainLocked() int {
 		f.stats.activity.Store(true) // their callers come back: keep spinning
 	}
 	return n
+}
+
+// shadowEntry is a request ring position's blocking call: the position + 1
+// (0: none), the slot and its sequence number.
+type shadowEntry struct {
+	pos1      uint64
+	slot, seq uint32
 }
 
 // done counts, over one drain, the calls the proxy completed in their

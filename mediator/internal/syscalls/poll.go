@@ -45,7 +45,7 @@ func (f *Forwarder) poll() {
 			f.mu.Unlock()
 		}
 		f.ringMu.RLock()
-		p, rg, delivered := f.begin(announced)
+		p, rg, head, delivered := f.begin(announced)
 		woke := announced
 		announced = false
 		if p == nil {
@@ -59,7 +59,7 @@ func (f *Forwarder) poll() {
 		if rg != ring {
 			ring, tail = rg, 0
 		}
-		room := min(cfg.Batch, rg.MediatorReqFree(tail))
+		room := min(cfg.Batch, rg.MediatorReqFree(tail, head))
 		taken := f.stats.taken.Load()
 		batch = f.scan(batch[:0], room, &next, p, woke, now)
 		if len(batch) > 0 && cfg.Window > 0 {
@@ -67,7 +67,7 @@ func (f *Forwarder) poll() {
 		}
 		// Tracked before they are out: a receiver woken by a kick sent
 		// before this pass may read their records as soon as they exist.
-		if batch = f.track(batch, p); len(batch) > 0 {
+		if batch = f.track(batch, p, tail); len(batch) > 0 {
 			for i := range batch {
 				rg.MediatorPutRequest(tail, &batch[i])
 				tail++
@@ -113,18 +113,22 @@ func (f *Forwarder) poll() {
 }
 
 // begin starts a pass: the running proxy's socket and rings (nil while
-// there is none) and the results consumed from the rings. clear says that
-// the poller had announced itself idle. The caller holds ringMu (read).
-func (f *Forwarder) begin(clear bool) (*sock, *proxyproto.Ring, int) {
+// there is none), the proxy's request head, and the results consumed from
+// the rings. The head is read before the drain: every Bulk record of the
+// requests before it is then consumed, so the positions before it can be
+// reused (their shadow entries written again). clear says that the poller
+// had announced itself idle. The caller holds ringMu (read).
+func (f *Forwarder) begin(clear bool) (*sock, *proxyproto.Ring, uint64, int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.state != "running" || f.ring == nil {
-		return nil, nil, 0
+		return nil, nil, 0, 0
 	}
 	if clear {
 		f.ring.MediatorIdle(false)
 	}
-	return f.sock, f.ring, f.drainLocked()
+	head := f.ring.MediatorReqHead()
+	return f.sock, f.ring, head, f.drainLocked()
 }
 
 // coalesce keeps scanning until the batch is full or the window since its
@@ -298,9 +302,11 @@ func (f *Forwarder) serveLocally(i uint32, s *abi.Slot) bool {
 }
 
 // track records the blocking calls of batch as handed to proxy p, under
-// one lock; if p is no longer the running proxy they fail with EIO at once
-// and track returns an empty batch (nothing to send).
-func (f *Forwarder) track(batch []proxyproto.Request, p *sock) []proxyproto.Request {
+// one lock, and which call each request position from tail holds (the
+// shadow Bulk records are read against); if p is no longer the running
+// proxy they fail with EIO at once and track returns an empty batch
+// (nothing to send).
+func (f *Forwarder) track(batch []proxyproto.Request, p *sock, tail uint64) []proxyproto.Request {
 	f.mu.Lock()
 	ok := f.sock == p && f.state == "running"
 	if ok {
@@ -310,6 +316,8 @@ func (f *Forwarder) track(batch []proxyproto.Request, p *sock) []proxyproto.Requ
 				continue
 			}
 			f.nIn += f.inflight[r.Slot].hand(r.Seq, f.passAt)
+			pos := tail + uint64(k)
+			f.shadow[pos&f.shadowMask] = shadowEntry{pos1: pos + 1, slot: r.Slot, seq: r.Seq}
 		}
 	}
 	f.mu.Unlock()

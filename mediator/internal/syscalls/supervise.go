@@ -83,6 +83,7 @@ func (f *Forwarder) runProxy() error {
 		return p.Close()
 	}
 	f.proxy, f.sock, f.ring, f.resHead, f.state = p, s, rg, 0, "running"
+	f.shadow, f.shadowMask = make([]shadowEntry, rg.Layout().ReqCap), uint64(rg.Layout().ReqCap)-1
 	f.mu.Unlock()
 	f.log.Info("syscall proxy running", "pid", p.Pid())
 	f.Kick()
