@@ -56,6 +56,16 @@ type Poller struct {
 	stretched bool
 	checkNs   int64
 	known     map[uint32]bool
+	// cut is when contention ended a stretched period before its poll
+	// phase (0: it did not): the phase, moved there, is then a sample of
+	// the contended rest [cut, end] only, and the uncontended stretch
+	// [start, cut) is charged from the checks before it: checks status
+	// reads (one at the period's start), checkRun the engines each VM was
+	// running in them.
+	cut       int64
+	checks    int
+	checkRun  map[uint32]int
+	lastCheck int64 // the time of the last check counted
 
 	// virtual driver
 	after     func(delay int64, fn func())
@@ -144,6 +154,34 @@ func (p *Poller) plan(start int64, channels, vms int) {
 	}
 	p.stretched = vms <= 1 && p.cfg.IdleFactor > 1 && p.sampling()
 	p.checkNs = max(int64(float64(length)/p.cfg.IdleFactor), 1)
+	p.cut, p.checks = 0, 0
+	clear(p.checkRun)
+	if p.stretched {
+		p.tallyCheck() // the status read at start: the first check
+	}
+}
+
+// tallyCheck counts the engines each VM runs on in the last status read,
+// as one check of a stretched period.
+func (p *Poller) tallyCheck() {
+	if p.checkRun == nil {
+		p.checkRun = map[uint32]int{}
+	}
+	p.checks++
+	p.lastCheck = p.st.Time
+	for _, r := range p.st.Running {
+		p.checkRun[r.VM]++
+	}
+}
+
+// check is one check of a stretched period, on a status just read: it
+// watches for contention, and counts the check unless contention cut the
+// period there (the instant two VMs are active is no sample of the
+// uncontended stretch before it).
+func (p *Poller) check() {
+	if !p.watch(p.st.Time) && p.stretched {
+		p.tallyCheck()
+	}
 }
 
 // contended reports whether the last status read, with the VMs the current
@@ -163,26 +201,32 @@ func (p *Poller) contended() bool {
 }
 
 // watch is called at each check of a stretched period with a fresh status
-// read at time t: contention ends the stretch. The period is stretched
-// because at most one VM was active; once two are, the scheduler must decide
-// again soon, or they share the GPU for a whole stretch (IdleFactor periods)
+// read at time t: contention ends the stretch, and watch reports whether it
+// cut the period before its poll phase. The period is stretched because at
+// most one VM was active; once two are, the scheduler must decide again
+// soon, or they share the GPU for a whole stretch (IdleFactor periods)
 // without a decision (seen live: a poll phase that fell into a gap of two
 // saturating guests stretched the next period to 300 ms, in which the
-// long-kernel VM took 85%). Before the poll phase, the phase moves to now
-// and the period ends with it; after it, the period ends now. Either way the
-// poll phase is no longer a uniform sample of the shortened period: only
-// stretched periods pay that, and they ran without contention until now.
-func (p *Poller) watch(t int64) {
+// long-kernel VM took 85%). After the poll phase, the period ends now: the
+// phase, drawn uniform over the stretch and taken before now, is a uniform
+// sample of [start, now]. Before it, the phase moves to now and the period
+// ends with it; the phase then samples only the contended [now, end], and
+// the stretch before is charged from the checks (cut). Charging the whole
+// period from a phase at the instant a second VM arrived overcharged it by
+// ~40% in the bursty specs (and undercharged the one that ran alone).
+func (p *Poller) watch(t int64) bool {
 	if !p.stretched || !p.contended() {
-		return
+		return false
 	}
 	p.stretched = false
 	if t < p.pollAt {
 		p.pollAt = t
 		p.end = t + p.poll
-		return
+		p.cut = t
+		return true
 	}
 	p.end = max(t, p.pollAt+p.poll)
+	return false
 }
 
 // step is how long to wait towards target from t: all the way, or in checks
@@ -237,12 +281,23 @@ func (p *Poller) closePeriod(end int64) Period {
 	per := Period{Start: p.start, End: max(end, p.start), Phase: ph}
 	per.Busy = make(map[uint32]int64, len(ph.Busy))
 	per.Share = make(map[uint32]float64, len(ph.Busy))
+	// What the poll phase stands for: [from, End]. After a cut, the
+	// contention began somewhere between the last clean check and the
+	// cut: the checks stand for the stretch up to the middle of that
+	// interval, the phase for the rest (uniform onset: no bias either way).
+	from := per.Start
+	if p.cut > per.Start && p.cut <= per.End && p.checks > 0 {
+		from = max(per.Start, p.lastCheck+(p.cut-p.lastCheck)/2)
+		for vm, n := range p.checkRun {
+			per.Busy[vm] = int64(float64(n) * float64(from-per.Start) / float64(p.checks))
+		}
+	}
 	for vm, b := range ph.Busy {
 		if poll <= 0 {
-			per.Busy[vm] = b
+			per.Busy[vm] += b
 			continue
 		}
-		per.Busy[vm] = int64(float64(b) * float64(per.End-per.Start) / float64(poll))
+		per.Busy[vm] += int64(float64(b) * float64(per.End-from) / float64(poll))
 		per.Share[vm] = float64(b) / float64(poll)
 	}
 	vms := p.activeVMs(ph)
@@ -309,7 +364,7 @@ func (p *Poller) vAwait(target *int64, again, then func()) {
 	}
 	if p.stretched {
 		p.timed(p.read)
-		p.watch(p.st.Time)
+		p.check()
 		if t := p.st.Time; t < *target {
 			p.after(p.step(t, *target), again)
 			return

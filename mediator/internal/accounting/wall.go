@@ -77,7 +77,7 @@ func (p *Poller) wallAwait(ctx context.Context, timer *time.Timer, target func()
 		if p.stretched {
 			cpu0 := threadCPUNs()
 			p.read()
-			p.watch(p.st.Time)
+			p.check()
 			p.cpuNs.Add(max(threadCPUNs()-cpu0, 0))
 		}
 	}
