@@ -16,27 +16,12 @@ bin=$(cd "${1:?usage: syscalls.sh BINDIR OUTDIR}" && pwd)
 out=${2:?usage: syscalls.sh BINDIR OUTDIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-dir=$(mktemp -d /tmp/sluice-syscalls-XXXXXX)
-chmod 711 "$dir"
-export SLUICE_SOCKET=$dir/sluiced.sock
-# --max-command: a run's kernels make thousands of calls each, which may take
-# longer than the default half second; the watchdog must not end them.
-"$bin/sluiced" --backend cuda --max-command 30s --socket "$SLUICE_SOCKET" --state-dir "$dir/state" >"$out/syscalls-sluiced.log" 2>&1 &
-daemon=$!
-trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$dir"' EXIT
-for _ in $(seq 100); do [ -S "$SLUICE_SOCKET" ] && break; sleep 0.1; done
-ep=$("$bin/sluicectl" vm create bench --channels 4)
+. "$(dirname "$0")/bench-vm.sh"
+trap stop_bench_vm EXIT
+start_bench_vm "$bin" "$out/syscalls-sluiced.log" -- --channels 4
 vol=$("$bin/sluicectl" vm get bench --json | sed -n 's/.*"volume": *"\([^"]*\)".*/\1/p')
 head -c 64M /dev/urandom >"$vol/bench.bin"
 chmod 644 "$vol/bench.bin"
-for _ in $(seq 100); do
-	proxy=$("$bin/sluicectl" vm get bench --json | sed -n 's/.*"proxy_pid": *\([0-9]*\).*/\1/p')
-	[ -n "$proxy" ] && break
-	sleep 0.1
-done
-worker=$(pgrep -f 'sluice-gpu-worker' | head -1 || true)
-cpu=(--cpu-pid "$daemon" --cpu-pid "$proxy")
-[ -n "$worker" ] && cpu+=(--cpu-pid "$worker")
 agent=("$bin/sluice-agent" --endpoint "$ep" run syscall-bench --backend cuda --json --pread-path /bench.bin "${cpu[@]}")
 "${agent[@]}" --channel 1 --label "window 0" >"$out/syscalls-window0.json"
 "$bin/sluicectl" vm set bench --syscall-window 20us --syscall-batch 1024 >/dev/null

@@ -18,6 +18,7 @@ new=$(cd "${2:?usage: BASEDIR NEWDIR OUTDIR}" && pwd)
 out=${3:?usage: BASEDIR NEWDIR OUTDIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+. "$(dirname "$0")/../../gpu/bench-vm.sh"
 nvidia-smi --query-gpu=name,driver_version,pci.bus_id --format=csv,noheader >"$out/device.txt" || true
 nproc >>"$out/device.txt"
 for round in ${ROUNDS:-1 2 3}; do
@@ -31,21 +32,7 @@ for round in ${ROUNDS:-1 2 3}; do
 done
 gpu() { # TAG BINDIR
 	tag=$1 bin=$2
-	dir=$(mktemp -d /tmp/sluice-poller-XXXXXX)
-	chmod 711 "$dir"
-	export SLUICE_SOCKET=$dir/sluiced.sock
-	"$bin/sluiced" --backend cuda --log-level debug --socket "$SLUICE_SOCKET" --state-dir "$dir/state" >"$out/$tag-sluiced.log" 2>&1 &
-	daemon=$!
-	for _ in $(seq 100); do [ -S "$SLUICE_SOCKET" ] && break; sleep 0.1; done
-	ep=$("$bin/sluicectl" vm create bench --channels 4 --region-size 64MiB)
-	for _ in $(seq 100); do
-		proxy=$("$bin/sluicectl" vm get bench --json | sed -n 's/.*"proxy_pid": *\([0-9]*\).*/\1/p')
-		[ -n "$proxy" ] && break
-		sleep 0.1
-	done
-	worker=$(pgrep -f 'sluice-gpu-worker' | head -1 || true)
-	cpu=(--cpu-pid "$daemon" --cpu-pid "$proxy")
-	[ -n "$worker" ] && cpu+=(--cpu-pid "$worker")
+	start_bench_vm "$bin" "$out/$tag-sluiced.log" --log-level debug -- --channels 4 --region-size 64MiB
 	agent=(timeout 100 "$bin/sluice-agent" --endpoint "$ep" run syscall-bench --backend cuda --json "${cpu[@]}")
 	"${agent[@]}" --channel 1 --callers 1,32 --calls 20000 --label "$tag 1,32" >"$out/$tag-small.json" || true
 	"$bin/sluicectl" vm get bench --json >"$out/$tag-vm-before1024.json" || true
@@ -53,9 +40,7 @@ gpu() { # TAG BINDIR
 	"$bin/sluicectl" vm get bench --json >"$out/$tag-vm-after1024.json" || true
 	"${agent[@]}" --channel 3 --callers 1 --calls 1 --phases 0,3 --phase-callers 1,32,1024 \
 		--phase-iterations 40 --label "$tag phases" >"$out/$tag-phases.json" || true
-	kill $daemon 2>/dev/null || true
-	wait $daemon 2>/dev/null || true
-	rm -rf "$dir"
+	stop_bench_vm
 }
 [ -z "${SKIP_BASE:-}" ] && gpu base "$base"
 gpu new "$new"

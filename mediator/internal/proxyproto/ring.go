@@ -260,12 +260,14 @@ func (rg *Ring) MediatorNextResult(head uint64) (Result, bool) {
 func (rg *Ring) MediatorConsumed(head uint64) { rg.r.Store64(ringResHead, head) }
 
 // MediatorIdle announces whether a mediator thread watches the results.
-func (rg *Ring) MediatorIdle(idle bool) {
-	v := uint32(0)
+func (rg *Ring) MediatorIdle(idle bool) { rg.r.Store32(ringMedIdle, flag(idle)) }
+
+// flag is an idle word's value.
+func flag(idle bool) uint32 {
 	if idle {
-		v = 1
+		return 1
 	}
-	rg.r.Store32(ringMedIdle, v)
+	return 0
 }
 
 // ResultCap is the result ring's capacity.
@@ -299,13 +301,7 @@ func (rg *Ring) ProxyPending(head uint64) bool { return rg.r.Load64(ringReqTail)
 func (rg *Ring) ProxyConsumed(head uint64) { rg.r.Store64(ringReqHead, head) }
 
 // ProxyIdle announces whether the proxy sleeps on its socket.
-func (rg *Ring) ProxyIdle(idle bool) {
-	v := uint32(0)
-	if idle {
-		v = 1
-	}
-	rg.r.Store32(ringProxyIdl, v)
-}
+func (rg *Ring) ProxyIdle(idle bool) { rg.r.Store32(ringProxyIdl, flag(idle)) }
 
 // ProxyTryPut writes res at the next free position (tail is the proxy's
 // shared reservation counter) and publishes it; false means the ring is

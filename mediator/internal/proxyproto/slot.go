@@ -24,10 +24,17 @@ func CompleteCall(area *shm.Region, slot, seq, call uint32, ret int64, errno abi
 	if !area.CompareAndSwap64(base+abi.SysState, w, w) {
 		return CompleteSlot(area, slot, seq, ret, errno)
 	}
-	area.Put64(base+abi.SysRet, uint64(ret)) // published by the swap below
-	area.Put64(base+abi.SysErrno, uint64(errno))
-	fin := uint64(abi.SlotWord(abi.SlotFinished, seq)) | uint64(uint32(errno))<<32
+	fin := fill(area, base, seq, ret, errno)
 	return area.CompareAndSwap64(base+abi.SysState, w, fin) || CompleteSlot(area, slot, seq, ret, errno)
+}
+
+// fill writes ret and errno into the slot at base and returns its
+// FINISHED|seq word with the errno beside it: the caller's compare-and-swap
+// of that word publishes them.
+func fill(area *shm.Region, base uint64, seq uint32, ret int64, errno abi.Errno) uint64 {
+	area.Put64(base+abi.SysRet, uint64(ret))
+	area.Put64(base+abi.SysErrno, uint64(errno))
+	return uint64(abi.SlotWord(abi.SlotFinished, seq)) | uint64(uint32(errno))<<32
 }
 
 // completeTries bounds CompleteSlot's compare-and-swap against a guest that
@@ -48,9 +55,7 @@ func CompleteSlot(area *shm.Region, slot, seq uint32, ret int64, errno abi.Errno
 	if uint32(w) != processing {
 		return false
 	}
-	area.Put64(base+abi.SysRet, uint64(ret)) // published by the swap below
-	area.Put64(base+abi.SysErrno, uint64(errno))
-	fin := uint64(abi.SlotWord(abi.SlotFinished, seq)) | uint64(uint32(errno))<<32
+	fin := fill(area, base, seq, ret, errno)
 	for range completeTries {
 		if area.CompareAndSwap64(base+abi.SysState, w, fin) {
 			return true

@@ -216,26 +216,23 @@ func BenchmarkClock(b *testing.B) {
 // what every call waits half of to be seen while the poller spins (and the
 // poller's own pass runs beside it).
 func BenchmarkScanIdle(b *testing.B) {
-	v := newRealVM(b, 1024, DefaultConfig())
-	var next uint32
-	b.ResetTimer()
-	for range b.N {
-		if got := v.f.scan(nil, 1, &next, nil, true, v.f.now()); len(got) != 0 {
-			b.Fatal("a READY slot in an idle area")
-		}
-	}
+	idlePasses(b, true)
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1024, "ns/slot")
 }
 
 // BenchmarkPassIdle is one pass of a spinning poller over 1024 idle slots
 // with the ready map: the map's 128 words, and the sweep's chunk when one
 // is due. Half of it is what a call waits to be seen.
-func BenchmarkPassIdle(b *testing.B) {
+func BenchmarkPassIdle(b *testing.B) { idlePasses(b, false) }
+
+// idlePasses runs b.N scan passes over 1024 idle slots, whole (every state
+// word) or as a spinning poller's pass.
+func idlePasses(b *testing.B, whole bool) {
 	v := newRealVM(b, 1024, DefaultConfig())
 	var next uint32
 	b.ResetTimer()
 	for range b.N {
-		if got := v.f.scan(nil, 1, &next, nil, false, v.f.now()); len(got) != 0 {
+		if got := v.f.scan(nil, 1, &next, nil, whole, v.f.now()); len(got) != 0 {
 			b.Fatal("a READY slot in an idle area")
 		}
 	}

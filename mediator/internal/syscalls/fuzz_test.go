@@ -36,13 +36,7 @@ func FuzzForwarderSlots(f *testing.F) {
 				time.Sleep(100 * time.Microsecond)
 			}
 		}
-		done := make(chan error, 1)
-		go func() { done <- r.f.Close() }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatal("Close hangs")
-		}
+		closePromptly(t, r.f)
 	})
 }
 
@@ -71,17 +65,23 @@ func FuzzHostileProxy(f *testing.F) {
 		if st, _ := r.state(3); now != mine || st != abi.SlotFree {
 			t.Fatalf("a FREE slot was written: %x", now)
 		}
-		done := make(chan error, 1)
-		go func() { done <- r.f.Close() }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatal("Close hangs")
-		}
+		closePromptly(t, r.f)
 		// Finished (answered, or EIO at Close), or never taken: a forged
 		// request head reads as a full ring and calls wait in their slots.
 		if st, _ := r.state(2); st != abi.SlotFinished && st != abi.SlotReady {
 			t.Fatalf("slot 2 %v after Close, want finished or ready", st)
 		}
 	})
+}
+
+// closePromptly closes f, failing t if that takes more than 5 s.
+func closePromptly(t *testing.T, f *Forwarder) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f.Close() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hangs")
+	}
 }

@@ -39,7 +39,9 @@ func (f *Forwarder) poll() {
 		}
 		cfg := f.cfg.Load()
 		now := f.now() // the pass's one clock read before it ends
-		if f.orphanSweep.Swap(false) {
+		// A load first: a swap is a locked instruction, and this runs
+		// every pass.
+		if f.orphanSweep.Load() && f.orphanSweep.Swap(false) {
 			f.mu.Lock()
 			f.failOrphansLocked()
 			f.mu.Unlock()
@@ -85,7 +87,7 @@ func (f *Forwarder) poll() {
 		f.endPass(now)
 		// Activity: a slot taken (served here or not), a doorbell, a result
 		// delivered (its caller comes back).
-		if f.stats.activity.Swap(false) || f.stats.taken.Load() != taken || delivered > 0 {
+		if f.stats.activity.Load() && f.stats.activity.Swap(false) || f.stats.taken.Load() != taken || delivered > 0 {
 			lastActive = now
 		}
 		if now-lastActive < int64(cfg.Spin) {
