@@ -130,7 +130,7 @@ func run(args []string) int {
 		if err != nil {
 			return fatal(conn, fmt.Errorf("sandbox: %w", err), 1)
 		}
-		log.Info("sandboxed", "landlock_abi", rep.LandlockABI, "max_files", o.maxFiles)
+		log.Info("sandboxed", "landlock_abi", rep.LandlockABI, "landlock_scoped", rep.LandlockScoped, "max_files", o.maxFiles, "max_file_size", o.maxFileSize)
 	}
 	if o.probe != "" {
 		return fatal(conn, probe(o.probe), 1)

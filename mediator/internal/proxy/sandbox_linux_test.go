@@ -89,6 +89,12 @@ const sbHeap = 1 << 20
 // (by the host's root: unmapped owner inside).
 func startSandboxed(t *testing.T, maxFiles int, args ...string) *sandboxed {
 	t.Helper()
+	return startSandboxedWith(t, func(c *StartConfig) { c.MaxFiles, c.Args = maxFiles, args })
+}
+
+// startSandboxedWith is startSandboxed with set's changes to the start.
+func startSandboxedWith(t *testing.T, set func(*StartConfig)) *sandboxed {
+	t.Helper()
 	RequiresUserNS(t)
 	bin := proxyBinary(t)
 	base := t.TempDir()
@@ -115,10 +121,12 @@ func startSandboxed(t *testing.T, maxFiles int, args ...string) *sandboxed {
 	}
 	t.Cleanup(func() { _ = unix.Munmap(m) })
 	stderr := &lockedWriter{w: new(strings.Builder)}
-	p, err := Start(StartConfig{
+	cfg := StartConfig{
 		Binary: bin, VM: "test", Volume: vol, HeapFD: mfd, HeapOff: heapOff, HeapSize: sbHeap,
-		MaxFiles: maxFiles, UIDBase: DefaultUIDBase(7), Stderr: stderr, Args: args,
-	})
+		UIDBase: DefaultUIDBase(7), Stderr: stderr,
+	}
+	set(&cfg)
+	p, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

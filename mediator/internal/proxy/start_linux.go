@@ -38,7 +38,8 @@ type StartConfig struct {
 	VM     string // the VM's name (messages)
 	// Volume is the host directory that is the proxy's "/". Created if
 	// missing; chowned to UIDBase (the sandbox's root) so that the sandbox
-	// can write it. Its ancestors must be searchable by others (o+x).
+	// can write it. Its ancestors must be searchable by others (o+x). A
+	// symbolic link is refused (sandbox.OpenVolume says why).
 	Volume string
 	// HeapFD is the VM heap's file (a memfd); Start passes a copy. The
 	// proxy maps [HeapOff, HeapOff+HeapSize) of it shared, read/write.
@@ -46,6 +47,10 @@ type StartConfig struct {
 	HeapOff, HeapSize uint64
 	// MaxFiles is the proxy's RLIMIT_NOFILE; default 256.
 	MaxFiles int
+	// MaxFileSize is the proxy's RLIMIT_FSIZE in bytes (EFBIG past it);
+	// 0: unlimited. The VM's fastcalls, which sluiced runs, must obey the
+	// same limit (syscalls.Spec.MaxFileSize): give both one setting.
+	MaxFileSize uint64
 	// NetNS names a network namespace (/run/netns/NAME) for the proxy's
 	// sockets; default "": an isolated namespace of its own (loopback
 	// down, no routes). Start joins it on a locked thread around the fork
@@ -114,6 +119,11 @@ func Start(cfg StartConfig) (*Process, error) {
 	if err := prepareVolume(cfg); err != nil {
 		return nil, err
 	}
+	return launch(cfg)
+}
+
+// launch starts the binary for a validated cfg whose volume is prepared.
+func launch(cfg StartConfig) (*Process, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("starting the proxy of %s: %w", cfg.VM, err)
@@ -184,6 +194,9 @@ func (cfg StartConfig) args() []string {
 		"--heap-size", strconv.FormatUint(cfg.HeapSize, 10),
 		"--max-files", strconv.Itoa(cfg.MaxFiles),
 	}
+	if cfg.MaxFileSize > 0 {
+		a = append(a, "--max-file-size", strconv.FormatUint(cfg.MaxFileSize, 10))
+	}
 	if cfg.NoSandbox {
 		a = append(a, "--no-sandbox")
 	}
@@ -213,6 +226,14 @@ func sandboxAttr(a *syscall.SysProcAttr, cfg StartConfig) {
 func prepareVolume(cfg StartConfig) error {
 	if err := os.MkdirAll(cfg.Volume, 0o755); err != nil {
 		return fmt.Errorf("creating the volume of %s: %w", cfg.VM, err)
+	}
+	// MkdirAll accepts a link to a directory, and Lchown would give the
+	// link, not the directory, to the sandbox: refused here already, as the
+	// sandbox refuses it (it opens the volume O_NOFOLLOW).
+	if fi, err := os.Lstat(cfg.Volume); err != nil {
+		return fmt.Errorf("checking the volume of %s: %w", cfg.VM, err)
+	} else if fi.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("the volume of %s, %s, is a symbolic link: give the directory itself", cfg.VM, cfg.Volume)
 	}
 	if cfg.NoSandbox {
 		return nil

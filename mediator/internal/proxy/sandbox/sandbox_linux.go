@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -44,6 +45,9 @@ func (cfg Config) Validate() error {
 // Report is what Enter got from the kernel.
 type Report struct {
 	LandlockABI int // 0: no Landlock on this kernel
+	// LandlockScoped: abstract unix sockets and signals are scoped to the
+	// sandbox (LandlockABI >= LandlockScopes).
+	LandlockScoped bool
 }
 
 // Enter confines the calling process, layers 2 to 6 (see the package doc).
@@ -74,37 +78,43 @@ func Enter(cfg Config) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	rep.LandlockABI = abi
+	rep.LandlockABI, rep.LandlockScoped = abi, abi >= LandlockScopes
 	return rep, Seccomp()
 }
 
 // Root makes dir the process's "/" (nosuid, nodev), with nothing above it.
+//
+// The volume is opened once (O_PATH, O_NOFOLLOW: a volume that is itself a
+// symbolic link is refused) and checked through that descriptor: a directory
+// owned by this namespace's root (the parent chowned it to the sandbox's
+// UIDBase). Everything after works on the descriptor, never on the path
+// again: the bind mount is a clone of it (open_tree), made nosuid,nodev
+// (mount_setattr) and attached on top of it (move_mount), and the process
+// enters it by descriptor before pivot_root. So what was checked is what is
+// mounted, whatever happens to the path meanwhile. Needs Linux 5.12.
 func Root(dir string) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making mounts private: %w", err)
 	}
-	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind-mounting the volume %s: %w", dir, err)
+	vol, err := OpenVolume(dir)
+	if err != nil {
+		return err
 	}
-	// A remount must keep the flags the host locked on the mount.
-	var fs unix.Statfs_t
-	if err := unix.Statfs(dir, &fs); err != nil {
-		return fmt.Errorf("reading the volume's mount flags: %w", err)
+	defer unix.Close(vol)
+	tree, err := unix.OpenTree(vol, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return fmt.Errorf("bind-mounting the volume %s (open_tree): %w", dir, err)
 	}
-	flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | unix.MS_NOSUID | unix.MS_NODEV)
-	for _, f := range []struct{ st, ms uintptr }{
-		{unix.ST_RDONLY, unix.MS_RDONLY}, {unix.ST_NOEXEC, unix.MS_NOEXEC},
-		{unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME},
-		{unix.ST_RELATIME, unix.MS_RELATIME},
-	} {
-		if uintptr(fs.Flags)&f.st != 0 {
-			flags |= f.ms
-		}
+	defer unix.Close(tree)
+	// Only sets flags: the ones the host locked on the mount stay as they are.
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return fmt.Errorf("making the volume nosuid,nodev (mount_setattr): %w", err)
 	}
-	if err := unix.Mount("", dir, "", flags, ""); err != nil {
-		return fmt.Errorf("remounting the volume nosuid,nodev: %w", err)
+	if err := unix.MoveMount(tree, "", vol, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attaching the volume's mount (move_mount): %w", err)
 	}
-	if err := unix.Chdir(dir); err != nil {
+	if err := unix.Fchdir(tree); err != nil {
 		return fmt.Errorf("entering the volume: %w", err)
 	}
 	if err := unix.PivotRoot(".", "."); err != nil {
@@ -117,6 +127,38 @@ func Root(dir string) error {
 		return fmt.Errorf("entering the new root: %w", err)
 	}
 	return nil
+}
+
+// ErrVolumeSymlink is returned for a volume path whose last component is a
+// symbolic link: the sandbox binds only the directory named directly.
+var ErrVolumeSymlink = errors.New("is a symbolic link (give the directory itself)")
+
+// OpenVolume opens dir once, O_PATH|O_NOFOLLOW, and checks it through the
+// descriptor: a directory (not a symbolic link: ErrVolumeSymlink), owned by
+// uid 0 of the caller's user namespace. It returns the descriptor.
+func OpenVolume(dir string) (int, error) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("opening the volume %s: %w", dir, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("checking the volume %s: %w", dir, err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		err = fmt.Errorf("the volume %s %w", dir, ErrVolumeSymlink)
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		err = fmt.Errorf("the volume %s is not a directory (mode %#o)", dir, st.Mode)
+	case st.Uid != 0:
+		err = fmt.Errorf("the volume %s is owned by uid %d of the sandbox, want 0 (its root: the parent chowns it to the sandbox's id base)", dir, st.Uid)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 // Limits sets the resource limits of cfg.
@@ -146,16 +188,27 @@ func orInfinity(v uint64) uint64 {
 	return v
 }
 
-// Landlock allows reading and writing beneath "/" and nothing else, as far
-// as the kernel's Landlock goes; it returns the kernel's ABI level (0: none,
-// nothing done).
+// Landlock allows reading and writing beneath "/" and nothing else, and,
+// from ABI 6 (Linux 6.12), scopes abstract unix sockets and signals to the
+// sandbox: connecting to an abstract socket that a process outside the
+// sandbox bound (in the proxy's network namespace, which may be a named one
+// the operator shares with host processes) is EPERM, and so is signalling a
+// process outside it. Best effort: it does what the kernel's Landlock can and
+// returns the kernel's ABI level (0: none, nothing done). TCP ports are not
+// restricted (the proxy's sockets may connect where its network namespace
+// reaches).
 func Landlock() (int, error) {
 	abi, err := llsys.LandlockGetABIVersion()
 	if err != nil {
 		abi = 0
 	}
-	if err := landlock.V7.BestEffort().RestrictPaths(landlock.RWDirs("/").WithRefer()); err != nil {
+	cfg := landlock.Config{HandledAccessFS: landlock.V7.HandledAccessFS, Scoped: landlock.V7.Scoped}
+	if err := cfg.BestEffort().Restrict(landlock.RWDirs("/").WithRefer()); err != nil {
 		return abi, fmt.Errorf("landlock: %w", err)
 	}
 	return abi, nil
 }
+
+// LandlockScopes is the first Landlock ABI that scopes abstract unix sockets
+// and signals.
+const LandlockScopes = 6
