@@ -109,6 +109,7 @@ func parseFlags(args []string) (daemon.Config, slog.Level, error) {
 	fs.StringVar(&cfg.Proxy.Binary, "proxy", env("SLUICE_PROXY", ""), "sluice-proxy binary serving each VM's GPU system calls (default: beside sluiced), or off")
 	fs.StringVar(&cfg.Proxy.VolumeDir, "volume-dir", "", "directory of the VMs' default volumes (default: volumes/ in --state-dir)")
 	fs.IntVar(&cfg.Proxy.MaxFiles, "proxy-max-files", cfg.Proxy.MaxFiles, "files one VM's proxy may hold open (its RLIMIT_NOFILE)")
+	fs.Uint64Var(&cfg.Proxy.MaxFileSize, "proxy-max-file-size", cfg.Proxy.MaxFileSize, "largest file a VM's GPU programs may write, in bytes (0: no limit): its proxy's RLIMIT_FSIZE and the bound of its fastcall writes (EFBIG past it)")
 	fs.DurationVar(&cfg.Syscalls.Window, "syscall-window", cfg.Syscalls.Window, "default coalescing window of GPU system calls (sluicectl vm set changes one VM's)")
 	fs.IntVar(&cfg.Syscalls.Batch, "syscall-batch", cfg.Syscalls.Batch, "default most GPU system calls per batch to a proxy (1..1024)")
 	fs.DurationVar(&cfg.InflightBudget, "inflight-budget", cfg.InflightBudget, "estimated GPU time a VM may keep queued on the device, at least one command (0: half the scheduling period; negative: no bound)")

@@ -83,6 +83,10 @@ type ProxyConfig struct {
 	// MaxFiles is each proxy's RLIMIT_NOFILE: the files a VM's GPU programs
 	// may hold open at once, over all its contexts. Default 256.
 	MaxFiles int
+	// MaxFileSize is each VM's file size limit in bytes: its proxy's
+	// RLIMIT_FSIZE and the bound of its fastcall writes, which sluiced runs
+	// (EFBIG past it, both). Default 0: none.
+	MaxFileSize uint64
 }
 
 // DefaultConfig returns the defaults.

@@ -213,6 +213,7 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 		Syscalls:    d.cfg.Syscalls,
 		GPUBaseNs:   base.GPUNs,
 		MemoryQuota: req.Memory,
+		MaxFileSize: d.cfg.Proxy.MaxFileSize, // the proxy's too (proxyStarter)
 	}, d.be)
 	if err != nil {
 		return hostapi.VM{}, fmt.Errorf("creating vm %q: %w", req.Name, classify(err))

@@ -226,10 +226,12 @@ func (d *Daemon) proxyStarter(req hostapi.CreateVMRequest, id uint32) vm.ProxySt
 			HeapOff:  uint64(heapOff),
 			HeapSize: heapSize,
 			MaxFiles: d.cfg.Proxy.MaxFiles,
-			NetNS:    req.NetNS,
-			Cgroup:   req.Cgroup,
-			UIDBase:  base,
-			Stderr:   os.Stderr,
+			// The VM's fastcalls get the same (vm.Config.MaxFileSize).
+			MaxFileSize: d.cfg.Proxy.MaxFileSize,
+			NetNS:       req.NetNS,
+			Cgroup:      req.Cgroup,
+			UIDBase:     base,
+			Stderr:      os.Stderr,
 		})
 		if err != nil {
 			return nil, err

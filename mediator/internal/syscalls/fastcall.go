@@ -140,16 +140,59 @@ func (f *Forwarder) runFastcall(num uint16) (int64, abi.Errno) {
 	case abi.SysPread64:
 		n, err = unix.Pread(e.fd, e.buf, e.off)
 	case abi.SysPwrite64:
-		n, err = unix.Pwrite(e.fd, e.buf, e.off)
+		buf, errno := fitFileSize(e, f.spec.MaxFileSize)
+		if errno != 0 {
+			return -1, errno
+		}
+		n, err = unix.Pwrite(e.fd, buf, e.off)
 	case abi.SysRead:
 		n, err = unix.Read(e.fd, e.buf)
 	case abi.SysWrite:
-		n, err = unix.Write(e.fd, e.buf)
+		buf, errno := fitFileSize(e, f.spec.MaxFileSize)
+		if errno != 0 {
+			return -1, errno
+		}
+		n, err = unix.Write(e.fd, buf)
 	}
 	if err != nil {
 		return -1, abi.ErrnoOf(err)
 	}
 	return int64(n), 0
+}
+
+// fitFileSize is RLIMIT_FSIZE for a fastcall write, which sluiced runs
+// outside the proxy's limits: what of e's buffer fits below limit (0: none)
+// from where the write lands, EFBIG when nothing does (as the kernel, without
+// SIGXFSZ). The landing position is e's offset, the fd's position for write,
+// the file's end with O_APPEND (read each call: the proxy's fcntl could set
+// it). For write and O_APPEND the position is read before the write: a
+// concurrent write through the proxy on the same open file can move it
+// meanwhile, so the file may pass limit by at most one fastcall's length.
+func fitFileSize(e *fastEntry, limit uint64) ([]byte, abi.Errno) {
+	if limit == 0 || len(e.buf) == 0 {
+		return e.buf, 0
+	}
+	fl, err := unix.FcntlInt(uintptr(e.fd), unix.F_GETFL, 0)
+	if err != nil {
+		return nil, abi.ErrnoOf(err)
+	}
+	pos := e.off
+	switch {
+	case fl&unix.O_APPEND != 0:
+		var st unix.Stat_t
+		if err := unix.Fstat(e.fd, &st); err != nil {
+			return nil, abi.ErrnoOf(err)
+		}
+		pos = st.Size
+	case e.op == abi.SysWrite:
+		if pos, err = unix.Seek(e.fd, 0, unix.SEEK_CUR); err != nil {
+			return nil, abi.ErrnoOf(err)
+		}
+	}
+	if pos < 0 || uint64(pos) >= limit {
+		return nil, abi.Errno(unix.EFBIG)
+	}
+	return e.buf[:min(uint64(len(e.buf)), limit-uint64(pos))], 0
 }
 
 func (f *Forwarder) revokeFastcall(arg uint64) abi.Errno {

@@ -45,6 +45,9 @@ type Spec struct {
 	Start Starter
 	// GPUNs is the VM's accounted GPU time, handed to getrusage.
 	GPUNs func() uint64
+	// MaxFileSize is the VM's file size limit in bytes (0: none): the
+	// proxy's RLIMIT_FSIZE, which fastcall writes, run here, obey too.
+	MaxFileSize uint64
 	Log   *slog.Logger // nil: slog.Default()
 }
 

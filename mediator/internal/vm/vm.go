@@ -43,6 +43,10 @@ type Config struct {
 	// MemoryQuota bounds the device memory the VM's buffers may hold, in
 	// bytes; 0 is none but the device's (backend.VMSpec.MemoryQuota).
 	MemoryQuota uint64
+	// MaxFileSize is the VM's file size limit for its fastcall writes
+	// (syscalls.Spec.MaxFileSize); StartProxy must give its proxy the same
+	// (proxy.StartConfig.MaxFileSize). 0: none.
+	MaxFileSize uint64
 }
 
 // ErrNoQuota is returned for a memory quota on a backend that cannot
@@ -171,7 +175,8 @@ func (v *VM) startSyscalls() error {
 		Start: func() (syscalls.Proxy, error) {
 			return start(v.memfd, int64(l.HeapOff), l.HeapSize)
 		},
-		GPUNs: func() uint64 { return v.cfg.GPUBaseNs + v.Stats().Total.BusyNs },
+		GPUNs:       func() uint64 { return v.cfg.GPUBaseNs + v.Stats().Total.BusyNs },
+		MaxFileSize: v.cfg.MaxFileSize,
 	}, v.cfg.Syscalls)
 	if err != nil {
 		return fmt.Errorf("serving the syscalls of vm %q: %w", v.cfg.Name, err)
