@@ -122,6 +122,13 @@ func newLogaControl(s spec.Spec, sm gpu, hosts []*host) (*logaControl, error) {
 			return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
 		}
 	}
+	if s.Tuning.Arbitration == string(gate.ArbitrationTurns) {
+		l.q.direct = true
+		clk := gate.Clock{Now: sm.Clock().Now, After: sm.After}
+		if err := eng.SetArbitration(gate.ArbitrationTurns, int64(s.Tuning.Quantum), clk); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
+		}
+	}
 	cfg := pollConfig(s)
 	if s.Clock == spec.ClockWall {
 		l.poller, err = accounting.NewWall(cfg, sm, sm.Clock().Now, l.onPeriod)

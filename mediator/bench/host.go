@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/internal/shm"
@@ -33,6 +34,51 @@ type host struct {
 
 	mu     sync.Mutex // billed is read by the snapshot, maybe from another goroutine
 	billed int64
+
+	// outstanding counts the commands submitted to the backend and not
+	// completed; occ the VMs with some (shared by the run's hosts).
+	outstanding atomic.Int64
+	occ         *occupancy
+}
+
+// occupancy counts the VMs with commands on the backend and the most at
+// one instant.
+type occupancy struct {
+	now, max atomic.Int64
+}
+
+func (o *occupancy) enter() {
+	n := o.now.Add(1)
+	for {
+		m := o.max.Load()
+		if n <= m || o.max.CompareAndSwap(m, n) {
+			return
+		}
+	}
+}
+
+func (o *occupancy) leave() { o.now.Add(-1) }
+
+// counted is a host's backend VM as its channels see it: it counts what
+// they submit.
+type counted struct{ h *host }
+
+func (c counted) Submit(ch int, cmd abi.Command, tag uint64) error {
+	if c.h.outstanding.Add(1) == 1 {
+		c.h.occ.enter()
+	}
+	err := c.h.gpu.Submit(ch, cmd, tag)
+	if err != nil {
+		c.h.done()
+	}
+	return err
+}
+
+// done counts one command no longer on the backend.
+func (h *host) done() {
+	if h.outstanding.Add(-1) == 0 {
+		h.occ.leave()
+	}
 }
 
 // ringEntries is the smallest power of two ≥ depth, at least minRing.
@@ -44,7 +90,7 @@ func ringEntries(depth int) int {
 }
 
 // newHost lays out vm's region, attaches it to s and creates its channels.
-func newHost(s gpu, id uint32, vm spec.VM, window uint32) (*host, error) {
+func newHost(s gpu, id uint32, vm spec.VM, window uint32, occ *occupancy) (*host, error) {
 	layout, err := abi.NewLayout(abi.LayoutConfig{
 		RegionSize:  regionSize(vm.Channels, ringEntries(vm.Workload.InFlight())),
 		Channels:    vm.Channels,
@@ -65,7 +111,7 @@ func newHost(s gpu, id uint32, vm spec.VM, window uint32) (*host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mapping the region of vm %q: %w", vm.Name, err)
 	}
-	h := &host{id: id, vm: vm, layout: layout, region: shm.New(mem)}
+	h := &host{id: id, vm: vm, layout: layout, region: shm.New(mem), occ: occ}
 	heap := h.region.Bytes(layout.HeapOff, layout.HeapSize)
 	h.gpu, err = s.Attach(backend.VMSpec{
 		ID: id, Name: vm.Name, Channels: vm.Channels, Heap: heap,
@@ -78,7 +124,7 @@ func newHost(s gpu, id uint32, vm spec.VM, window uint32) (*host, error) {
 	}
 	budget := channel.NewBudget(0) // the engine's gate sizes it
 	for c := range vm.Channels {
-		ch := channel.New(c, h.region, layout, abi.DefaultLimits(), h.gpu)
+		ch := channel.New(c, h.region, layout, abi.DefaultLimits(), counted{h})
 		ch.SetWindow(window)
 		ch.SetBudget(budget)
 		h.chans = append(h.chans, ch)
@@ -100,6 +146,7 @@ func regionSize(channels, entries int) uint64 {
 // complete is the sim's Complete callback: bill the command, publish it in
 // the channel's host line, then ring the guest's completion vector.
 func (h *host) complete(c backend.Completion) {
+	h.done()
 	if c.Code == abi.OK {
 		h.mu.Lock()
 		h.billed += c.Busy()
@@ -127,9 +174,14 @@ func (h *host) billedNs() int64 {
 // runner can forward their latched work in VM order: the gate releases in
 // map order, which would make the sim's round robin, and so the whole run,
 // differ from one run to the next.
+//
+// Under arbitration turns the gate releases a VM at completions and timers
+// too, one at a time (in VM order when several), so polls go at once
+// (direct).
 type pollQueue struct {
-	mu   sync.Mutex
-	list []*gated
+	mu     sync.Mutex
+	list   []*gated
+	direct bool
 }
 
 // gated is a channel as the gate sees it.
@@ -140,6 +192,10 @@ type gated struct {
 }
 
 func (g *gated) Poll() {
+	if g.q.direct {
+		g.Channel.Poll()
+		return
+	}
 	g.q.mu.Lock()
 	g.q.list = append(g.q.list, g)
 	g.q.mu.Unlock()

@@ -18,6 +18,12 @@ type Result struct {
 	Clock      string `json:"clock"`
 	Accounting string `json:"accounting"`
 	Policy     string `json:"policy"`
+	// Arbitration is "turns" when one VM at a time had work on the GPU
+	// (tuning.arbitration); absent for driver.
+	Arbitration string `json:"arbitration,omitempty"`
+	// MaxVMsInFlight is the most VMs that had commands submitted to the
+	// backend and not completed at one instant (at most 1 under turns).
+	MaxVMsInFlight int64 `json:"max_vms_in_flight"`
 
 	// DurationNs is the measured stretch [0, duration_ns]: the spec's
 	// duration, or longer if an app VM finished later.

@@ -45,6 +45,7 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/backend/sim"
 	"github.com/sluice-gpu/sluice/mediator/bench/spec"
 	"github.com/sluice-gpu/sluice/mediator/internal/channel"
+	"github.com/sluice-gpu/sluice/mediator/internal/gate"
 )
 
 // ErrUnsupported is matched by errors for specs this runner cannot run (a
@@ -76,6 +77,7 @@ type runner struct {
 	guests   []*guest
 	ctl      control
 	duration int64
+	occ      *occupancy // VMs with commands on the backend
 	closing  atomic.Bool // the run is over: guests stop reacting
 	overrun  atomic.Bool // the snapshot is taken at the duration: throttles go on
 
@@ -147,7 +149,7 @@ func setup(s spec.Spec) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{s: s, gpu: g, sim: sm, duration: int64(s.Duration), ended: make(chan struct{})}
+	r := &runner{s: s, gpu: g, sim: sm, duration: int64(s.Duration), ended: make(chan struct{}), occ: &occupancy{}}
 	window := uint32(channel.DefaultWindow)
 	switch w := s.Tuning.Window; {
 	case w < 0:
@@ -156,7 +158,7 @@ func setup(s spec.Spec) (*runner, error) {
 		window = uint32(w)
 	}
 	for i, vm := range s.Expand() {
-		h, err := newHost(g, uint32(i+1), vm, window)
+		h, err := newHost(g, uint32(i+1), vm, window, r.occ)
 		if err != nil {
 			g.Close()
 			return nil, err
@@ -362,6 +364,7 @@ func (r *runner) result(o Options) (*Result, error) {
 	ctl, st := r.ctl.result(w), r.ctl.stats()
 	res := &Result{
 		Spec: o.Name, Backend: string(r.s.Backend), Clock: string(r.s.Clock), Accounting: string(r.s.Accounting), Policy: string(r.s.Policy),
+		MaxVMsInFlight: r.occ.max.Load(),
 		DurationNs: w - r.t0, GPUBusyNs: sn.gpuBusy, PollerCPUNs: st.cpuNs, EstimatorNs: st.estimatorNs,
 		Periods: st.periods, MeanPeriodNs: st.meanPeriodNs, SamplingNs: st.samplingNs,
 		VMs: make([]VMResult, len(r.hosts)),
@@ -410,6 +413,9 @@ func (r *runner) result(o Options) (*Result, error) {
 		}
 		res.Kernels += v.Kernels
 		res.VMs[i] = v
+	}
+	if r.s.Tuning.Arbitration == string(gate.ArbitrationTurns) {
+		res.Arbitration = r.s.Tuning.Arbitration
 	}
 	res.fairness()
 	res.errorMax()

@@ -185,6 +185,8 @@ func (p *problems) tuning(n *yaml.Node, path string, t *Tuning) {
 		{"neon_freerun_ratio", func(n *yaml.Node, path string) {
 			p.number(n, path, &t.NeonFreerunRatio, "a number in (0, 10000]")
 		}},
+		{"arbitration", func(n *yaml.Node, path string) { stringValue(p, n, path, &t.Arbitration) }},
+		{"quantum", func(n *yaml.Node, path string) { p.duration(n, path, &t.Quantum) }},
 	})
 }
 

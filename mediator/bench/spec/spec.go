@@ -82,6 +82,7 @@ const (
 	MaxRatio         = 10_000      // tuning.poll_ratio, tuning.idle_factor and tuning.neon_freerun_ratio
 	MaxWindowRecords = 1 << 20     // tuning.window
 	MaxBudget        = time.Hour   // tuning.inflight_budget
+	MaxQuantum       = time.Minute // tuning.quantum
 )
 
 // Defaults for keys left out.
@@ -121,6 +122,12 @@ type Tuning struct {
 	// completed (0: the mediator's default, derived from the period;
 	// negative: no bound).
 	InflightBudget time.Duration `yaml:"inflight_budget,omitempty"`
+	// Arbitration is who decides whose work is on the GPU: "driver" (""
+	// too: every VM's at once) or "turns" (one VM at a time).
+	Arbitration string `yaml:"arbitration,omitempty"`
+	// Quantum is how long a turn lasts while another VM waits (0: the
+	// mediator's default).
+	Quantum time.Duration `yaml:"quantum,omitempty"`
 }
 
 // VM is one VM of a spec, or Count identical ones.

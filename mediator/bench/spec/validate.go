@@ -249,6 +249,12 @@ func (t Tuning) check(p *problems, path string) {
 	if b := t.InflightBudget; (b == 0 && p.has(path+".inflight_budget")) || b > MaxBudget {
 		p.add(path+".inflight_budget", "must be negative (no bound) or a duration in (0, %s], got %s", MaxBudget, b)
 	}
+	if a := t.Arbitration; (a != "" || p.has(path+".arbitration")) && a != "driver" && a != "turns" {
+		p.add(path+".arbitration", "must be driver or turns, got %q", a)
+	}
+	if q := t.Quantum; (q != 0 || p.has(path+".quantum")) && !(q > 0 && q <= MaxQuantum) {
+		p.add(path+".quantum", "must be positive and at most %s, got %s", MaxQuantum, q)
+	}
 	if r := t.NeonFreerunRatio; (r != 0 || p.has(path+".neon_freerun_ratio")) && !(r > 0 && r <= MaxRatio) {
 		p.add(path+".neon_freerun_ratio", "must be a number in (0, %d], got %v", MaxRatio, r)
 	}

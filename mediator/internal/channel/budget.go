@@ -48,10 +48,20 @@ import (
 // latency, at most once per period of good behaviour. Only a backend limit
 // on a command's length bounds L.
 //
+// # Turns
+//
+// Under turn arbitration (mediator/internal/gate) the budget is also how the
+// gate sees a VM's work on the GPU: InFlight is zero exactly when nothing of
+// the VM is forwarded and not completed, the hook's Drained is called by the
+// completion that brings it there, and Knocked by a doorbell on a held
+// channel. A deadline (SetDeadline) bounds the limit further to the time
+// left until it, at least one command: the turn holder's last part of its
+// quantum queues no further than the quantum's end.
+//
 // The fast path is one compare-and-swap per command forwarded and one atomic
 // add per command completed; the mutex is taken only by a channel that
 // found no room and by the completion that wakes it. Lock order: a
-// channel's mu, then Budget.mu.
+// channel's mu, then Budget.mu. The hook is called with neither held.
 type Budget struct {
 	limit    atomic.Int64 // ns; 0: no bound
 	queued   atomic.Int64 // estimated ns forwarded and not completed
@@ -59,7 +69,11 @@ type Budget struct {
 	peak     atomic.Int64 // longest work command measured this period
 	lastPeak atomic.Int64 // ... in the last period
 	stalls   atomic.Uint64
-	waiting  atomic.Bool // waiters is not empty
+	waiting  atomic.Bool  // waiters is not empty
+	busy     atomic.Int64 // busy time of every completed command, ns
+	deadline atomic.Int64 // the limit is at most deadline − now; 0: none
+	now      atomic.Pointer[func() int64]
+	hook     atomic.Pointer[BudgetHook]
 
 	mu      sync.Mutex
 	waiters []*Channel
@@ -121,11 +135,69 @@ func (b *Budget) Cost(cmd *abi.Command) int64 {
 	return min(max(e, max(b.peak.Load(), b.lastPeak.Load())/PeakRatio, ControlCostNs), maxCost)
 }
 
+// BudgetHook is told of the events turn arbitration acts on (see Budget).
+// Both are called without any channel's or the budget's lock held, and may
+// hold, release and poll the VM's channels.
+type BudgetHook struct {
+	// Drained: a completion left nothing of the VM in flight.
+	Drained func()
+	// Knocked: a doorbell found one of the VM's channels held.
+	Knocked func()
+}
+
+// SetHook installs h (nil: none).
+func (b *Budget) SetHook(h *BudgetHook) { b.hook.Store(h) }
+
+// SetDeadline bounds the limit to deadline − now() (at least one command
+// goes, as ever); deadline 0 removes the bound. now is the clock deadline is
+// on. It forwards nothing: after a later deadline or none, Wake forwards
+// what waited for room.
+func (b *Budget) SetDeadline(deadline int64, now func() int64) {
+	if now != nil {
+		b.now.Store(&now)
+	}
+	b.deadline.Store(max(deadline, 0))
+}
+
+// Wake forwards the channels that stopped for room (they may call the
+// backend: call it without locks a completion takes).
+func (b *Budget) Wake() {
+	if b.waiting.Load() {
+		b.wake()
+	}
+}
+
+// InFlight is the estimated GPU time forwarded and not completed, ns: zero
+// exactly when nothing of the VM is in flight.
+func (b *Budget) InFlight() int64 { return b.queued.Load() }
+
+// BusyNs is the busy time the backend reported for every command of the VM
+// completed so far.
+func (b *Budget) BusyNs() int64 { return b.busy.Load() }
+
+// effectiveLimit is the limit, bounded by the deadline if there is one.
+func (b *Budget) effectiveLimit() int64 {
+	lim := b.limit.Load()
+	dl := b.deadline.Load()
+	if dl == 0 {
+		return lim
+	}
+	now := b.now.Load()
+	if now == nil {
+		return lim
+	}
+	rem := max(dl-(*now)(), 1) // past the deadline: one command at a time
+	if lim == 0 || rem < lim {
+		return rem
+	}
+	return lim
+}
+
 // reserve charges cost if it fits: nothing in flight, no bound, or room.
 func (b *Budget) reserve(cost int64) bool {
 	for {
 		q := b.queued.Load()
-		if lim := b.limit.Load(); q > 0 && lim > 0 && q+cost > lim {
+		if lim := b.effectiveLimit(); q > 0 && lim > 0 && q+cost > lim {
 			return false
 		}
 		if b.queued.CompareAndSwap(q, q+cost) {
@@ -162,6 +234,25 @@ func (b *Budget) refund(cost int64) {
 	}
 	if b.waiting.Load() {
 		b.wake()
+	}
+	if cost != 0 && b.queued.Load() == 0 {
+		if h := b.hook.Load(); h != nil && h.Drained != nil {
+			h.Drained()
+		}
+	}
+}
+
+// knock tells the hook that a doorbell found a channel held.
+func (b *Budget) knock() {
+	if h := b.hook.Load(); h != nil && h.Knocked != nil {
+		h.Knocked()
+	}
+}
+
+// completed adds a completed command's busy time to BusyNs.
+func (b *Budget) completed(busyNs int64) {
+	if busyNs > 0 {
+		b.busy.Add(busyNs)
 	}
 }
 

@@ -133,13 +133,20 @@ const maxBatch = 64
 // lets through, stopping at the first invalid one, which fails the channel.
 // If another goroutine is forwarding at the time, that one forwards the new
 // records instead, and Poll returns at once.
+//
+// A doorbell on a held channel is told to the VM's budget's hook
+// (BudgetHook.Knocked): turn arbitration gives the VM a turn on it.
 func (c *Channel) Poll() {
 	c.mu.Lock()
 	c.counters.Doorbells++
 	if c.handleResetLocked() {
 		c.publishLocked()
 	}
+	held, b := c.held, c.budget
 	c.mu.Unlock()
+	if held && b != nil {
+		b.knock()
+	}
 	c.forward()
 }
 
@@ -355,6 +362,7 @@ func (c *Channel) Complete(cp Completion) {
 		if cp.Code == abi.OK {
 			b.measured(cp.Op, cp.BusyNs)
 		}
+		b.completed(cp.BusyNs)
 		b.refund(cost) // forwards the VM's channels that waited for room
 	}
 	if more {

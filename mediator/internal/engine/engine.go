@@ -13,6 +13,17 @@
 // no more, and one that arrives then would wait behind it. Until the first
 // period the budget is DefaultBudgetNs. Under policy none nobody is bounded.
 //
+// SetArbitration switches between arbitration driver (the default) and
+// turns (mediator/internal/gate): under turns the scheduler picks each
+// turn's holder (sched.Scheduler.NextTurn) and is charged each turn's exact
+// GPU time, and its policy's holds stay in force. Under turns the
+// scheduler's period charges are exact too: the busy time the backend
+// reported for each VM's commands completed in the period (with one VM at
+// a time on the GPU nothing of it overlaps another VM's), not the poller's
+// extrapolated sample, which sees whichever VM held the turn in its short
+// poll phase and so would make dfq hold VMs on noise. Accounting's estimate
+// is still reported (Accounted).
+//
 // The engine does not drive time: the accounting poller calls OnPeriod (on
 // the simulator's timeline or from the wall-clock poller's goroutine). Lock
 // order: Engine.mu, then the scheduler's and the gate's.
@@ -61,6 +72,7 @@ type Engine struct {
 
 type vmStat struct {
 	name      string
+	exact     int64   // the VM's busy time at the last period's end (budget's BusyNs)
 	accounted int64   // sum of the extrapolated charges
 	share     float64 // of the last poll phase
 	heldNs    int64   // time spent held (non-poll phases it was held for)
@@ -98,6 +110,18 @@ func (e *Engine) budgetLocked(p sched.Policy) int64 {
 	}
 	return e.derived
 }
+
+// SetArbitration switches to arbitration a; quantumNs (0: the default) and
+// clk (the backend's clock and timers) matter under turns.
+func (e *Engine) SetArbitration(a gate.Arbitration, quantumNs int64, clk gate.Clock) error {
+	if err := e.gate.SetTurns(a, gate.TurnConfig{QuantumNs: quantumNs, Picker: e.sched, Clock: clk}); err != nil {
+		return fmt.Errorf("setting the arbitration: %w", err)
+	}
+	return nil
+}
+
+// Arbitration is the arbitration in force and the turn's state.
+func (e *Engine) Arbitration() (gate.Arbitration, gate.Turn) { return e.gate.Arbitration() }
 
 // AddVM registers a VM and its channels; it starts released.
 func (e *Engine) AddVM(id uint32, name string, weight uint32, cap float64, chans []gate.Channel) error {
@@ -138,10 +162,19 @@ func (e *Engine) OnPeriod(p accounting.Period) {
 	defer e.mu.Unlock()
 	e.periods++
 	waiting := e.gate.Waiting()
+	turns, _ := e.gate.Arbitration()
 	charges := make([]sched.Charge, 0, len(e.vms))
 	for id, st := range e.vms {
 		busy := p.Busy[id]
 		st.accounted += busy
+		if b, ok := e.gate.BusyNs(id); ok {
+			if turns == gate.ArbitrationTurns {
+				// One VM at a time on the GPU: its completions' busy
+				// time is exactly its GPU time, not a sample.
+				busy = b - st.exact
+			}
+			st.exact = b
+		}
 		st.share = p.Share[id]
 		charges = append(charges, sched.Charge{VM: id, BusyNs: busy, Active: p.Phase.Active[id] || slices.Contains(waiting, id)})
 	}

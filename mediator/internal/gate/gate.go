@@ -11,10 +11,28 @@
 // command waits behind at most a budget of the VM's work (and one command).
 // The engine sizes it from the scheduler's period (SetBudget).
 //
-// Lock order: Gate.mu, then a channel's locks.
+// # Arbitration
+//
+// Under arbitration driver (the default) the VMs the scheduler does not
+// hold all forward at once, and the GPU's driver time-slices between their
+// contexts. Under arbitration turns (SetTurns, turns.go) the gate also
+// decides whose work is on the GPU: at most one VM at a time, the turn
+// holder, has commands forwarded and not completed; every other VM is
+// latched. A turn ends at a command boundary, when the holder has drained
+// (nothing in flight) after having nothing left to do or after a quantum;
+// the scheduler picks the next holder (sched.Scheduler.NextTurn) and is
+// charged the turn's exact GPU time (ChargeTurn). Turns engage only when a
+// second VM has work: a VM alone keeps the turn, unlatched, for as long as
+// it likes, and the first doorbell on an idle GPU gets the turn at once.
+//
+// Channels are polled (released work forwarded) after Gate.mu is released,
+// in VM id order, so that a backend completing inside Submit may call back
+// into the gate. Lock order: Gate.mu, then a channel's locks, then the
+// scheduler's.
 package gate
 
 import (
+	"maps"
 	"slices"
 	"sync"
 
@@ -39,20 +57,73 @@ type Budgeted interface {
 type Gate struct {
 	mu      sync.Mutex
 	vms     map[uint32][]Channel
-	held    map[uint32]bool
+	held    map[uint32]bool // the scheduler's holds
+	latched map[uint32]bool // VMs whose channels are latched now
 	budgets map[uint32]*channel.Budget
-	limit   int64 // every VM's budget, ns; 0: none
+	limit   int64             // every VM's budget, ns; 0: none
+	turns   *turnState        // nil: arbitration driver
+	polls   []pollEntry       // channels released under mu, polled after it
+	wakes   []*channel.Budget // budgets given room under mu, woken after it
+}
+
+// pollEntry is a released channel to poll once Gate.mu is released.
+type pollEntry struct {
+	vm uint32
+	c  Channel
 }
 
 // New returns an empty gate; VMs' budgets are unbounded until SetBudget.
 func New() *Gate {
-	return &Gate{vms: map[uint32][]Channel{}, held: map[uint32]bool{}, budgets: map[uint32]*channel.Budget{}}
+	return &Gate{vms: map[uint32][]Channel{}, held: map[uint32]bool{}, latched: map[uint32]bool{},
+		budgets: map[uint32]*channel.Budget{}}
 }
 
-// Add registers a VM's channels, released, under the gate's budget.
+// unlock releases mu and polls the channels released under it, in VM
+// order (deterministic on a virtual timeline).
+func (g *Gate) unlock() {
+	polls, wakes := g.polls, g.wakes
+	g.polls, g.wakes = nil, nil
+	g.mu.Unlock()
+	slices.SortStableFunc(polls, func(a, b pollEntry) int {
+		return int(int64(a.vm) - int64(b.vm))
+	})
+	for _, p := range polls {
+		p.c.Poll()
+	}
+	for _, b := range wakes {
+		b.Wake()
+	}
+}
+
+// syncLocked latches or releases a VM's channels as the scheduler's hold
+// and the turn say; a released VM's channels are polled after mu.
+func (g *Gate) syncLocked(id uint32) {
+	chans, ok := g.vms[id]
+	if !ok {
+		return
+	}
+	want := g.held[id] || (g.turns != nil && !g.turns.runs(id))
+	if want == g.latched[id] {
+		return
+	}
+	for _, c := range chans {
+		c.SetHeld(want)
+		if !want {
+			g.polls = append(g.polls, pollEntry{id, c})
+		}
+	}
+	if want {
+		g.latched[id] = true
+	} else {
+		delete(g.latched, id)
+	}
+}
+
+// Add registers a VM's channels, released (latched under turns unless it
+// gets the turn), under the gate's budget.
 func (g *Gate) Add(vm uint32, chans []Channel) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	defer g.unlock()
 	g.vms[vm] = slices.Clone(chans)
 	for _, c := range chans {
 		if bc, ok := c.(Budgeted); ok && bc.Budget() != nil {
@@ -60,6 +131,11 @@ func (g *Gate) Add(vm uint32, chans []Channel) {
 			g.budgets[vm].SetLimit(g.limit)
 			break
 		}
+	}
+	if g.turns != nil {
+		g.hookLocked(vm)
+		g.syncLocked(vm)
+		g.settleLocked()
 	}
 }
 
@@ -87,71 +163,97 @@ func (g *Gate) Budget(vm uint32) (channel.BudgetStats, bool) {
 	return b.Stats(), true
 }
 
-// Remove forgets a VM, releasing it first.
-func (g *Gate) Remove(vm uint32) {
+// BusyNs is the busy time of a VM's completed commands (channel.Budget's
+// BusyNs); false if it has no budget.
+func (g *Gate) BusyNs(vm uint32) (int64, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.held[vm] {
+	b, ok := g.budgets[vm]
+	if !ok {
+		return 0, false
+	}
+	return b.BusyNs(), true
+}
+
+// Remove forgets a VM, releasing it first (its channels are not polled).
+// A turn it held ends.
+func (g *Gate) Remove(vm uint32) {
+	g.mu.Lock()
+	defer g.unlock()
+	if g.latched[vm] {
 		for _, c := range g.vms[vm] {
 			c.SetHeld(false)
 		}
 	}
+	if b := g.budgets[vm]; b != nil && g.turns != nil {
+		b.SetHook(nil)
+		b.SetDeadline(0, nil)
+	}
 	delete(g.vms, vm)
 	delete(g.held, vm)
+	delete(g.latched, vm)
 	delete(g.budgets, vm)
+	if g.turns != nil {
+		g.settleLocked()
+	}
 }
 
 // Apply holds exactly the VMs in hold and releases every other VM that was
-// held, forwarding its latched work. Unknown ids are ignored.
+// held, forwarding its latched work (under turns: the turn holder's; a
+// held holder's turn ends). Unknown ids are ignored.
 func (g *Gate) Apply(hold []uint32) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	defer g.unlock()
 	want := make(map[uint32]bool, len(hold))
 	for _, id := range hold {
 		if _, ok := g.vms[id]; ok {
 			want[id] = true
 		}
 	}
-	for id := range g.held {
-		if !want[id] {
-			for _, c := range g.vms[id] {
-				c.SetHeld(false)
-				c.Poll()
-			}
-			delete(g.held, id)
-		}
+	g.held = want
+	for _, id := range slices.Sorted(maps.Keys(g.vms)) {
+		g.syncLocked(id)
 	}
-	for id := range want {
-		if !g.held[id] {
-			for _, c := range g.vms[id] {
-				c.SetHeld(true)
-			}
-			g.held[id] = true
-		}
+	if g.turns != nil {
+		g.settleLocked()
 	}
 }
 
-// Held reports whether a VM is held now.
+// Held reports whether the scheduler holds a VM now.
 func (g *Gate) Held(vm uint32) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.held[vm]
 }
 
-// Waiting lists the held VMs that have latched work, sorted: the scheduler
-// must count them active, or they would never be released.
+// Waiting lists the latched VMs that have latched work, sorted: the
+// scheduler must count them active, or they would never be released.
 func (g *Gate) Waiting() []uint32 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.waitingLocked(0, false)
+}
+
+// waitingLocked lists the latched VMs with latched work, sorted, leaving
+// out skip if skipping.
+func (g *Gate) waitingLocked(skip uint32, skipping bool) []uint32 {
 	var out []uint32
-	for id := range g.held {
-		for _, c := range g.vms[id] {
-			if c.Pending() {
-				out = append(out, id)
-				break
-			}
+	for id := range g.latched {
+		if (skipping && id == skip) || !g.pendingLocked(id) {
+			continue
 		}
+		out = append(out, id)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// pendingLocked reports whether a VM has records not forwarded yet.
+func (g *Gate) pendingLocked(id uint32) bool {
+	for _, c := range g.vms[id] {
+		if c.Pending() {
+			return true
+		}
+	}
+	return false
 }

@@ -186,6 +186,7 @@ type vmState struct {
 	busy, charged      int64
 	active, held       bool
 	reason             Reason
+	turnLag            int64 // turns: weighted GPU time ahead of the next turn's holder
 }
 
 // Scheduler decides holds period by period. See the package doc.
@@ -202,6 +203,8 @@ type Scheduler struct {
 	turn     uint32
 	hasTurn  bool
 	turnUsed uint32
+	// turn arbitration (turns.go): the last VM given a turn.
+	lastTurn uint32
 }
 
 // New returns a Scheduler with no VMs.

@@ -1,0 +1,304 @@
+package gate
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sluice-gpu/sluice/mediator/internal/channel"
+)
+
+// Arbitration names who decides whose context runs on the GPU.
+type Arbitration string
+
+// Arbitrations (see the package doc).
+const (
+	// ArbitrationDriver: every released VM forwards at once; the driver
+	// time-slices between their contexts.
+	ArbitrationDriver Arbitration = "driver"
+	// ArbitrationTurns: one VM at a time has work on the GPU.
+	ArbitrationTurns Arbitration = "turns"
+)
+
+// DefaultArbitration is the arbitration of a daemon or bench spec that
+// names none.
+const DefaultArbitration = ArbitrationDriver
+
+// DefaultQuantum is the turn quantum of a zero setting: how long a turn
+// lasts, once a second VM waits, before the holder is latched and drains.
+// A turn switch idles the GPU from the holder's last completion to the next
+// holder's first command (no pipelining across VMs): on the sim nothing, on
+// a GPU the completion's and the submission's latency, tens of µs, which 5
+// ms keeps near 1% of the GPU. A VM waiting for its turn waits at most a
+// quantum and the holder's last command; 5 ms is a few driver time slices
+// and well under a scheduling period (26 ms or more), so the scheduler's
+// periods see several turns.
+const DefaultQuantum = 5 * time.Millisecond
+
+// ParseArbitration returns the arbitration named s; "" is the default.
+func ParseArbitration(s string) (Arbitration, error) {
+	switch a := Arbitration(s); a {
+	case "":
+		return DefaultArbitration, nil
+	case ArbitrationDriver, ArbitrationTurns:
+		return a, nil
+	}
+	return "", fmt.Errorf("parsing arbitration %q: want driver or turns", s)
+}
+
+// Picker chooses the next turn's holder and is charged each turn
+// (sched.Scheduler).
+type Picker interface {
+	NextTurn(candidates []uint32) (uint32, bool)
+	ChargeTurn(id uint32, busyNs int64)
+}
+
+// Clock is the backend's time base for turns: Now in ns, and After calling
+// fn delay ns from now (a Go timer on the wall clock, the simulator's
+// timeline on a virtual one).
+type Clock struct {
+	Now   func() int64
+	After func(delay int64, fn func())
+}
+
+// TurnConfig configures arbitration turns.
+type TurnConfig struct {
+	QuantumNs int64 // 0: DefaultQuantum
+	Picker    Picker
+	Clock     Clock
+}
+
+// Turn is the turn's state, for stats.
+type Turn struct {
+	Holder    uint32 // valid if Held
+	Held      bool   // somebody holds the turn
+	Contended bool   // another VM waits: the quantum runs
+	Ending    bool   // the holder is latched and draining
+	Turns     uint64 // turns granted so far
+	QuantumNs int64
+}
+
+// turnState is the arbitration's state, guarded by Gate.mu.
+type turnState struct {
+	cfg       TurnConfig
+	holder    uint32
+	has       bool
+	ending    bool  // holder latched, waiting for its drain
+	contended bool  // a quantum runs
+	deadline  int64 // the quantum's end
+	base      int64 // the holder's BusyNs not yet charged
+	gen       uint64
+	granted   uint64
+}
+
+// runs reports whether id may forward as far as the turn goes.
+func (t *turnState) runs(id uint32) bool {
+	return t.has && t.holder == id && !t.ending
+}
+
+// SetTurns switches the arbitration: turns with cfg, or back to driver
+// (cfg ignored). Switching to turns gives the turn to a VM with work (or
+// to none: the next to ring gets it); switching to driver releases every
+// VM the scheduler does not hold.
+func (g *Gate) SetTurns(a Arbitration, cfg TurnConfig) error {
+	if _, err := ParseArbitration(string(a)); err != nil {
+		return err
+	}
+	if a == ArbitrationTurns && (cfg.Picker == nil || cfg.Clock.Now == nil || cfg.Clock.After == nil) {
+		return fmt.Errorf("arbitration turns: a picker and a clock are needed")
+	}
+	if cfg.QuantumNs < 0 {
+		return fmt.Errorf("arbitration turns: quantum %v: must not be negative", time.Duration(cfg.QuantumNs))
+	}
+	if cfg.QuantumNs == 0 {
+		cfg.QuantumNs = int64(DefaultQuantum)
+	}
+	g.mu.Lock()
+	defer g.unlock()
+	for _, b := range g.budgets {
+		b.SetHook(nil)
+		b.SetDeadline(0, nil)
+	}
+	if a == ArbitrationDriver {
+		g.turns = nil
+	} else {
+		g.turns = &turnState{cfg: cfg}
+		for id := range g.vms {
+			g.hookLocked(id)
+		}
+	}
+	for id := range g.vms {
+		g.syncLocked(id)
+	}
+	if g.turns != nil {
+		g.settleLocked()
+	}
+	return nil
+}
+
+// Arbitration is the arbitration in force and the turn's state.
+func (g *Gate) Arbitration() (Arbitration, Turn) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t := g.turns
+	if t == nil {
+		return ArbitrationDriver, Turn{}
+	}
+	return ArbitrationTurns, Turn{Holder: t.holder, Held: t.has, Contended: t.contended, Ending: t.ending,
+		Turns: t.granted, QuantumNs: t.cfg.QuantumNs}
+}
+
+// hookLocked makes a VM's budget tell the gate of its drains and knocks.
+func (g *Gate) hookLocked(id uint32) {
+	b := g.budgets[id]
+	if b == nil {
+		return
+	}
+	t := g.turns
+	fn := func() { g.event(t) }
+	b.SetHook(&channel.BudgetHook{Drained: fn, Knocked: fn})
+}
+
+// candidatesLocked lists the VMs that may get the turn: latched with work,
+// not held by the scheduler, leaving out skip if skipping.
+func (g *Gate) candidatesLocked(skip uint32, skipping bool) []uint32 {
+	out := g.waitingLocked(skip, skipping)
+	return slices.DeleteFunc(out, func(id uint32) bool { return g.held[id] })
+}
+
+// event re-evaluates the turn after a VM's drain or knock; t is the turn
+// state the hook was installed for (a stale one does nothing).
+func (g *Gate) event(t *turnState) {
+	g.mu.Lock()
+	defer g.unlock()
+	if g.turns != t {
+		return
+	}
+	g.settleLocked()
+}
+
+// expire is the quantum's timer.
+func (g *Gate) expire(t *turnState, gen uint64) {
+	g.mu.Lock()
+	defer g.unlock()
+	if g.turns != t || t.gen != gen || !t.has || !t.contended || t.ending {
+		return
+	}
+	h := t.holder
+	g.chargeLocked()
+	cands := g.candidatesLocked(h, true)
+	if len(cands) == 0 {
+		g.uncontendLocked() // the others went away
+		return
+	}
+	if g.pendingLocked(h) || g.inFlightLocked(h) {
+		cands = append(cands, h)
+	}
+	if next, ok := t.cfg.Picker.NextTurn(cands); ok && next == h {
+		g.contendLocked() // the holder is still the fairest: its turn goes on
+		return
+	}
+	t.ending = true
+	g.settleLocked()
+}
+
+// inFlightLocked reports whether a VM has work forwarded and not completed.
+func (g *Gate) inFlightLocked(id uint32) bool {
+	b := g.budgets[id]
+	return b != nil && b.InFlight() > 0
+}
+
+// chargeLocked charges the holder the busy time since the last charge.
+func (g *Gate) chargeLocked() {
+	t := g.turns
+	b := g.budgets[t.holder]
+	if b == nil {
+		return
+	}
+	busy := b.BusyNs()
+	t.cfg.Picker.ChargeTurn(t.holder, busy-t.base)
+	t.base = busy
+}
+
+// contendLocked starts a quantum for the holder: its budget queues no
+// further than the quantum's end, and a timer ends the turn there.
+func (g *Gate) contendLocked() {
+	t := g.turns
+	now := t.cfg.Clock.Now()
+	t.contended = true
+	t.deadline = now + t.cfg.QuantumNs
+	t.gen++
+	if b := g.budgets[t.holder]; b != nil {
+		b.SetDeadline(t.deadline, t.cfg.Clock.Now)
+		g.wakes = append(g.wakes, b) // a later deadline than the last
+	}
+	gen := t.gen
+	t.cfg.Clock.After(t.cfg.QuantumNs, func() { g.expire(t, gen) })
+}
+
+// uncontendLocked stops the quantum: nobody else waits any more.
+func (g *Gate) uncontendLocked() {
+	t := g.turns
+	t.contended = false
+	t.gen++
+	if b := g.budgets[t.holder]; b != nil {
+		b.SetDeadline(0, nil)
+		g.wakes = append(g.wakes, b)
+	}
+}
+
+// settleLocked moves the turn on as far as the VMs' state allows: it ends
+// a turn that should end, passes a drained one on, and engages or
+// disengages the quantum.
+func (g *Gate) settleLocked() {
+	t := g.turns
+	if t.has {
+		if _, ok := g.vms[t.holder]; !ok {
+			t.has, t.ending, t.contended = false, false, false
+			t.gen++
+		}
+	}
+	if t.has {
+		h := t.holder
+		others := g.candidatesLocked(h, true)
+		switch {
+		case t.ending:
+		case g.held[h]:
+			t.ending = true // the scheduler holds it
+		case len(others) > 0 && !g.inFlightLocked(h) && !g.pendingLocked(h):
+			t.ending = true // nothing left to do while others wait
+		case len(others) > 0 && !t.contended:
+			g.contendLocked()
+		case len(others) == 0 && t.contended:
+			g.uncontendLocked()
+		}
+		if !t.ending {
+			return
+		}
+		g.syncLocked(h) // latched: nothing more goes
+		if g.inFlightLocked(h) {
+			return // its drain calls back
+		}
+		g.chargeLocked()
+		if b := g.budgets[h]; b != nil {
+			b.SetDeadline(0, nil)
+		}
+		t.has, t.ending, t.contended = false, false, false
+		t.gen++
+	}
+	cands := g.candidatesLocked(0, false)
+	next, ok := t.cfg.Picker.NextTurn(cands)
+	if !ok {
+		return // nobody waits: the first to ring gets the turn
+	}
+	t.holder, t.has, t.ending, t.contended = next, true, false, false
+	t.granted++
+	t.gen++
+	if b := g.budgets[next]; b != nil {
+		t.base = b.BusyNs()
+	}
+	g.syncLocked(next)
+	if len(cands) > 1 {
+		g.contendLocked()
+	}
+}

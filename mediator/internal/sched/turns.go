@@ -1,0 +1,79 @@
+package sched
+
+// Turn arbitration (mediator/internal/gate, arbitration turns) lets one VM
+// at a time have work on the GPU; the scheduler decides whose turn is next.
+// It is start-time fair queuing over turns: each VM has a turn lag, its
+// exact GPU time over its weight (ChargeTurn, the busy time the backend
+// reported for the VM's commands in its turn, which is the turn's whole GPU
+// time since no other VM had work on the GPU), relative to the VM given the
+// last turn. NextTurn gives the turn to the waiting VM with the least lag
+// (ties: the next one in id order after the last holder) and re-bases every
+// lag on it; a VM behind it (idle, or waiting less long) is pulled up to it,
+// so nobody banks credit for time it did not ask for. With every VM
+// saturating, a VM of weight w gets w/Σw of the turns' time to within one
+// turn. The policy's holds (cap, dfq, timeslice) stay what they are: the
+// gate gives no turn to a held VM.
+
+// turnScale is the turn lag of one ns of GPU time at weight 1.
+const turnScale = 1 << 10
+
+// ChargeTurn charges a VM busyNs of GPU time used in its turn. Unknown ids
+// are ignored.
+func (s *Scheduler) ChargeTurn(id uint32, busyNs int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	vm, ok := s.vms[id]
+	if !ok || busyNs <= 0 {
+		return
+	}
+	vm.turnLag = min(vm.turnLag+scaled(min(busyNs, maxLag), turnScale, uint64(vm.weight)), maxLag)
+}
+
+// NextTurn picks, of the candidates (unknown ids ignored), the VM whose turn
+// is next and re-bases every VM's turn lag on it. It reports false if no
+// candidate is known.
+func (s *Scheduler) NextTurn(candidates []uint32) (uint32, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var best *vmState
+	for _, id := range candidates {
+		vm, ok := s.vms[id]
+		if !ok {
+			continue
+		}
+		if best == nil || vm.turnLag < best.turnLag ||
+			(vm.turnLag == best.turnLag && s.turnOrder(vm.id) < s.turnOrder(best.id)) {
+			best = vm
+		}
+	}
+	if best == nil {
+		return 0, false
+	}
+	adv := best.turnLag
+	for _, vm := range s.vms {
+		vm.turnLag = max(vm.turnLag-adv, 0)
+	}
+	s.lastTurn = best.id
+	return best.id, true
+}
+
+// turnOrder ranks id for ties: the ids after the last holder first, in
+// order, then the ones up to it (round robin).
+func (s *Scheduler) turnOrder(id uint32) uint64 {
+	if id > s.lastTurn {
+		return uint64(id)
+	}
+	return uint64(id) + 1<<32
+}
+
+// TurnLag is a VM's turn lag in ns of GPU time at weight 1 (diagnostic);
+// false for an unknown id.
+func (s *Scheduler) TurnLag(id uint32) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	vm, ok := s.vms[id]
+	if !ok {
+		return 0, false
+	}
+	return vm.turnLag / turnScale, true
+}
