@@ -340,6 +340,35 @@ func launchFatal(t *testing.T, volume string) error {
 
 func TestSandboxVolumeIsWhatWasChecked(t *testing.T) {
 	base := DefaultUIDBase(7)
+	// The proxy's "/" is one mount, nosuid,nodev, of the volume's directory.
+	t.Run("the root is the volume", func(t *testing.T) {
+		s := startSandboxed(t, 0)
+		s.ready(t)
+		mi, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", s.p.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(mi)), "\n")
+		if len(lines) != 1 {
+			t.Fatalf("the proxy sees %d mounts, want its root alone:\n%s", len(lines), mi)
+		}
+		// id parent major:minor root mount-point options ...
+		f := strings.Fields(lines[0])
+		opts := strings.Split(f[5], ",")
+		if f[4] != "/" || !slices.Contains(opts, "nosuid") || !slices.Contains(opts, "nodev") {
+			t.Errorf("the proxy's mount: %s; want / nosuid,nodev", lines[0])
+		}
+		var vol, root unix.Stat_t
+		if err := unix.Stat(s.volume, &vol); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Stat(fmt.Sprintf("/proc/%d/root", s.p.Pid), &root); err != nil {
+			t.Fatal(err)
+		}
+		if root.Dev != vol.Dev || root.Ino != vol.Ino {
+			t.Errorf("the proxy's root is %d:%d, the volume %d:%d", root.Dev, root.Ino, vol.Dev, vol.Ino)
+		}
+	})
 	t.Run("Start refuses a symlink", func(t *testing.T) {
 		dir := sandboxVolume(t, int(base))
 		link := filepath.Join(filepath.Dir(dir), "link")
