@@ -174,6 +174,9 @@ type VMStats struct {
 	Held        bool    `json:"held"`         // doorbells latched now
 	HeldNs      int64   `json:"held_ns"`      // total time held
 	LagNs       int64   `json:"lag_ns"`       // virtual time ahead of the slowest active VM
+	// TurnHolder: under arbitration turns, the VM holds the turn (its work
+	// alone is on the GPU).
+	TurnHolder bool `json:"turn_holder,omitempty"`
 }
 
 // SyscallStats counts a VM's GPU system calls since its endpoint started.
@@ -215,6 +218,14 @@ type Stats struct {
 	Accounting  string    `json:"accounting"`
 	PollerCPUNs int64     `json:"poller_cpu_ns"` // CPU time the accounting poller used
 	Periods     int64     `json:"periods"`       // scheduling periods so far
+	// Arbitration is who decides whose work is on the GPU: "driver" (every
+	// VM's at once, the driver time-slices) or "turns" (one VM's at a time;
+	// sluiced --arbitration). Under turns: the quantum, the holder's name
+	// (empty while nobody holds the turn) and the turns granted so far.
+	Arbitration string `json:"arbitration,omitempty"`
+	QuantumNs   int64  `json:"quantum_ns,omitempty"`
+	TurnHolder  string `json:"turn_holder,omitempty"`
+	Turns       uint64 `json:"turns,omitempty"`
 	Now         int64     `json:"now_ns"`        // the backend's clock
 	GPUBusyNs   uint64    `json:"gpu_busy_ns"`   // sum over VMs
 	VMs         []VMStats `json:"vms"`

@@ -41,6 +41,7 @@ type topRow struct {
 type topFrame struct {
 	backend, clock     string
 	policy, accounting string
+	arbitration        string // "turns: HOLDER" under turns, else empty
 	intervalNs         int64 // <= 0: no usable interval, rates are unknown
 	util               float64
 	pollerPct          float64 // poller CPU time / interval, in % of one core
@@ -109,6 +110,9 @@ func sumCounts(m map[string]uint64) uint64 {
 func computeTop(prev, cur hostapi.Stats) topFrame {
 	f := topFrame{backend: cur.Backend, clock: cur.Clock, policy: cur.Policy, accounting: cur.Accounting,
 		intervalNs: cur.Now - prev.Now}
+	if cur.Arbitration == "turns" {
+		f.arbitration = "turns (holder " + orDash(clean(cur.TurnHolder)) + ")"
+	}
 	before := make(map[string]hostapi.VMStats, len(prev.VMs))
 	for _, v := range prev.VMs {
 		before[v.Name] = v
@@ -160,7 +164,8 @@ func computeTop(prev, cur hostapi.Stats) topFrame {
 
 // RenderTopFrame renders the "top" view of the interval between two Stats
 // snapshots: a header with backend, clock, interval, utilisation, policy,
-// accounting method and the poller's CPU use, then one line per VM of cur.
+// accounting method and the poller's CPU use (and under arbitration turns
+// the turn's holder), then one line per VM of cur.
 // GPU% is the VM's GPU busy time over the interval of the backend clock,
 // SHARE its part of all GPU busy time in the interval, ACCT% its part of
 // all GPU time accounting charged in the interval, HELD the part of the
@@ -183,8 +188,12 @@ func RenderTopFrame(prev, cur hostapi.Stats) string {
 	}
 	fmt.Fprintf(&b, "backend: %s  clock: %s  interval: %s  GPU busy: %s  VMs: %d\n",
 		clean(f.backend), clean(f.clock), interval, util, len(f.rows))
-	fmt.Fprintf(&b, "policy: %s  accounting: %s  poller CPU: %s\n\n",
-		orDash(clean(f.policy)), orDash(clean(f.accounting)), poller)
+	arb := ""
+	if f.arbitration != "" {
+		arb = "  arbitration: " + f.arbitration
+	}
+	fmt.Fprintf(&b, "policy: %s  accounting: %s  poller CPU: %s%s\n\n",
+		orDash(clean(f.policy)), orDash(clean(f.accounting)), poller, arb)
 	cols := []column{
 		{title: "VM"}, {title: "WEIGHT", right: true}, {title: "STATE"},
 		{title: "GPU TIME", right: true}, {title: "GPU%", right: true}, {title: "SHARE", right: true},

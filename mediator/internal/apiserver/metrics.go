@@ -56,6 +56,14 @@ func writeMetrics(w io.Writer, st hostapi.Stats) {
 		}
 	}
 	writeSyscallMetrics(w, st.VMs)
+	if st.Arbitration == "turns" {
+		header(w, "sluice_vm_turn_holder", "1 while the VM holds the turn (arbitration turns: its work alone is on the GPU), else 0.", "gauge")
+		for _, v := range st.VMs {
+			fmt.Fprintf(w, "sluice_vm_turn_holder{vm=\"%s\"} %s\n", escapeLabel(v.Name), boolean(v.TurnHolder))
+		}
+		header(w, "sluice_turns_total", "Turns granted under arbitration turns since the daemon started.", "counter")
+		fmt.Fprintf(w, "sluice_turns_total %d\n", st.Turns)
+	}
 	header(w, "sluice_poller_cpu_seconds_total", "CPU time the accounting poller used since the daemon started.", "counter")
 	fmt.Fprintf(w, "sluice_poller_cpu_seconds_total %s\n", seconds(nonNegative(st.PollerCPUNs)))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/api/hostapi"
 	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
+	"github.com/sluice-gpu/sluice/mediator/internal/gate"
 	"github.com/sluice-gpu/sluice/mediator/internal/sched"
 	"github.com/sluice-gpu/sluice/mediator/internal/syscalls"
 )
@@ -63,6 +64,15 @@ type Config struct {
 	// 0 (default): half the scheduling period (twice the dfq
 	// threshold); negative: no bound. No VM is bounded under policy none.
 	InflightBudget time.Duration
+	// Arbitration is who decides whose work is on the GPU: "driver"
+	// (default: every VM the scheduler does not hold forwards at once, and
+	// the GPU's driver time-slices between their contexts) or "turns" (one
+	// VM at a time has work on the GPU; docs/architecture.md, "Accounting
+	// and scheduling"). Turns need the wall clock.
+	Arbitration string
+	// Quantum is how long a turn lasts once another VM waits, before the
+	// holder is latched and drains (0: gate.DefaultQuantum, 5ms).
+	Quantum time.Duration
 	// Syscalls is every new VM's syscall forwarder tuning (coalescing window
 	// 0, batch 256, spin 200µs, idle scan 1ms); `sluicectl vm set` changes
 	// one VM's window and batch at run time.
@@ -92,20 +102,21 @@ type ProxyConfig struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Socket:     "/run/sluice/sluiced.sock",
-		StateDir:   "/var/lib/sluice",
-		Backend:    "sim",
-		Clock:      "wall",
-		SocketMode: 0o660,
-		Layout:     abi.DefaultLayoutConfig(),
-		Limits:     abi.DefaultLimits(),
-		MaxCommand: time.Duration(abi.DefaultLimits().MaxThrottleNs),
-		MaxVMs:     256,
-		MaxPeers:   4,
-		Policy:     "dfq",
-		Accounting: accounting.Config{Method: accounting.MethodLoga},
-		Syscalls:   syscalls.DefaultConfig(),
-		Proxy:      ProxyConfig{MaxFiles: 256},
+		Socket:      "/run/sluice/sluiced.sock",
+		StateDir:    "/var/lib/sluice",
+		Backend:     "sim",
+		Clock:       "wall",
+		SocketMode:  0o660,
+		Layout:      abi.DefaultLayoutConfig(),
+		Limits:      abi.DefaultLimits(),
+		MaxCommand:  time.Duration(abi.DefaultLimits().MaxThrottleNs),
+		MaxVMs:      256,
+		MaxPeers:    4,
+		Policy:      "dfq",
+		Arbitration: string(gate.DefaultArbitration),
+		Accounting:  accounting.Config{Method: accounting.MethodLoga},
+		Syscalls:    syscalls.DefaultConfig(),
+		Proxy:       ProxyConfig{MaxFiles: 256},
 	}
 }
 
@@ -135,6 +146,17 @@ func (c *Config) Validate() error {
 	}
 	if _, err := sched.ParsePolicy(c.Policy); err != nil {
 		return fmt.Errorf("config: %w", err)
+	}
+	a, err := gate.ParseArbitration(c.Arbitration)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	c.Arbitration = string(a)
+	if a == gate.ArbitrationTurns && c.Clock != "wall" {
+		return fmt.Errorf("config: arbitration turns needs the wall clock (sluicectl bench runs turns on a virtual one)")
+	}
+	if c.Quantum < 0 || c.Quantum > time.Minute {
+		return fmt.Errorf("config: quantum %v: want 0 (default %v) to 1m", c.Quantum, gate.DefaultQuantum)
 	}
 	if c.Accounting.Method == accounting.MethodNeonSampling {
 		return fmt.Errorf("config: accounting %q is a benchmark baseline (sluicectl bench), not for the daemon", c.Accounting.Method)

@@ -108,6 +108,14 @@ func (d *Daemon) startScheduling() error {
 		return err
 	}
 	d.engine.SetBudget(int64(d.cfg.InflightBudget)) // 0: derived from the period; negative: none
+	if a := gate.Arbitration(d.cfg.Arbitration); a == gate.ArbitrationTurns {
+		clk := gate.Clock{Now: d.be.Clock().Now, After: func(delay int64, fn func()) {
+			time.AfterFunc(time.Duration(delay), fn)
+		}}
+		if err := d.engine.SetArbitration(a, int64(d.cfg.Quantum), clk); err != nil {
+			return err
+		}
+	}
 	sr, ok := d.be.(backend.StatusReader)
 	if !ok || d.cfg.Accounting.Method == accounting.MethodOff || d.cfg.Clock != "wall" {
 		return nil
@@ -324,6 +332,11 @@ func (d *Daemon) Stats(_ context.Context) (hostapi.Stats, error) {
 	if d.poller != nil {
 		s.PollerCPUNs = d.poller.CPUNs()
 	}
+	arb, turn := d.engine.Arbitration()
+	s.Arbitration = string(arb)
+	if arb == gate.ArbitrationTurns {
+		s.QuantumNs, s.Turns = turn.QuantumNs, turn.Turns
+	}
 	sched := map[uint32]engine.VMStats{}
 	for _, st := range d.engine.Stats(now) {
 		sched[st.ID] = st
@@ -332,6 +345,9 @@ func (d *Daemon) Stats(_ context.Context) (hostapi.Stats, error) {
 		vs := statsOf(e)
 		if st, ok := sched[e.vm.Config().ID]; ok {
 			vs.AccountedNs, vs.Share, vs.Held, vs.HeldNs, vs.LagNs = st.Accounted, st.Share, st.Held, st.HeldNs, st.LagNs
+		}
+		if turn.Held && turn.Holder == e.vm.Config().ID {
+			vs.TurnHolder, s.TurnHolder = true, e.req.Name
 		}
 		s.GPUBusyNs += vs.Usage.GPUNs
 		s.VMs = append(s.VMs, vs)

@@ -1,0 +1,363 @@
+package gate
+
+import (
+	"math"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/shm"
+	"github.com/sluice-gpu/sluice/mediator/internal/channel"
+	"github.com/sluice-gpu/sluice/mediator/internal/sched"
+)
+
+// world is a small simulated GPU for the turn tests: real channels and
+// budgets, one FIFO queue of commands run one at a time (a driver that
+// does not time-slice), virtual time, and guests that keep a depth of
+// THROTTLE kernels in their rings. Its checker counts every submission
+// made while another VM had commands on the GPU.
+type world struct {
+	t      *testing.T
+	now    int64
+	seq    int
+	events []event
+	g      *Gate
+	s      *sched.Scheduler
+	vms    map[uint32]*tvm
+	queue  []job // submitted, not completed; the head runs
+	// violations counts submissions while another VM had work on the GPU.
+	violations int
+}
+
+type event struct {
+	at  int64
+	seq int
+	fn  func()
+}
+
+type job struct {
+	vm    uint32
+	tag   uint64
+	dur   int64
+	start int64
+}
+
+// tvm is a test VM: one channel, a guest that keeps depth kernels of
+// kernelNs in its ring until stop.
+type tvm struct {
+	w        *world
+	id       uint32
+	region   *shm.Region
+	layout   abi.Layout
+	ch       *channel.Channel
+	put      uint32
+	kernelNs int64
+	depth    int
+	stop     int64 // no new kernel from then on
+	busy     int64
+	starts   []int64 // when each of its commands started on the GPU
+	ends     []int64
+}
+
+func newWorld(t *testing.T, a Arbitration, quantum time.Duration) *world {
+	t.Helper()
+	s, err := sched.New(sched.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, g: New(), s: s, vms: map[uint32]*tvm{}}
+	clk := Clock{Now: func() int64 { return w.now }, After: func(d int64, fn func()) { w.at(w.now+d, fn) }}
+	if err := w.g.SetTurns(a, TurnConfig{QuantumNs: int64(quantum), Picker: s, Clock: clk}); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func (w *world) at(t int64, fn func()) {
+	w.seq++
+	w.events = append(w.events, event{t, w.seq, fn})
+}
+
+// run runs the events up to until.
+func (w *world) run(until int64) {
+	for {
+		sort.Slice(w.events, func(i, j int) bool {
+			a, b := w.events[i], w.events[j]
+			return a.at < b.at || (a.at == b.at && a.seq < b.seq)
+		})
+		if len(w.events) == 0 || w.events[0].at > until {
+			w.now = until
+			return
+		}
+		e := w.events[0]
+		w.events = w.events[1:]
+		w.now = e.at
+		e.fn()
+	}
+}
+
+// addVM adds a VM of weight weight whose guest starts at start.
+func (w *world) addVM(id, weight uint32, kernel time.Duration, depth int, start, stop time.Duration) *tvm {
+	w.t.Helper()
+	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 64, SyscallSlots: 64})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	v := &tvm{w: w, id: id, region: shm.New(make([]byte, l.RegionSize)), layout: l, kernelNs: int64(kernel),
+		depth: depth, stop: int64(stop)}
+	v.ch = channel.New(0, v.region, l, abi.DefaultLimits(), v)
+	v.ch.SetBudget(channel.NewBudget(0))
+	if err := w.s.AddVM(id, weight, 0); err != nil {
+		w.t.Fatal(err)
+	}
+	w.g.Add(id, []Channel{v.ch})
+	w.vms[id] = v
+	w.at(int64(start), func() { v.ring(depth) })
+	return v
+}
+
+// ring writes n kernels (while before stop) and rings the doorbell.
+func (v *tvm) ring(n int) {
+	wrote := false
+	for range n {
+		if v.w.now >= v.stop {
+			break
+		}
+		rec := abi.EncodeCommand(abi.Command{Op: abi.OpThrottle, DurationNs: uint64(v.kernelNs)})
+		v.region.CopyIn(v.layout.RecordOff(0, v.put), rec[:])
+		v.put++
+		wrote = true
+	}
+	if wrote {
+		v.region.Store32(v.layout.ChannelOff(0)+abi.ChPut, v.put)
+		v.ch.Poll()
+	}
+}
+
+// Submit is the GPU: the checker, then the FIFO queue.
+func (v *tvm) Submit(_ int, cmd abi.Command, tag uint64) error {
+	w := v.w
+	for _, j := range w.queue {
+		if j.vm != v.id {
+			w.violations++
+			break
+		}
+	}
+	w.queue = append(w.queue, job{vm: v.id, tag: tag, dur: int64(cmd.DurationNs)})
+	if len(w.queue) == 1 {
+		w.startHead()
+	}
+	return nil
+}
+
+func (w *world) startHead() {
+	j := &w.queue[0]
+	j.start = w.now
+	w.vms[j.vm].starts = append(w.vms[j.vm].starts, w.now)
+	w.at(w.now+j.dur, w.completeHead)
+}
+
+// completeHead completes the running command; the guest refills its ring
+// at once (inside the completion, as an interrupt handler would).
+func (w *world) completeHead() {
+	j := w.queue[0]
+	w.queue = w.queue[1:]
+	if len(w.queue) > 0 {
+		w.startHead()
+	}
+	v := w.vms[j.vm]
+	v.busy += j.dur
+	v.ends = append(v.ends, w.now)
+	v.ch.Complete(channel.Completion{Index: uint32(j.tag), Op: abi.OpThrottle, Code: abi.OK, BusyNs: j.dur})
+	v.ring(1)
+}
+
+func ms(d float64) int64 { return int64(d * 1e6) }
+
+// TestTurnsOneVMAtATime: saturating VMs of different kernel lengths and
+// depths never have work on the GPU together under turns, share it evenly
+// by the picker alone (no scheduling period in this test), and the GPU
+// never idles; under arbitration driver the checker does see overlap (it
+// can fail).
+func TestTurnsOneVMAtATime(t *testing.T) {
+	for _, a := range []Arbitration{ArbitrationTurns, ArbitrationDriver} {
+		t.Run(string(a), func(t *testing.T) {
+			w := newWorld(t, a, 0)
+			vs := []*tvm{
+				w.addVM(1, 1, 100*time.Microsecond, 8, 0, time.Hour),
+				w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour),
+				w.addVM(3, 1, 10*time.Millisecond, 2, 0, time.Hour),
+			}
+			w.run(ms(3000))
+			if a == ArbitrationDriver {
+				if w.violations == 0 {
+					t.Fatal("the checker saw no overlap under arbitration driver: it checks nothing")
+				}
+				return
+			}
+			if w.violations != 0 {
+				t.Fatalf("%d submissions while another VM had work on the GPU", w.violations)
+			}
+			var total int64
+			for _, v := range vs {
+				total += v.busy
+			}
+			if float64(total) < 0.999*float64(w.now) {
+				t.Errorf("GPU busy %v of %v: a turn switch idled it", time.Duration(total), time.Duration(w.now))
+			}
+			for _, v := range vs {
+				if share := float64(v.busy) / float64(total); math.Abs(share-1.0/3) > 0.01 {
+					t.Errorf("vm %d (kernels %v): share %.3f, want 1/3 ± 0.01", v.id, time.Duration(v.kernelNs), share)
+				}
+			}
+		})
+	}
+}
+
+// TestTurnsDrainedHolderPassesAtOnce: a holder with nothing left passes
+// the turn on its last completion, not at the quantum's end.
+func TestTurnsDrainedHolderPassesAtOnce(t *testing.T) {
+	w := newWorld(t, ArbitrationTurns, 20*time.Millisecond)
+	a := w.addVM(1, 1, time.Millisecond, 2, 0, time.Microsecond) // 2 kernels, then nothing
+	b := w.addVM(2, 1, time.Millisecond, 1, 500*time.Microsecond, 600*time.Microsecond)
+	w.run(ms(50))
+	if len(a.ends) != 2 || len(b.starts) != 1 {
+		t.Fatalf("a completed %d kernels, b started %d; want 2 and 1", len(a.ends), len(b.starts))
+	}
+	if b.starts[0] != a.ends[1] {
+		t.Fatalf("b started at %v, a's last completion at %v: the drained holder did not pass at once",
+			time.Duration(b.starts[0]), time.Duration(a.ends[1]))
+	}
+	if w.violations != 0 {
+		t.Fatalf("%d overlapping submissions", w.violations)
+	}
+}
+
+// TestTurnsQuantumEndsAtCommandBoundary: a saturating holder is latched
+// when the quantum ends and the waiter starts exactly when the holder's
+// last command completes; the holder's budget keeps it from queuing far
+// past the quantum.
+func TestTurnsQuantumEndsAtCommandBoundary(t *testing.T) {
+	w := newWorld(t, ArbitrationTurns, 5*time.Millisecond)
+	a := w.addVM(1, 1, 3*time.Millisecond, 4, 0, time.Hour)
+	b := w.addVM(2, 1, time.Millisecond, 4, time.Millisecond, time.Hour)
+	w.g.SetBudget(ms(7)) // two of a's kernels fit (a THROTTLE costs its length)
+	w.run(ms(40))
+	if len(b.starts) == 0 {
+		t.Fatal("b never ran")
+	}
+	// b waits from 1 ms; the quantum ends at 6 ms. At 3 ms a's budget
+	// had room for a third kernel, but not the quantum's 3 ms left: b
+	// starts at 6 ms, at a's second command's completion (9 ms without the
+	// deadline).
+	first := b.starts[0]
+	if first != ms(6) {
+		t.Errorf("b's first command started at %v, want 6ms (the quantum's end, a's command boundary)", time.Duration(first))
+	}
+	for _, e := range a.ends {
+		if e > first && e < first+ms(5) {
+			t.Errorf("a completed a command at %v, inside b's turn from %v", time.Duration(e), time.Duration(first))
+		}
+	}
+	if !containsTime(a.ends, first) {
+		t.Errorf("b started at %v, not at one of a's completions %v", time.Duration(first), a.ends)
+	}
+	if w.violations != 0 {
+		t.Fatalf("%d overlapping submissions", w.violations)
+	}
+}
+
+func containsTime(ts []int64, t int64) bool {
+	for _, x := range ts {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
+// TestTurnsIdleGPUFirstRinger: on an idle GPU the first doorbell gets the
+// turn at once, and a VM alone keeps it without a quantum: one turn, its
+// channel never latched.
+func TestTurnsIdleGPUFirstRinger(t *testing.T) {
+	w := newWorld(t, ArbitrationTurns, time.Millisecond)
+	w.addVM(1, 1, time.Millisecond, 4, 10*time.Millisecond, time.Hour)
+	b := w.addVM(2, 1, 100*time.Microsecond, 4, 2*time.Millisecond, 5*time.Millisecond)
+	w.run(ms(1.9))
+	if _, turn := w.g.Arbitration(); turn.Held {
+		t.Fatalf("a turn is held before anyone rang: %+v", turn)
+	}
+	w.run(ms(9))
+	if len(b.starts) == 0 || b.starts[0] != ms(2) {
+		t.Fatalf("b rang at 2ms on an idle GPU; its first command started at %v", b.starts)
+	}
+	if _, turn := w.g.Arbitration(); !turn.Held || turn.Holder != 2 || turn.Contended || turn.Turns != 1 {
+		t.Fatalf("b alone: turn %+v, want b's only turn, no quantum running", turn)
+	}
+	if w.g.latched[2] {
+		t.Fatal("b, alone with the turn, is latched")
+	}
+	w.run(ms(100))
+	if w.violations != 0 {
+		t.Fatalf("%d overlapping submissions", w.violations)
+	}
+}
+
+// TestTurnsWeights: weights 1:3 give 1/4 and 3/4 of the GPU.
+func TestTurnsWeights(t *testing.T) {
+	w := newWorld(t, ArbitrationTurns, 0)
+	a := w.addVM(1, 1, time.Millisecond, 4, 0, time.Hour)
+	b := w.addVM(2, 3, 300*time.Microsecond, 8, 0, time.Hour)
+	w.run(ms(2000))
+	share := float64(b.busy) / float64(a.busy+b.busy)
+	if math.Abs(share-0.75) > 0.01 {
+		t.Fatalf("weight 3's share %.3f, want 0.75 ± 0.01", share)
+	}
+	if w.violations != 0 {
+		t.Fatalf("%d overlapping submissions", w.violations)
+	}
+}
+
+// TestTurnsSchedulerHold: a VM the scheduler holds gets no turn; released,
+// it does.
+func TestTurnsSchedulerHold(t *testing.T) {
+	w := newWorld(t, ArbitrationTurns, time.Millisecond)
+	a := w.addVM(1, 1, time.Millisecond, 2, 0, time.Hour)
+	b := w.addVM(2, 1, time.Millisecond, 2, 0, time.Hour)
+	w.g.Apply([]uint32{2})
+	w.run(ms(20))
+	if len(b.starts) != 0 || len(a.starts) == 0 {
+		t.Fatalf("b held by the scheduler ran %d commands (a %d)", len(b.starts), len(a.starts))
+	}
+	w.g.Apply(nil)
+	w.run(ms(40))
+	if len(b.starts) == 0 {
+		t.Fatal("b released by the scheduler never got a turn")
+	}
+	if w.violations != 0 {
+		t.Fatalf("%d overlapping submissions", w.violations)
+	}
+}
+
+// TestSwitchArbitration: back to driver, every VM is released and forwards.
+func TestSwitchArbitration(t *testing.T) {
+	w := newWorld(t, ArbitrationTurns, time.Millisecond)
+	a := w.addVM(1, 1, time.Millisecond, 2, 0, time.Hour)
+	b := w.addVM(2, 1, time.Millisecond, 2, 0, time.Hour)
+	w.run(ms(10))
+	if err := w.g.SetTurns(ArbitrationDriver, TurnConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if w.g.latched[1] || w.g.latched[2] {
+		t.Fatal("a VM stayed latched after switching to driver")
+	}
+	na, nb := len(a.starts), len(b.starts)
+	w.run(ms(30))
+	if len(a.starts) == na || len(b.starts) == nb {
+		t.Fatal("a VM stopped running after switching to driver")
+	}
+	if err := w.g.SetTurns("round-robin", TurnConfig{}); err == nil {
+		t.Fatal("an unknown arbitration was accepted")
+	}
+}
