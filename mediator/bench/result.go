@@ -30,6 +30,12 @@ type Result struct {
 	DurationNs  int64   `json:"duration_ns"`
 	GPUBusyNs   int64   `json:"gpu_busy_ns"` // engines busy (compute + copy), the sim's ground truth
 	Utilization float64 `json:"utilization"` // gpu_busy_ns / duration_ns
+	// GPUOverheadNs is the measured stretch less gpu_busy_ns: the time no
+	// VM's kernel ran (context switches, gaps between commands, idle), which
+	// is nobody's GPU time and is in no VM's ground truth. On the cuda
+	// backend gpu_busy_ns is the sum of the VMs' ground truths (the union of
+	// each VM's kernels' own %globaltimer intervals).
+	GPUOverheadNs int64 `json:"gpu_overhead_ns"`
 	Kernels     int64   `json:"kernels"`     // completed by all VMs
 	// JainIndex is Jain's index of true GPU time ÷ weight over the VMs that
 	// demand more than their fair share (JainVMs); 1 with fewer than two.
@@ -164,6 +170,7 @@ func WriteText(w io.Writer, r *Result) error {
 	if r.EstimateErrorMax != nil {
 		fmt.Fprintf(&b, ", estimate error max %.3f%%", 100**r.EstimateErrorMax)
 	}
+	fmt.Fprintf(&b, "\nGPU overhead %s (no VM's kernel running: switches, gaps, idle)", ms(r.GPUOverheadNs))
 	fmt.Fprintf(&b, "\npoller CPU %s (%.3f%% of a core), %d periods", ms(r.PollerCPUNs), 100*r.PollerCPUFraction, r.Periods)
 	if r.SamplingNs > 0 {
 		fmt.Fprintf(&b, ", sampling %s", ms(r.SamplingNs))

@@ -371,6 +371,7 @@ func (r *runner) result(o Options) (*Result, error) {
 	}
 	if d := w - r.t0; d > 0 {
 		res.Utilization = float64(sn.gpuBusy) / float64(d)
+		res.GPUOverheadNs = max(d-sn.gpuBusy, 0)
 		res.PollerCPUFraction = float64(st.cpuNs) / float64(d)
 		if res.MeanPeriodNs == 0 && st.periods > 0 {
 			res.MeanPeriodNs = w / st.periods

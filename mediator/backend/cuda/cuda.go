@@ -206,8 +206,11 @@ func (b *Backend) wakeup() {
 }
 
 // GroundTruth is the GPU time a VM's completed THROTTLE kernels measured
-// themselves on %globaltimer (time their context was switched out excluded)
-// and how many of them there were; ok is false for a VM not attached.
+// themselves on %globaltimer and how many of them there were; ok is false
+// for a VM not attached. It is the union of the kernels' intervals (a VM's
+// kernels on several streams run at once and count once), less the time
+// the VM's context was switched out (truthLog.total): what the VM occupied
+// the GPU for, the benchmarks' ground truth for its bill.
 func (b *Backend) GroundTruth(id uint32) (ns, kernels int64, ok bool) {
 	b.mu.Lock()
 	v := b.vms[id]
@@ -215,9 +218,6 @@ func (b *Backend) GroundTruth(id uint32) (ns, kernels int64, ok bool) {
 	if v == nil {
 		return 0, 0, false
 	}
-	for _, ch := range v.chans {
-		ns += ch.truthNs.Load()
-		kernels += ch.truthKernels.Load()
-	}
+	ns, kernels = v.truth.total()
 	return ns, kernels, true
 }

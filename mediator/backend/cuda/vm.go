@@ -34,7 +34,8 @@ type cudaVM struct {
 	memfd  int // the shared block's file, its mapping and layout
 	mem    []byte
 	blk    block
-	efd    int // the worker's doorbell
+	efd    int      // the worker's doorbell
+	truth  truthLog // its THROTTLE kernels' own records
 
 	mu       sync.Mutex // w, closed, tail, the restart state; serializes Submit
 	w        *workerConn
@@ -90,8 +91,6 @@ type channel struct {
 	startSeq uint64 // the command whose start was seen, and when
 	startAt  int64
 	lastEnd  int64 // when the last command's end was seen
-
-	truthNs, truthKernels atomic.Int64 // the THROTTLE kernels' own records
 }
 
 // item is one submitted command.

@@ -1,0 +1,40 @@
+package cuda
+
+import "testing"
+
+func TestTruthIsTheUnionLessSwitchedOut(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		ivals []truthIval
+		want  int64
+	}{
+		{"none", nil, 0},
+		{"one stream, apart", []truthIval{{0, 100, 100}, {150, 200, 50}, {300, 330, 30}}, 180},
+		{"touching", []truthIval{{0, 100, 100}, {100, 200, 100}}, 200},
+		{"two streams overlapping", []truthIval{{50, 150, 100}, {0, 100, 100}}, 150},
+		{"one inside another", []truthIval{{0, 1000, 1000}, {10, 20, 10}, {500, 600, 100}}, 1000},
+		{"switched out together", []truthIval{{0, 100, 80}, {10, 110, 80}}, 90},
+		{"a kernel switched out alone", []truthIval{{0, 100, 70}, {200, 260, 60}}, 130},
+		{"segments after a long one", []truthIval{{0, 500, 500}, {100, 200, 100}, {600, 700, 100}, {650, 800, 150}}, 700},
+	} {
+		var l truthLog
+		for _, v := range c.ivals {
+			l.add(v.first, v.last, v.ran)
+		}
+		ns, n := l.total()
+		if ns != c.want || n != int64(len(c.ivals)) {
+			t.Errorf("%s: %d ns over %d kernels, want %d over %d", c.name, ns, n, c.want, len(c.ivals))
+		}
+	}
+}
+
+func TestTruthPastTheCapAddsOwnTime(t *testing.T) {
+	var l truthLog
+	l.ivals = make([]truthIval, maxTruthKernels)
+	l.add(0, 100, 40)
+	l.add(0, 100, 60)
+	ns, n := l.total()
+	if ns != 100 || n != maxTruthKernels+2 {
+		t.Fatalf("%d ns over %d kernels, want 100 over %d", ns, n, maxTruthKernels+2)
+	}
+}
