@@ -86,7 +86,8 @@ type turnState struct {
 	ending    bool  // holder latched, waiting for its drain
 	contended bool  // a quantum runs
 	deadline  int64 // the quantum's end
-	base      int64 // the holder's BusyNs not yet charged
+	base      int64 // the holder's BusyNs at the last charge
+	pre       int64 // its work in flight charged ahead at the last charge
 	gen       uint64
 	granted   uint64
 }
@@ -208,16 +209,25 @@ func (g *Gate) inFlightLocked(id uint32) bool {
 	return b != nil && b.InFlight() > 0
 }
 
-// chargeLocked charges the holder the busy time since the last charge.
+// chargeLocked charges the holder, while another VM waits, the busy time
+// of its commands completed since the last charge, and charges its work
+// still in flight ahead (its budget's estimate: a THROTTLE's exact length),
+// netting out what was charged ahead last time. So a turn whose one long
+// command runs past the quantum is not extended for free, and over a turn
+// the charge adds up to the busy time the backend reported (the estimate
+// only moves it between charges). Gaps the holder leaves between its
+// commands are not charged.
 func (g *Gate) chargeLocked() {
 	t := g.turns
 	b := g.budgets[t.holder]
 	if b == nil {
 		return
 	}
-	busy := b.BusyNs()
-	t.cfg.Picker.ChargeTurn(t.holder, busy-t.base)
-	t.base = busy
+	busy, q := b.BusyNs(), b.InFlight()
+	if t.contended {
+		t.cfg.Picker.ChargeTurn(t.holder, busy-t.base+q-t.pre)
+	}
+	t.base, t.pre = busy, q
 }
 
 // contendLocked starts a quantum for the holder: its budget queues no
@@ -225,6 +235,13 @@ func (g *Gate) chargeLocked() {
 func (g *Gate) contendLocked() {
 	t := g.turns
 	now := t.cfg.Clock.Now()
+	if !t.contended {
+		// A VM alone is charged nothing; what it has in flight now runs
+		// while others wait, and is charged.
+		if b := g.budgets[t.holder]; b != nil {
+			t.base, t.pre = b.BusyNs(), 0
+		}
+	}
 	t.contended = true
 	t.deadline = now + t.cfg.QuantumNs
 	t.gen++
@@ -239,6 +256,7 @@ func (g *Gate) contendLocked() {
 // uncontendLocked stops the quantum: nobody else waits any more.
 func (g *Gate) uncontendLocked() {
 	t := g.turns
+	g.chargeLocked()
 	t.contended = false
 	t.gen++
 	if b := g.budgets[t.holder]; b != nil {
@@ -294,9 +312,6 @@ func (g *Gate) settleLocked() {
 	t.holder, t.has, t.ending, t.contended = next, true, false, false
 	t.granted++
 	t.gen++
-	if b := g.budgets[next]; b != nil {
-		t.base = b.BusyNs()
-	}
 	g.syncLocked(next)
 	if len(cands) > 1 {
 		g.contendLocked()
