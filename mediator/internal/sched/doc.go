@@ -93,6 +93,15 @@
 // Accounting only: nobody is held. Virtual times are still kept under every
 // policy, so lag is a fairness diagnostic under all of them.
 //
+// # Turns
+//
+// Under arbitration turns (mediator/internal/gate) one VM at a time has
+// work on the GPU, and the scheduler also picks whose turn is next
+// (NextTurn) and is charged each turn (ChargeTurn): start-time fair queuing
+// over turns by weight, with its own lags kept apart from dfq's virtual
+// times (turns.go). The policy's holds still apply: the gate gives no turn
+// to a held VM.
+//
 // # Policy switches
 //
 // Switching to none releases everyone at the next EndPeriod. Switching into

@@ -3,9 +3,10 @@ package sched
 // Turn arbitration (mediator/internal/gate, arbitration turns) lets one VM
 // at a time have work on the GPU; the scheduler decides whose turn is next.
 // It is start-time fair queuing over turns: each VM has a turn lag, its
-// exact GPU time over its weight (ChargeTurn, the busy time the backend
-// reported for the VM's commands in its turn, which is the turn's whole GPU
-// time since no other VM had work on the GPU), relative to the VM given the
+// GPU time in turns over its weight (ChargeTurn: the gate charges the busy
+// time the backend reported for the VM's commands, which is the turn's
+// whole GPU time since no other VM had work on the GPU, with its work in
+// flight charged ahead at a quantum's end), relative to the VM given the
 // last turn. NextTurn gives the turn to the waiting VM with the least lag
 // (ties: the next one in id order after the last holder) and re-bases every
 // lag on it; a VM behind it (idle, or waiting less long) is pulled up to it,
