@@ -1,0 +1,57 @@
+package channel
+
+import (
+	"testing"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+)
+
+// TestBudgetDeadlineAndHook: a deadline bounds the limit to the time left
+// (at least one command), Wake forwards what waited once it is lifted,
+// Drained comes with the completion that leaves nothing in flight (not
+// before), Knocked with a doorbell on a held channel, and BusyNs adds up
+// the completions' busy time.
+func TestBudgetDeadlineAndHook(t *testing.T) {
+	r := newVMRig(t, 10_000*us)
+	var drained, knocked int
+	r.b.SetHook(&BudgetHook{Drained: func() { drained++ }, Knocked: func() { knocked++ }})
+	now := int64(0)
+	r.b.SetDeadline(2_500*us, func() int64 { return now })
+	k := abi.Command{Op: abi.OpThrottle, DurationNs: 1_000 * us}
+	r.write(0, k, k, k, k)
+	if n := r.inFlight(0); n != 2 {
+		t.Fatalf("%d kernels of 1ms in flight with 2.5ms to the deadline, want 2", n)
+	}
+	now = 3_000 * us // past the deadline: one at a time
+	r.complete(0)
+	r.complete(0)
+	if n := r.inFlight(0); n != 1 {
+		t.Fatalf("%d in flight past the deadline, want 1 (one command always goes)", n)
+	}
+	if drained != 0 {
+		t.Fatalf("drained %d times while a command was in flight", drained)
+	}
+	r.b.SetDeadline(0, nil)
+	r.b.Wake()
+	r.collect()
+	if n := r.inFlight(0); n != 2 {
+		t.Fatalf("%d in flight after lifting the deadline, want 2 (Wake forwards the one that waited)", n)
+	}
+	for r.complete(0) {
+	}
+	if drained != 1 {
+		t.Fatalf("drained reported %d times, want once (the last completion)", drained)
+	}
+	if got := r.b.BusyNs(); got != 4_000*us {
+		t.Fatalf("BusyNs %d, want 4 ms", got)
+	}
+	r.chans[1].SetHeld(true)
+	r.write(1, k)
+	if knocked != 1 || r.inFlight(1) != 0 {
+		t.Fatalf("a doorbell on a held channel: knocked %d, %d forwarded", knocked, r.inFlight(1))
+	}
+	r.write(0, k)
+	if knocked != 1 {
+		t.Fatal("a doorbell on a released channel knocked")
+	}
+}

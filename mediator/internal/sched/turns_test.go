@@ -1,0 +1,53 @@
+package sched
+
+import "testing"
+
+// TestNextTurn: the least-charged candidate by weight gets the turn, ties
+// go round robin, unknown and absent VMs are left out, and an idle VM is
+// pulled up to the holder's lag instead of banking credit.
+func TestNextTurn(t *testing.T) {
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, w := range map[uint32]uint32{1: 1, 2: 3, 3: 1} {
+		if err := s.AddVM(id, w, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := s.NextTurn([]uint32{9}); ok {
+		t.Fatal("a turn for an unknown VM")
+	}
+	// Ties: round robin after the last holder.
+	var order []uint32
+	for range 3 {
+		id, _ := s.NextTurn([]uint32{1, 2})
+		order = append(order, id)
+	}
+	if order[0] == order[1] || order[1] == order[2] {
+		t.Fatalf("equal lags did not alternate: %v", order)
+	}
+	// Weights 1:3: charged the same time per turn, VM 2 gets three turns
+	// to VM 1's one.
+	turns := map[uint32]int{}
+	for range 400 {
+		id, _ := s.NextTurn([]uint32{1, 2})
+		turns[id]++
+		s.ChargeTurn(id, 1_000_000)
+	}
+	if turns[1] != 100 || turns[2] != 300 {
+		t.Fatalf("turns %v, want 100 and 300", turns)
+	}
+	// VM 3 sat out: it comes back level with the holder, not 400 ms ahead.
+	id, _ := s.NextTurn([]uint32{1, 2, 3})
+	if id != 3 {
+		t.Fatalf("the idle VM did not get the next turn (got %d)", id)
+	}
+	s.ChargeTurn(3, 5_000_000)
+	if lag, _ := s.TurnLag(3); lag < 4_000_000 {
+		t.Fatalf("VM 3's lag %d after a 5 ms turn: it banked credit while idle", lag)
+	}
+	if id, _ := s.NextTurn([]uint32{1, 3}); id != 1 {
+		t.Fatalf("VM 3, 5 ms ahead, got the turn before VM 1")
+	}
+}
