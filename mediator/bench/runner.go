@@ -77,7 +77,7 @@ type runner struct {
 	guests   []*guest
 	ctl      control
 	duration int64
-	occ      *occupancy // VMs with commands on the backend
+	occ      *occupancy  // VMs with commands on the backend
 	closing  atomic.Bool // the run is over: guests stop reacting
 	overrun  atomic.Bool // the snapshot is taken at the duration: throttles go on
 
@@ -365,7 +365,7 @@ func (r *runner) result(o Options) (*Result, error) {
 	res := &Result{
 		Spec: o.Name, Backend: string(r.s.Backend), Clock: string(r.s.Clock), Accounting: string(r.s.Accounting), Policy: string(r.s.Policy),
 		MaxVMsInFlight: r.occ.max.Load(),
-		DurationNs: w - r.t0, GPUBusyNs: sn.gpuBusy, PollerCPUNs: st.cpuNs, EstimatorNs: st.estimatorNs,
+		DurationNs:     w - r.t0, GPUBusyNs: sn.gpuBusy, PollerCPUNs: st.cpuNs, EstimatorNs: st.estimatorNs,
 		Periods: st.periods, MeanPeriodNs: st.meanPeriodNs, SamplingNs: st.samplingNs,
 		VMs: make([]VMResult, len(r.hosts)),
 	}
