@@ -120,9 +120,9 @@ func (b *Backend) credit(dt int64) {
 		ran := float64(dt) / float64(vms)
 		for _, r := range b.running[i:j] {
 			r.ch.mu.Lock()
-			if len(r.ch.q) > 0 && r.ch.q[0].seq == r.seq {
-				r.ch.q[0].gpu += share
-				r.ch.q[0].ran += ran
+			if it := r.ch.find(r.seq); it != nil {
+				it.gpu += share
+				it.ran += ran
 			}
 			r.ch.mu.Unlock()
 		}
@@ -188,12 +188,40 @@ stop:
 	if len(ch.q) == 0 {
 		return out, 0
 	}
-	ch.noteStart(now)
-	head := ch.q[0].seq
-	if head != 0 && ch.startSeq == head && v.blk.load(ch.base+offEnd) < head {
-		return out, head
+	if it := ch.current(); it != nil {
+		ch.noteStart(it.seq, now)
+		if ch.startSeq == it.seq {
+			return out, it.seq
+		}
 	}
 	return out, 0
+}
+
+// current is the command ch's stream runs or will run next: the first in
+// its queue whose end marker has not been written. The queue's head may
+// have ended and wait for its THROTTLE record (takeRecord) while the
+// stream runs the commands behind it: those run, and are credited and
+// seen running, as any other. Nil when every queued command has ended.
+// The caller holds ch.mu.
+func (ch *channel) current() *item {
+	end := ch.vm.blk.load(ch.base + offEnd)
+	for k := range ch.q {
+		if it := &ch.q[k]; it.seq > end {
+			return it
+		}
+	}
+	return nil
+}
+
+// find is the queued command seq, or nil once it was delivered. The
+// caller holds ch.mu.
+func (ch *channel) find(seq uint64) *item {
+	for k := range ch.q {
+		if ch.q[k].seq == seq {
+			return &ch.q[k]
+		}
+	}
+	return nil
 }
 
 // codeOf is the code the worker left in command seq's slot. It is there
@@ -231,21 +259,23 @@ func (ch *channel) takeRecord(seq uint64, waited int64) bool {
 // startOf is when it started: when its start marker was seen, or else (it
 // ran between two sweeps) when its channel could last have started it.
 func (ch *channel) startOf(it *item) int64 {
-	if ch.startSeq == it.seq {
-		return ch.startAt
+	if it.startAt != 0 {
+		return it.startAt
 	}
 	return max(it.submitAt, ch.lastEnd)
 }
 
-// noteStart records when the head's start marker was first seen. ch.mu is
-// held and ch.q is not empty.
-func (ch *channel) noteStart(now int64) {
-	head := ch.q[0].seq
-	if head == 0 || ch.startSeq == head {
+// noteStart records when command seq's start marker was first seen (seq is
+// the channel's current command). ch.mu is held.
+func (ch *channel) noteStart(seq uint64, now int64) {
+	if seq == 0 || ch.startSeq == seq {
 		return
 	}
-	if ch.vm.blk.load(ch.base+offStart) >= head {
-		ch.startSeq, ch.startAt = head, now
+	if ch.vm.blk.load(ch.base+offStart) >= seq {
+		ch.startSeq, ch.startAt = seq, now
+		if it := ch.find(seq); it != nil {
+			it.startAt = max(now, 1)
+		}
 	}
 }
 
@@ -268,10 +298,9 @@ func (b *Backend) ReadStatus(st *backend.Status) {
 		now := b.now() // under the lock, as the completer's: starts stay in order
 		ref := backend.ChannelRef{VM: ch.vm.id, Channel: ch.idx}
 		st.Active = append(st.Active, ref)
-		head := &ch.q[0]
-		if head.seq != 0 && ch.vm.blk.load(ch.base+offEnd) < head.seq {
-			ch.noteStart(now)
-			if ch.startSeq == head.seq {
+		if it := ch.current(); it != nil {
+			ch.noteStart(it.seq, now)
+			if ch.startSeq == it.seq {
 				st.Running = append(st.Running, backend.Running{ChannelRef: ref, Engine: ch.vm.engine, Since: ch.startAt})
 			}
 		}

@@ -38,3 +38,35 @@ func TestTruthPastTheCapAddsOwnTime(t *testing.T) {
 		t.Fatalf("%d ns over %d kernels, want 100 over %d", ns, n, maxTruthKernels+2)
 	}
 }
+
+// TestCommandBehindALateRecordIsCredited: a THROTTLE that ended waits at
+// the queue's head for its record while the stream runs the next command;
+// that command is the channel's current one, seen starting and credited
+// (before, only the head was, and the time it ran went to nobody).
+func TestCommandBehindALateRecordIsCredited(t *testing.T) {
+	mem := make([]byte, 4096)
+	v := &cudaVM{blk: newBlock(blockLayout{size: len(mem)}, mem)}
+	ch := &channel{vm: v, q: []item{{seq: 1}, {seq: 2}, {seq: 3}}}
+	v.blk.store(offEnd, 1)   // 1 ended; its record is not there yet
+	v.blk.store(offStart, 2) // 2 started
+	it := ch.current()
+	if it == nil || it.seq != 2 {
+		t.Fatalf("current %+v, want seq 2", it)
+	}
+	ch.noteStart(it.seq, 100)
+	if ch.q[1].startAt != 100 || ch.startOf(&ch.q[1]) != 100 {
+		t.Fatalf("seq 2 start %d, want 100", ch.q[1].startAt)
+	}
+	b := &Backend{running: []runRef{{ch, 2}}}
+	b.credit(50)
+	if ch.q[0].gpu != 0 || ch.q[1].gpu != 50 || ch.q[1].ran != 50 {
+		t.Fatalf("credits %v/%v, want 0/50", ch.q[0].gpu, ch.q[1].gpu)
+	}
+	v.blk.store(offEnd, 3)
+	if it := ch.current(); it != nil {
+		t.Fatalf("current %+v after every end", it)
+	}
+	if ch.find(2) != &ch.q[1] || ch.find(9) != nil {
+		t.Fatal("find")
+	}
+}

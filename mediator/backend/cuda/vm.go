@@ -101,6 +101,7 @@ type item struct {
 	op       abi.Opcode
 	code     abi.ErrorCode // for seq 0
 	submitAt int64
+	startAt  int64   // when its start marker was first seen; 0 if never
 	endAt    int64   // when its end marker was first seen, if its record was not there yet
 	gpu      float64 // its share of the GPU while it ran (the completer's sweeps)
 	ran      float64 // its VM's share of the GPU while it ran: the watchdog's clock

@@ -52,8 +52,8 @@ type lateRef struct {
 	ran time.Duration
 }
 
-// overdue reports whether ch's head, command seq, which runs, has run past
-// its VM's limit.
+// overdue reports whether ch's command seq, which runs, has run past its
+// VM's limit.
 func (ch *channel) overdue(seq uint64) (lateRef, bool) {
 	lim := ch.vm.maxCommand.Load()
 	if lim <= 0 {
@@ -61,10 +61,10 @@ func (ch *channel) overdue(seq uint64) (lateRef, bool) {
 	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if len(ch.q) == 0 || ch.q[0].seq != seq || ch.q[0].ran <= float64(backend.Deadline(lim)) {
+	it := ch.find(seq)
+	if it == nil || it.ran <= float64(backend.Deadline(lim)) {
 		return lateRef{}, false
 	}
-	it := &ch.q[0]
 	return lateRef{ch: ch, w: it.w, op: it.op, ran: time.Duration(it.ran)}, true
 }
 
