@@ -13,12 +13,15 @@ FUZZTIME     ?= 3s
 DEMO_SECONDS ?= 20
 BENCHTIME    ?= 2s
 
-.PHONY: help build sluiced sluice-proxy ptx sluicectl sluice-agent sluice-init sluice-libvirt-hook guest-image test unit fuzz vet lint demo bench bench-gpu clean
+.PHONY: help generate build sluiced sluice-proxy ptx sluicectl sluice-agent sluice-init sluice-libvirt-hook guest-image test unit fuzz vet lint demo bench bench-gpu clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 build: sluiced sluice-proxy sluicectl sluice-agent sluice-init sluice-libvirt-hook ## build every binary into bin/ (static, no cgo)
+
+generate: ## regenerate the controller API's Go code from api/controllerapi/openapi.yaml (oapi-codegen, pinned in go.mod)
+	$(GO) generate ./api/controllerapi
 
 sluiced: ## build the mediator daemon
 	$(GOBUILD) -o $(BIN)/sluiced ./mediator/cmd/sluiced
