@@ -1,0 +1,71 @@
+package sqlite
+
+// migrations are the schema's versions, applied in order, each once, in a
+// transaction with its row in schema_migrations. Never change one that has
+// shipped: add the next.
+var migrations = []string{
+	// 1: tokens, hosts, GPUs, VMs, usage, events.
+	`CREATE TABLE tokens (
+		id TEXT PRIMARY KEY,
+		name TEXT NOT NULL,
+		role TEXT NOT NULL CHECK (role IN ('operator', 'tenant', 'host')),
+		tenant TEXT NOT NULL DEFAULT '',
+		host TEXT NOT NULL DEFAULT '',
+		hash BLOB NOT NULL UNIQUE,
+		created INTEGER NOT NULL,
+		created_by TEXT NOT NULL,
+		revoked INTEGER NOT NULL DEFAULT 0
+	);
+	CREATE TABLE hosts (
+		name TEXT PRIMARY KEY,
+		address TEXT NOT NULL,
+		version TEXT NOT NULL,
+		registered INTEGER NOT NULL,
+		last_heartbeat INTEGER NOT NULL,
+		down INTEGER NOT NULL DEFAULT 0
+	);
+	CREATE TABLE gpus (
+		host TEXT NOT NULL REFERENCES hosts(name),
+		idx INTEGER NOT NULL,
+		model TEXT NOT NULL,
+		memory_bytes INTEGER NOT NULL,
+		PRIMARY KEY (host, idx)
+	);
+	CREATE TABLE vms (
+		name TEXT PRIMARY KEY,
+		tenant TEXT NOT NULL,
+		weight INTEGER NOT NULL,
+		cap REAL NOT NULL,
+		memory_bytes INTEGER NOT NULL,
+		host TEXT NOT NULL,
+		gpu INTEGER NOT NULL,
+		created INTEGER NOT NULL,
+		updated INTEGER NOT NULL,
+		generation INTEGER NOT NULL,
+		FOREIGN KEY (host, gpu) REFERENCES gpus(host, idx)
+	);
+	CREATE INDEX vms_tenant ON vms(tenant);
+	CREATE INDEX vms_place ON vms(host, gpu);
+	CREATE TABLE usage (
+		host TEXT NOT NULL,
+		vm TEXT NOT NULL,
+		seq INTEGER NOT NULL,
+		tenant TEXT NOT NULL,
+		start_ns INTEGER NOT NULL,
+		end_ns INTEGER NOT NULL,
+		gpu_ns INTEGER NOT NULL CHECK (gpu_ns >= 0),
+		kernels INTEGER NOT NULL CHECK (kernels >= 0),
+		PRIMARY KEY (host, vm, seq)
+	);
+	CREATE INDEX usage_vm ON usage(vm, end_ns);
+	CREATE INDEX usage_tenant ON usage(tenant, end_ns);
+	CREATE INDEX usage_end ON usage(end_ns);
+	CREATE TABLE events (
+		id INTEGER PRIMARY KEY AUTOINCREMENT,
+		time INTEGER NOT NULL,
+		actor TEXT NOT NULL,
+		action TEXT NOT NULL,
+		target TEXT NOT NULL,
+		detail TEXT NOT NULL
+	);`,
+}
