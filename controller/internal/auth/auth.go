@@ -94,7 +94,9 @@ func (p Principal) ActsForHost(host string) bool {
 type ctxKey struct{}
 
 // With returns ctx carrying p.
-func With(ctx context.Context, p Principal) context.Context { return context.WithValue(ctx, ctxKey{}, p) }
+func With(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, ctxKey{}, p)
+}
 
 // From returns the principal in ctx; ok is false when there is none.
 func From(ctx context.Context) (Principal, bool) {
