@@ -13,14 +13,21 @@ type delivery struct {
 	c  backend.Completion
 }
 
-// idleSpin is how long the completer keeps spinning once nothing is
-// outstanding, before it parks.
+// idleSpin is how long the completer and the deliverer keep spinning once
+// nothing is outstanding, before they park.
 const idleSpin = 2_000_000
 
-// completer delivers completions: it sweeps the channels' end markers while
-// anything is outstanding and sleeps otherwise.
+// completer watches the channels' markers while anything is outstanding
+// and sleeps otherwise: it credits GPU time, notes starts, and queues the
+// completions that are due for the deliverer. It never runs a VM's
+// Complete callback itself: a callback forwards the VM's next commands
+// and takes microseconds, and a sweep that waited for it would see late
+// the start of the command the stream ran meanwhile (the sweep that found
+// an end is the one that comes before such a start), so that time would
+// be credited to nobody: on an H100 the bills of 10-37 µs kernels queued
+// back to back were 9-12% under their kernels' own time.
 func (b *Backend) completer() {
-	defer close(b.stopped)
+	defer b.done.Done()
 	var out []delivery
 	busyAt := b.now()
 	for {
@@ -51,7 +58,50 @@ func (b *Backend) completer() {
 		}
 		clear(b.late)
 		b.late = b.late[:0]
-		for _, d := range out {
+		if len(out) == 0 {
+			runtime.Gosched()
+			continue
+		}
+		b.dmu.Lock()
+		b.dq = append(b.dq, out...)
+		b.dmu.Unlock()
+		select {
+		case b.dwake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// deliverSpin is how long the deliverer spins after its last delivery
+// before it parks: completions closer together than that (a guest waiting
+// on each of its commands) wait for no goroutine's wakeup.
+const deliverSpin = 200_000
+
+// deliverer runs the VMs' Complete callbacks for what the completer
+// queued, in its order (so each channel's completions arrive in order). It
+// spins for deliverSpin after a delivery and parks after that.
+func (b *Backend) deliverer() {
+	defer b.done.Done()
+	var batch []delivery
+	busyAt := b.now()
+	for {
+		b.dmu.Lock()
+		batch, b.dq = b.dq, batch[:0]
+		b.dmu.Unlock()
+		if len(batch) == 0 {
+			if b.now()-busyAt < deliverSpin {
+				runtime.Gosched()
+				continue
+			}
+			select {
+			case <-b.dwake:
+			case <-b.stop:
+				return
+			}
+			continue
+		}
+		busyAt = b.now()
+		for _, d := range batch {
 			d.vm.complete(d.c)
 			if d.vm.undelivered.Add(-1) == 0 {
 				select {
@@ -61,9 +111,7 @@ func (b *Backend) completer() {
 			}
 			b.outstanding.Add(-1)
 		}
-		if len(out) == 0 {
-			runtime.Gosched()
-		}
+		clear(batch)
 	}
 }
 

@@ -57,7 +57,11 @@ type Backend struct {
 	outstanding atomic.Int64  // commands submitted and not yet delivered
 	wake        chan struct{} // the completer has work (capacity 1)
 	stop        chan struct{}
-	stopped     chan struct{}
+	done        sync.WaitGroup // the completer and the deliverer
+
+	dmu   sync.Mutex    // dq
+	dq    []delivery    // completions queued for the deliverer, in order
+	dwake chan struct{} // the deliverer has work (capacity 1)
 
 	// The completer's: when it last swept and what ran then (see credit),
 	// and the commands found past their VM's limit (watchdog.go).
@@ -98,7 +102,7 @@ func open(d driver, opts backend.Options, spawn spawner) (*Backend, error) {
 	b := &Backend{
 		spawn: spawn, library: opts.Params["library"], gap: DefaultGapNs, stall: int64(DefaultStallCheck),
 		restartDelay: DefaultRestartDelay, vms: map[uint32]*cudaVM{},
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), dwake: make(chan struct{}, 1),
 	}
 	for k, v := range opts.Params {
 		var err error
@@ -145,7 +149,9 @@ func open(d driver, opts backend.Options, spawn spawner) (*Backend, error) {
 	}
 	b.epoch = time.Now()
 	b.chans.Store(&[]*channel{})
+	b.done.Add(2)
 	go b.completer()
+	go b.deliverer()
 	return b, nil
 }
 
@@ -183,7 +189,7 @@ func (b *Backend) Close() error {
 		}
 	}
 	close(b.stop)
-	<-b.stopped
+	b.done.Wait()
 	return first
 }
 

@@ -67,11 +67,15 @@
 //
 // # Completions, the running-channel state and billing
 //
-// A completer goroutine in the mediator watches the end markers of the
-// channels with work outstanding and delivers completions in order. While
-// anything is outstanding it spins (one host core; it sleeps when the GPU
-// has nothing of ours), so Start and End are host observation times within
-// a sweep (about a microsecond) of the marker writes. ReadStatus is the
+// A completer goroutine in the mediator watches the markers of the
+// channels with work outstanding, credits GPU time and queues completions;
+// a deliverer goroutine runs the VMs' callbacks in the same order, so a
+// sweep never waits for a callback (which forwards the VM's next commands)
+// and sees starts as promptly as ends. While anything is outstanding the
+// completer spins (one host core; it sleeps when the GPU has nothing of
+// ours), so Start and End are host observation times within a sweep (about
+// a microsecond) of the marker writes; the deliverer spins 200 µs after a
+// delivery, then parks. ReadStatus is the
 // LoGA status read: a channel runs when its start marker is ahead of its
 // end marker, since the moment that was first seen.
 //
