@@ -134,8 +134,9 @@
 // context, streams and modules is not counted.
 //
 // The even split of billing is what time slicing does on average, not at
-// every instant: measured on an H100 with two or three saturating VMs, a
-// VM's bill is 4.5–11% above its kernels' own %globaltimer time (which
-// leaves out context switches), and within 1.1% when the GPU is not
-// saturated (bench/results/h100).
+// every instant: measured on an H100 with several saturating VMs, a VM's
+// bill is 8-99% above its kernels' own %globaltimer time (which leaves out
+// context switches). Under the mediator's turns (one VM's work on the GPU
+// at a time) nothing is split and bills were within -0.5 to +3.4% of it
+// (bench/results/h100-turns).
 package cuda
