@@ -104,7 +104,7 @@ func parseFlags(args []string) (daemon.Config, slog.Level, error) {
 		"longest command a VM may run (1ms..1h; sluicectl vm create/set --max-command sets one VM's): a longer THROTTLE fails with ETOOLONG, a command running past it with ETIMEDOUT (cuda: the VM's GPU worker is killed and restarted)")
 	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "scheduling policy at start: none, dfq, cap, timeslice (sluicectl policy set changes it)")
 	fs.StringVar(&cfg.Arbitration, "arbitration", cfg.Arbitration,
-		"who decides whose work is on the GPU: driver (every VM's at once; the driver time-slices) or turns (one VM's at a time, for a quantum while others wait; needs the wall clock)")
+		"who decides whose work is on the GPU: driver (every VM's at once; the driver time-slices, and overlapping time is split evenly in bills) or turns (one VM's at a time, for a quantum while others wait: exact bills and fairer shares, at some throughput when nobody over-uses; needs the wall clock)")
 	fs.DurationVar(&cfg.Quantum, "quantum", cfg.Quantum, "under --arbitration turns, how long a turn lasts while another VM waits; it ends at a command boundary (0: 5ms)")
 	method := fs.String("accounting", string(cfg.Accounting.Method), "accounting method: loga, loga-segment-average, off (scheduling needs the wall clock)")
 	fs.Float64Var(&cfg.Accounting.Ratio, "poll-ratio", 0, "non-poll : poll phase length ratio (0: default 51, i.e. 1.9% polling)")
