@@ -212,22 +212,22 @@ type SyscallStats struct {
 // Stats is a snapshot for live views: sample it twice and divide the deltas
 // by the difference of Now.
 type Stats struct {
-	Backend     string    `json:"backend"`
-	Clock       string    `json:"clock"`
-	Policy      string    `json:"policy"`
-	Accounting  string    `json:"accounting"`
-	PollerCPUNs int64     `json:"poller_cpu_ns"` // CPU time the accounting poller used
-	Periods     int64     `json:"periods"`       // scheduling periods so far
+	Backend     string `json:"backend"`
+	Clock       string `json:"clock"`
+	Policy      string `json:"policy"`
+	Accounting  string `json:"accounting"`
+	PollerCPUNs int64  `json:"poller_cpu_ns"` // CPU time the accounting poller used
+	Periods     int64  `json:"periods"`       // scheduling periods so far
 	// Arbitration is who decides whose work is on the GPU: "driver" (every
 	// VM's at once, the driver time-slices) or "turns" (one VM's at a time;
 	// sluiced --arbitration). Under turns: the quantum, the holder's name
 	// (empty while nobody holds the turn) and the turns granted so far.
-	Arbitration string `json:"arbitration,omitempty"`
-	QuantumNs   int64  `json:"quantum_ns,omitempty"`
-	TurnHolder  string `json:"turn_holder,omitempty"`
-	Turns       uint64 `json:"turns,omitempty"`
-	Now         int64     `json:"now_ns"`        // the backend's clock
-	GPUBusyNs   uint64    `json:"gpu_busy_ns"`   // sum over VMs
+	Arbitration string    `json:"arbitration,omitempty"`
+	QuantumNs   int64     `json:"quantum_ns,omitempty"`
+	TurnHolder  string    `json:"turn_holder,omitempty"`
+	Turns       uint64    `json:"turns,omitempty"`
+	Now         int64     `json:"now_ns"`      // the backend's clock
+	GPUBusyNs   uint64    `json:"gpu_busy_ns"` // sum over VMs
 	VMs         []VMStats `json:"vms"`
 }
 

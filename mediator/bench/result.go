@@ -36,7 +36,7 @@ type Result struct {
 	// backend gpu_busy_ns is the sum of the VMs' ground truths (the union of
 	// each VM's kernels' own %globaltimer intervals).
 	GPUOverheadNs int64 `json:"gpu_overhead_ns"`
-	Kernels     int64   `json:"kernels"`     // completed by all VMs
+	Kernels       int64 `json:"kernels"` // completed by all VMs
 	// JainIndex is Jain's index of true GPU time ÷ weight over the VMs that
 	// demand more than their fair share (JainVMs); 1 with fewer than two.
 	JainIndex float64  `json:"jain_index"`

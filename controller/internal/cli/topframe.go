@@ -42,7 +42,7 @@ type topFrame struct {
 	backend, clock     string
 	policy, accounting string
 	arbitration        string // "turns: HOLDER" under turns, else empty
-	intervalNs         int64 // <= 0: no usable interval, rates are unknown
+	intervalNs         int64  // <= 0: no usable interval, rates are unknown
 	util               float64
 	pollerPct          float64 // poller CPU time / interval, in % of one core
 	hasPoller          bool

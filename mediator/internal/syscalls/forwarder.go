@@ -48,7 +48,7 @@ type Spec struct {
 	// MaxFileSize is the VM's file size limit in bytes (0: none): the
 	// proxy's RLIMIT_FSIZE, which fastcall writes, run here, obey too.
 	MaxFileSize uint64
-	Log   *slog.Logger // nil: slog.Default()
+	Log         *slog.Logger // nil: slog.Default()
 }
 
 // Memfd is a descriptor and the offset of the syscall area in it. The
