@@ -13,12 +13,12 @@ FUZZTIME     ?= 3s
 DEMO_SECONDS ?= 20
 BENCHTIME    ?= 2s
 
-.PHONY: help generate build sluiced sluice-proxy ptx sluicectl sluice-agent sluice-init sluice-libvirt-hook guest-image test unit fuzz vet lint demo bench bench-gpu clean
+.PHONY: help generate build sluiced sluice-proxy ptx sluicectl sluice-controller sluice-agent sluice-init sluice-libvirt-hook guest-image test unit fuzz vet lint demo bench bench-gpu clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-build: sluiced sluice-proxy sluicectl sluice-agent sluice-init sluice-libvirt-hook ## build every binary into bin/ (static, no cgo)
+build: sluiced sluice-proxy sluicectl sluice-controller sluice-agent sluice-init sluice-libvirt-hook ## build every binary into bin/ (static, no cgo)
 
 generate: ## regenerate the controller API's Go code from api/controllerapi/openapi.yaml (oapi-codegen, pinned in go.mod)
 	$(GO) generate ./api/controllerapi
@@ -34,6 +34,9 @@ ptx: ## regenerate guest-agent/kernels/sluice_kernels.ptx from its source (needs
 
 sluicectl: ## build the operator CLI
 	$(GOBUILD) -o $(BIN)/sluicectl ./controller/cmd/sluicectl
+
+sluice-controller: ## build the fleet controller (REST API, SQLite)
+	$(GOBUILD) -o $(BIN)/sluice-controller ./controller/cmd/sluice-controller
 
 sluice-agent: ## build the guest agent
 	$(GOBUILD) -o $(BIN)/sluice-agent ./guest-agent/cmd/sluice-agent

@@ -7,6 +7,7 @@ package fleet
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -115,3 +116,12 @@ type Event struct {
 	Target string
 	Detail string
 }
+
+// IntervalError is the failure of one interval of a usage batch.
+type IntervalError struct {
+	Index int // in the batch
+	Err   error
+}
+
+func (e *IntervalError) Error() string { return fmt.Sprintf("interval %d: %v", e.Index, e.Err) }
+func (e *IntervalError) Unwrap() error { return e.Err }

@@ -186,7 +186,7 @@ func TestUsageIngestionIsIdempotentAcrossReopen(t *testing.T) {
 		t.Fatalf("retry: %d accepted, %d duplicates, %v", a, d, err)
 	}
 	// A different measurement under a stored key fails the whole batch.
-	var ie *IntervalError
+	var ie *fleet.IntervalError
 	if _, _, err := s.IngestUsage(ctx, []fleet.UsageInterval{iv(4, 400), iv(2, 999)}); !errors.Is(err, fleet.ErrConflict) || !errors.As(err, &ie) || ie.Index != 1 {
 		t.Fatalf("conflicting redelivery: %v", err)
 	}

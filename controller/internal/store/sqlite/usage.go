@@ -9,19 +9,10 @@ import (
 	"github.com/sluice-gpu/sluice/controller/internal/fleet"
 )
 
-// IntervalError is an ingestion failure of one interval of a batch.
-type IntervalError struct {
-	Index int // in the batch
-	Err   error
-}
-
-func (e *IntervalError) Error() string { return fmt.Sprintf("interval %d: %v", e.Index, e.Err) }
-func (e *IntervalError) Unwrap() error { return e.Err }
-
 // IngestUsage stores the intervals that are new, all or none, in one
 // transaction. An interval stored already (same host, VM and sequence
 // number) with the same content is a duplicate and counted once; one with
-// different content fails the batch with an *IntervalError wrapping
+// different content fails the batch with an *fleet.IntervalError wrapping
 // fleet.ErrConflict. Each new interval is charged to its VM's tenant: the
 // VM's now, else that of the VM's latest interval (a VM deleted since),
 // else none ("").
@@ -38,7 +29,7 @@ func (s *Store) IngestUsage(ctx context.Context, intervals []fleet.UsageInterval
 			case err == nil:
 				old.Start, old.End = fromNanos(start), fromNanos(end)
 				if !old.SameContent(u) {
-					return &IntervalError{i, fmt.Errorf("host %q vm %q seq %d is stored with other content: %w", u.Host, u.VM, u.Seq, fleet.ErrConflict)}
+					return &fleet.IntervalError{Index: i, Err: fmt.Errorf("host %q vm %q seq %d is stored with other content: %w", u.Host, u.VM, u.Seq, fleet.ErrConflict)}
 				}
 				duplicates++
 				continue

@@ -1,0 +1,241 @@
+// Command sluice-controller is the operators' controller of a fleet of
+// sluiced hosts: it serves the REST API of api/controllerapi (hosts, GPUs,
+// VMs and their placement, usage, tokens, the audit log) over HTTP from a
+// SQLite database. Its version is set with -ldflags "-X main.version=...".
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluice-gpu/sluice/controller/internal/auth"
+	"github.com/sluice-gpu/sluice/controller/internal/fleet"
+	"github.com/sluice-gpu/sluice/controller/internal/placement"
+	"github.com/sluice-gpu/sluice/controller/internal/server"
+	"github.com/sluice-gpu/sluice/controller/internal/store/sqlite"
+)
+
+var version = "dev"
+
+const usageText = `sluice-controller: the operators' controller of a Sluice fleet.
+
+Usage:
+  sluice-controller [flags]
+
+It serves the controller's REST API (api/controllerapi/openapi.yaml) on
+--listen: hosts running sluiced register and heartbeat with host tokens,
+operators and tenants manage VMs, which it places on GPUs with room, and
+usage intervals pushed by the hosts are kept as billing data. Every request
+needs a bearer token; --bootstrap-token creates the first operator token on
+an empty database (sluicectl --controller URL --token T token create makes
+the others). sluicectl talks to it with --controller URL --token TOKEN.
+
+Environment variables SLUICE_CONTROLLER_LISTEN, SLUICE_CONTROLLER_DB and
+SLUICE_CONTROLLER_BOOTSTRAP_TOKEN set the matching flags' defaults (the
+variable keeps the token out of the process list); flags win.
+
+Examples:
+  sluice-controller --listen 127.0.0.1:7070 --db sqlite:/var/lib/sluice/controller.db --bootstrap-token "$(cat /etc/sluice/op-token)"
+  sluice-controller --listen :7443 --tls-cert cert.pem --tls-key key.pem --placement pack
+
+Flags:
+`
+
+// config is what the flags say.
+type config struct {
+	listen, db, bootstrap, tlsCert, tlsKey string
+	heartbeatTimeout                       time.Duration
+	placement                              placement.Policy
+	maxVMsPerGPU                           int
+	logLevel                               slog.Level
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the controller until ctx ends. ready, if not nil, gets the
+// address it listens on.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- string) int {
+	cfg, err := parseFlags(args, stdout, stderr)
+	if err == flag.ErrHelp {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice-controller:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	if err := serve(ctx, cfg, log, ready); err != nil {
+		log.Error("stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
+	var cfg config
+	fs := flag.NewFlagSet("sluice-controller", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageText)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&cfg.listen, "listen", env("SLUICE_CONTROLLER_LISTEN", "127.0.0.1:7070"), "address to serve the API on (host:port)")
+	fs.StringVar(&cfg.db, "db", env("SLUICE_CONTROLLER_DB", "sqlite:sluice-controller.db"), "database: sqlite:PATH (PostgreSQL, postgres://..., is not supported yet)")
+	fs.StringVar(&cfg.bootstrap, "bootstrap-token", env("SLUICE_CONTROLLER_BOOTSTRAP_TOKEN", ""), "on an empty database, create an operator token with this secret (at least 16 characters); ignored once tokens exist")
+	fs.StringVar(&cfg.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM; needs --tls-key)")
+	fs.StringVar(&cfg.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
+	fs.DurationVar(&cfg.heartbeatTimeout, "heartbeat-timeout", server.DefaultHeartbeatTimeout, "a host silent this long is marked down and its VMs flagged")
+	policy := fs.String("placement", string(placement.Spread), "default placement policy: spread (fewest VMs per GPU) or pack (fill GPUs one by one)")
+	fs.IntVar(&cfg.maxVMsPerGPU, "max-vms-per-gpu", server.DefaultMaxVMsPerGPU, "most VMs placed on one GPU")
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "sluice-controller", version)
+		return cfg, flag.ErrHelp
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+	}
+	var err error
+	if cfg.placement, err = placement.Parse(*policy); err != nil {
+		return cfg, fmt.Errorf("--placement: %w", err)
+	}
+	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
+		return cfg, errors.New("--tls-cert and --tls-key go together")
+	}
+	if cfg.bootstrap != "" && len(cfg.bootstrap) < 16 {
+		return cfg, errors.New("--bootstrap-token: at least 16 characters")
+	}
+	if cfg.heartbeatTimeout < time.Second {
+		return cfg, errors.New("--heartbeat-timeout: at least 1s")
+	}
+	if cfg.maxVMsPerGPU < 1 {
+		return cfg, errors.New("--max-vms-per-gpu: at least 1")
+	}
+	if _, err := sqlitePath(cfg.db); err != nil {
+		return cfg, err
+	}
+	if err := cfg.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		return cfg, fmt.Errorf("--log-level %q: %w", *level, err)
+	}
+	return cfg, nil
+}
+
+// sqlitePath is the file of a --db sqlite:PATH.
+func sqlitePath(db string) (string, error) {
+	switch {
+	case strings.HasPrefix(db, "sqlite:") && len(db) > len("sqlite:"):
+		return strings.TrimPrefix(db, "sqlite:"), nil
+	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
+		return "", errors.New("--db: PostgreSQL is not supported yet; use sqlite:PATH")
+	}
+	return "", fmt.Errorf("--db %q: want sqlite:PATH", db)
+}
+
+func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- string) error {
+	path, _ := sqlitePath(cfg.db)
+	st, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := bootstrap(ctx, st, cfg.bootstrap, time.Now().UTC(), log); err != nil {
+		return err
+	}
+	srv, err := server.New(server.Config{Store: st, HeartbeatTimeout: cfg.heartbeatTimeout, MaxVMsPerGPU: cfg.maxVMsPerGPU,
+		Placement: cfg.placement, Version: version, Log: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.listen, err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go srv.Run(runCtx)
+	errc := make(chan error, 1)
+	go func() {
+		if cfg.tlsCert != "" {
+			errc <- hs.ServeTLS(ln, cfg.tlsCert, cfg.tlsKey)
+		} else {
+			errc <- hs.Serve(ln)
+		}
+	}()
+	log.Info("serving", "addr", ln.Addr().String(), "db", cfg.db, "tls", cfg.tlsCert != "", "version", version)
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	shutdown, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
+	if err := hs.Shutdown(shutdown); err != nil {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	return nil
+}
+
+// tokenStore is what bootstrap needs.
+type tokenStore interface {
+	CountTokens(ctx context.Context) (int, error)
+	CreateToken(ctx context.Context, t fleet.Token, ev fleet.Event) error
+}
+
+// bootstrap creates the operator token "bootstrap" with secret on a store
+// without tokens; with tokens there already, it only says it did nothing.
+func bootstrap(ctx context.Context, st tokenStore, secret string, now time.Time, log *slog.Logger) error {
+	if secret == "" {
+		return nil
+	}
+	n, err := st.CountTokens(ctx)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		log.Info("--bootstrap-token ignored: the database has tokens already", "tokens", n)
+		return nil
+	}
+	id, err := auth.NewID()
+	if err != nil {
+		return err
+	}
+	t := fleet.Token{ID: id, Name: "bootstrap", Role: fleet.RoleOperator, Hash: auth.Hash(secret), Created: now, CreatedBy: "--bootstrap-token"}
+	ev := fleet.Event{Time: now, Actor: "--bootstrap-token", Action: "token.create", Target: id, Detail: `name "bootstrap", role operator`}
+	if err := st.CreateToken(ctx, t, ev); err != nil {
+		return fmt.Errorf("creating the bootstrap token: %w", err)
+	}
+	log.Info("created the bootstrap operator token", "id", id)
+	return nil
+}
