@@ -71,6 +71,8 @@ type Budget struct {
 	stalls   atomic.Uint64
 	waiting  atomic.Bool  // waiters is not empty
 	busy     atomic.Int64 // busy time of every completed command, ns
+	longest  atomic.Int64 // longest busy time of a command completed this period
+	lastLong atomic.Int64 // ... in the last period
 	deadline atomic.Int64 // the limit is at most deadline − now; 0: none
 	now      atomic.Pointer[func() int64]
 	hook     atomic.Pointer[BudgetHook]
@@ -118,7 +120,14 @@ func (b *Budget) Limit() int64 { return b.limit.Load() }
 // Roll starts a new scheduling period for the peak the estimate is held to.
 func (b *Budget) Roll() {
 	b.lastPeak.Store(b.peak.Swap(0))
+	b.lastLong.Store(b.longest.Swap(0))
 }
+
+// Longest is the longest busy time of any one command (THROTTLE included)
+// completed in this scheduling period or the last: how long the GPU is
+// committed when this VM's next command starts, as far as its recent past
+// tells (turns weigh it before passing the turn to the VM).
+func (b *Budget) Longest() int64 { return max(b.longest.Load(), b.lastLong.Load()) }
 
 // Cost is what cmd is charged while it is in flight, in ns.
 func (b *Budget) Cost(cmd *abi.Command) int64 {
@@ -249,10 +258,17 @@ func (b *Budget) knock() {
 	}
 }
 
-// completed adds a completed command's busy time to BusyNs.
+// completed adds a completed command's busy time to BusyNs and Longest.
 func (b *Budget) completed(busyNs int64) {
-	if busyNs > 0 {
-		b.busy.Add(busyNs)
+	if busyNs <= 0 {
+		return
+	}
+	b.busy.Add(busyNs)
+	for {
+		l := b.longest.Load()
+		if busyNs <= l || b.longest.CompareAndSwap(l, busyNs) {
+			return
+		}
 	}
 }
 

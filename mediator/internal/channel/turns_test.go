@@ -55,3 +55,24 @@ func TestBudgetDeadlineAndHook(t *testing.T) {
 		t.Fatal("a doorbell on a released channel knocked")
 	}
 }
+
+// TestBudgetLongest: Longest is the longest completed command of this
+// period or the last, THROTTLE included, and forgets it two periods on.
+func TestBudgetLongest(t *testing.T) {
+	b := NewBudget(0)
+	b.completed(3_000)
+	b.completed(7_000)
+	b.completed(5_000)
+	if l := b.Longest(); l != 7_000 {
+		t.Fatalf("longest %d, want 7000", l)
+	}
+	b.Roll()
+	b.completed(2_000)
+	if l := b.Longest(); l != 7_000 {
+		t.Fatalf("longest %d a period on, want 7000 (the last period's)", l)
+	}
+	b.Roll()
+	if l := b.Longest(); l != 2_000 {
+		t.Fatalf("longest %d two periods on, want 2000", l)
+	}
+}

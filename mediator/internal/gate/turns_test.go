@@ -55,6 +55,7 @@ type tvm struct {
 	kernelNs int64
 	depth    int
 	stop     int64 // no new kernel from then on
+	refill   int64 // how long after a completion its guest writes the next kernel (0: inside it)
 	busy     int64
 	starts   []int64 // when each of its commands started on the GPU
 	ends     []int64
@@ -170,6 +171,10 @@ func (w *world) completeHead() {
 	v.busy += j.dur
 	v.ends = append(v.ends, w.now)
 	v.ch.Complete(channel.Completion{Index: uint32(j.tag), Op: abi.OpThrottle, Code: abi.OK, BusyNs: j.dur})
+	if v.refill > 0 {
+		w.at(w.now+v.refill, func() { v.ring(1) })
+		return
+	}
 	v.ring(1)
 }
 
@@ -360,4 +365,39 @@ func TestSwitchArbitration(t *testing.T) {
 	if err := w.g.SetTurns("round-robin", TurnConfig{}); err == nil {
 		t.Fatal("an unknown arbitration was accepted")
 	}
+}
+
+// TestTurnsAnticipation: a VM whose guest refills its ring 20 µs after each
+// completion (depth 1: it drains every time) beside one of 100 ms kernels.
+// Passing the turn at every drain would hand the GPU to a 100 ms command
+// after each 1 ms one; the drained holder, behind, keeps the idle turn a
+// moment and gets its half. Beside a VM of 1 ms kernels nothing is
+// anticipated: the turn passes at once and the GPU never idles for it.
+func TestTurnsAnticipation(t *testing.T) {
+	t.Run("long", func(t *testing.T) {
+		w := newWorld(t, ArbitrationTurns, 5*time.Millisecond)
+		a := w.addVM(1, 1, time.Millisecond, 1, 0, time.Hour)
+		a.refill = 20_000
+		b := w.addVM(2, 1, 100*time.Millisecond, 4, 0, time.Hour)
+		w.g.SetBudget(ms(13)) // the daemon's default before its first period
+		w.run(ms(4000))
+		share := float64(a.busy) / float64(a.busy+b.busy)
+		if share < 0.45 || share > 0.55 {
+			t.Fatalf("the 1 ms VM's share %.3f beside 100 ms kernels, want 0.5 ± 0.05", share)
+		}
+		if w.violations != 0 {
+			t.Fatalf("%d overlapping submissions", w.violations)
+		}
+	})
+	t.Run("short", func(t *testing.T) {
+		w := newWorld(t, ArbitrationTurns, 5*time.Millisecond)
+		a := w.addVM(1, 1, time.Millisecond, 1, 0, time.Hour)
+		a.refill = 20_000
+		b := w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
+		w.g.SetBudget(ms(13))
+		w.run(ms(1000))
+		if idle := w.now - a.busy - b.busy; idle > ms(1) {
+			t.Fatalf("the GPU idled %v: a drained holder waited beside short kernels", time.Duration(idle))
+		}
+	})
 }

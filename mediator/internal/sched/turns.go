@@ -58,6 +58,24 @@ func (s *Scheduler) NextTurn(candidates []uint32) (uint32, bool) {
 	return best.id, true
 }
 
+// Behind reports whether id's turn lag is below every one of others'
+// (known ones): it would get the turn before any of them. It changes
+// nothing; false for an unknown id.
+func (s *Scheduler) Behind(id uint32, others []uint32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	vm, ok := s.vms[id]
+	if !ok {
+		return false
+	}
+	for _, o := range others {
+		if ov, ok := s.vms[o]; ok && ov.turnLag <= vm.turnLag {
+			return false
+		}
+	}
+	return true
+}
+
 // turnOrder ranks id for ties: the ids after the last holder first, in
 // order, then the ones up to it (round robin).
 func (s *Scheduler) turnOrder(id uint32) uint64 {

@@ -51,3 +51,38 @@ func TestNextTurn(t *testing.T) {
 		t.Fatalf("VM 3, 5 ms ahead, got the turn before VM 1")
 	}
 }
+
+// TestBehind: Behind tells whether a VM would get the turn before every
+// other one, and changes nothing (NextTurn afterwards picks as before).
+func TestBehind(t *testing.T) {
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := uint32(1); id <= 3; id++ {
+		if err := s.AddVM(id, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.ChargeTurn(2, 5_000_000)
+	s.ChargeTurn(3, 1_000_000)
+	switch {
+	case !s.Behind(1, []uint32{2, 3}):
+		t.Fatal("the uncharged VM is not behind the charged ones")
+	case s.Behind(3, []uint32{1, 2}):
+		t.Fatal("VM 3 behind VM 1, which was charged less")
+	case s.Behind(3, []uint32{3, 1}) || s.Behind(9, []uint32{1}):
+		t.Fatal("behind itself, or an unknown VM behind")
+	case !s.Behind(3, []uint32{2, 9}):
+		t.Fatal("an unknown other counts")
+	}
+	for range 3 {
+		s.Behind(1, []uint32{2, 3})
+	}
+	if id, _ := s.NextTurn([]uint32{2, 3}); id != 3 {
+		t.Fatalf("NextTurn after Behind picked %d, want 3", id)
+	}
+	if lag, _ := s.TurnLag(2); lag <= 0 {
+		t.Fatalf("VM 2's lag %d after VM 3's turn, want above 0", lag)
+	}
+}
