@@ -51,6 +51,7 @@ type Options struct {
 type app struct {
 	opts   Options
 	socket string
+	fleet  fleetConn // sluice-controller, for the fleet commands
 }
 
 func (a *app) client() *hostapi.Client { return hostapi.NewClient(a.socket) }
@@ -110,6 +111,11 @@ GPU-time accounting.
 It talks to the mediator daemon sluiced over its UNIX socket: --socket, else
 $` + SocketEnv + `, else ` + DefaultSocket + `.
 
+With a fleet controller (sluice-controller: --controller URL --token TOKEN,
+else $` + ControllerEnv + ` and $` + TokenEnv + `, else controller: and token: in
+the --config file), vm create/list/get/set/delete and vm move go to the
+controller, and host, gpu, token, usage, events and whoami are its commands.
+
 Exit status: 0 on success, 1 when the command failed, 2 on a usage error.`,
 		Example: `  sluicectl vm create web --weight 2
   sluicectl vm list
@@ -117,7 +123,9 @@ Exit status: 0 on success, 1 when the command failed, 2 on a usage error.`,
   sluicectl policy set cap
   sluicectl vm usage web --json
   sluicectl top
-  SLUICE_SOCKET=/tmp/sluiced.sock sluicectl version`,
+  SLUICE_SOCKET=/tmp/sluiced.sock sluicectl version
+  sluicectl --controller http://ctl:7070 --token "$T" host list
+  sluicectl --controller http://ctl:7070 --token "$T" usage --tenant acme --from 2026-11-01 --csv`,
 		Args:          groupArgs,
 		RunE:          groupRun,
 		SilenceErrors: true,
@@ -130,7 +138,10 @@ Exit status: 0 on success, 1 when the command failed, 2 on a usage error.`,
 	root.PersistentFlags().StringVar(&a.socket, "socket", socket,
 		"path of sluiced's UNIX socket (env "+SocketEnv+")")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	a.addFleetFlags(root)
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.resolveFleet() }
 	root.AddCommand(newVMCommand(a), newPolicyCommand(a), newTopCommand(a), newVersionCommand(a), newBenchCommand(a), newLibvirtCommand(a))
+	root.AddCommand(newHostCommand(a), newGPUCommand(a), newTokenCommand(a), newUsageCommand(a), newEventCommand(a), newWhoamiCommand(a))
 	return root
 }
 

@@ -276,11 +276,11 @@ var commandTests = []commandTest{
 	{name: "help", args: []string{"vm", "create", "--help"}, prefix: true,
 		want: result{stdout: "Create a VM endpoint named NAME"}},
 	{name: "no command", args: []string{},
-		want: result{stderr: "sluicectl: missing command after \"sluicectl\" (one of: bench, libvirt, policy, top, version, vm)\n" +
+		want: result{stderr: "sluicectl: missing command after \"sluicectl\" (one of: bench, events, gpu, host, libvirt, policy, token, top, usage, version, vm, whoami)\n" +
 			"Run 'sluicectl --help' for usage.\n", code: 2}},
 	{name: "vm no command", args: []string{"vm"},
 		want: result{stderr: "sluicectl: missing command after \"sluicectl vm\" " +
-			"(one of: create, delete, exec, get, list, set, start, stop, usage)\nRun 'sluicectl vm --help' for usage.\n", code: 2}},
+			"(one of: create, delete, exec, get, list, move, set, start, stop, usage)\nRun 'sluicectl vm --help' for usage.\n", code: 2}},
 	{name: "unknown command", args: []string{"vm", "lst"},
 		want: result{stderr: "sluicectl: unknown command \"lst\" for \"sluicectl vm\" " +
 			"(did you mean \"list\" or \"get\" or \"set\"?)\nRun 'sluicectl vm --help' for usage.\n", code: 2}},

@@ -40,6 +40,7 @@ accounting that outlives the VM.`,
 		newVMStopCommand(a),
 		newVMExecCommand(a),
 	)
+	hookFleetVM(a, cmd)
 	return cmd
 }
 
