@@ -71,8 +71,7 @@ type Budget struct {
 	stalls   atomic.Uint64
 	waiting  atomic.Bool  // waiters is not empty
 	busy     atomic.Int64 // busy time of every completed command, ns
-	longest  atomic.Int64 // longest busy time of a command completed this period
-	lastLong atomic.Int64 // ... in the last period
+	longest  atomic.Int64 // longest busy time of a completed command, decaying (Longest)
 	deadline atomic.Int64 // the limit is at most deadline − now; 0: none
 	now      atomic.Pointer[func() int64]
 	hook     atomic.Pointer[BudgetHook]
@@ -120,14 +119,25 @@ func (b *Budget) Limit() int64 { return b.limit.Load() }
 // Roll starts a new scheduling period for the peak the estimate is held to.
 func (b *Budget) Roll() {
 	b.lastPeak.Store(b.peak.Swap(0))
-	b.lastLong.Store(b.longest.Swap(0))
+	for {
+		l := b.longest.Load()
+		if b.longest.CompareAndSwap(l, l-l/LongestFall) {
+			return
+		}
+	}
 }
 
+// LongestFall: Longest loses this fraction of itself at every period's
+// end (Roll): a 500 ms command is still counted above 5 ms about 70
+// periods (two seconds or more) on, so a VM that runs one such command per
+// turn is known by it between its turns.
+const LongestFall = 16
+
 // Longest is the longest busy time of any one command (THROTTLE included)
-// completed in this scheduling period or the last: how long the GPU is
+// the VM completed, decaying by 1/LongestFall a period: how long the GPU is
 // committed when this VM's next command starts, as far as its recent past
 // tells (turns weigh it before passing the turn to the VM).
-func (b *Budget) Longest() int64 { return max(b.longest.Load(), b.lastLong.Load()) }
+func (b *Budget) Longest() int64 { return b.longest.Load() }
 
 // Cost is what cmd is charged while it is in flight, in ns.
 func (b *Budget) Cost(cmd *abi.Command) int64 {

@@ -56,23 +56,23 @@ func TestBudgetDeadlineAndHook(t *testing.T) {
 	}
 }
 
-// TestBudgetLongest: Longest is the longest completed command of this
-// period or the last, THROTTLE included, and forgets it two periods on.
+// TestBudgetLongest: Longest is the longest completed command, THROTTLE
+// included, and loses 1/LongestFall of itself at each period's end.
 func TestBudgetLongest(t *testing.T) {
 	b := NewBudget(0)
-	b.completed(3_000)
-	b.completed(7_000)
+	b.completed(3_200)
+	b.completed(8_000)
 	b.completed(5_000)
-	if l := b.Longest(); l != 7_000 {
-		t.Fatalf("longest %d, want 7000", l)
+	if l := b.Longest(); l != 8_000 {
+		t.Fatalf("longest %d, want 8000", l)
 	}
 	b.Roll()
-	b.completed(2_000)
-	if l := b.Longest(); l != 7_000 {
-		t.Fatalf("longest %d a period on, want 7000 (the last period's)", l)
+	if l := b.Longest(); l != 7_500 {
+		t.Fatalf("longest %d a period on, want 7500", l)
 	}
+	b.completed(7_600)
 	b.Roll()
-	if l := b.Longest(); l != 2_000 {
-		t.Fatalf("longest %d two periods on, want 2000", l)
+	if l := b.Longest(); l != 7_125 {
+		t.Fatalf("longest %d, want 7125 (7600 less a 16th)", l)
 	}
 }
