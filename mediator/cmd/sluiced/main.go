@@ -6,11 +6,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -24,6 +26,7 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
 	"github.com/sluice-gpu/sluice/mediator/internal/apiserver"
 	"github.com/sluice-gpu/sluice/mediator/internal/daemon"
+	"github.com/sluice-gpu/sluice/mediator/internal/fleetagent"
 )
 
 const usageText = `sluiced: Sluice's GPU mediator daemon.
@@ -37,6 +40,13 @@ usage ledger (billing data) under --state-dir, so both survive a restart.
 
 Environment variables SLUICE_SOCKET, SLUICE_STATE_DIR, SLUICE_BACKEND and
 SLUICE_CLOCK set the matching flags' defaults; flags win.
+
+With --controller URL and a host token (--controller-token, or the
+environment variable SLUICE_CONTROLLER_TOKEN), sluiced registers the host and
+its GPUs (--controller-gpus) with sluice-controller, heartbeats, creates,
+changes and deletes the VMs the controller places on it, and pushes their
+usage as numbered intervals (at least once; the controller counts each once).
+Its state is STATE_DIR/controller-agent.json.
 
 Diagnostics (environment; for measuring, not for production):
   SLUICE_CPU_PROFILE=FILE        write a Go CPU profile of the daemon to FILE
@@ -57,7 +67,7 @@ func main() {
 }
 
 func run(args []string) int {
-	cfg, logLevel, err := parseFlags(args)
+	cfg, logLevel, ctl, err := parseAll(args)
 	if err == flag.ErrHelp {
 		return 0
 	}
@@ -75,7 +85,7 @@ func run(args []string) int {
 		}
 		defer stop()
 	}
-	if err := serve(cfg, log); err != nil {
+	if err := serve(cfg, ctl, log); err != nil {
 		log.Error("stopped", "err", err)
 		return 1
 	}
@@ -83,7 +93,33 @@ func run(args []string) int {
 }
 
 func parseFlags(args []string) (daemon.Config, slog.Level, error) {
+	cfg, lvl, _, err := parseAll(args)
+	return cfg, lvl, err
+}
+
+// controllerFlags are the --controller* flags: how sluiced joins a fleet.
+type controllerFlags struct {
+	url, token, host, address, gpus string
+	interval                        time.Duration
+}
+
+// agentConfig is the fleet agent's configuration, or ok false without
+// --controller.
+func (c controllerFlags) agentConfig(cfg daemon.Config, log *slog.Logger) (fleetagent.Config, bool, error) {
+	if c.url == "" {
+		return fleetagent.Config{}, false, nil
+	}
+	gpus, err := fleetagent.ParseGPUs(c.gpus)
+	if err != nil {
+		return fleetagent.Config{}, false, fmt.Errorf("--controller-gpus: %w", err)
+	}
+	return fleetagent.Config{Controller: c.url, Token: c.token, Host: c.host, Address: c.address, Version: daemon.Version,
+		GPUs: gpus, StatePath: filepath.Join(cfg.StateDir, "controller-agent.json"), Interval: c.interval, Log: log}, true, nil
+}
+
+func parseAll(args []string) (daemon.Config, slog.Level, controllerFlags, error) {
 	cfg := daemon.DefaultConfig()
+	var ctl controllerFlags
 	fs := flag.NewFlagSet("sluiced", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usageText)
@@ -117,35 +153,59 @@ func parseFlags(args []string) (daemon.Config, slog.Level, error) {
 	fs.IntVar(&cfg.Syscalls.Batch, "syscall-batch", cfg.Syscalls.Batch, "default most GPU system calls per batch to a proxy (1..1024)")
 	fs.DurationVar(&cfg.InflightBudget, "inflight-budget", cfg.InflightBudget, "estimated GPU time a VM may keep queued on the device, at least one command (0: half the scheduling period; negative: no bound)")
 	fs.DurationVar(&cfg.Syscalls.Spin, "syscall-spin", cfg.Syscalls.Spin, "how long a VM's syscall poller keeps scanning after the last call before it idles")
+	hostname, _ := os.Hostname()
+	fs.StringVar(&ctl.url, "controller", env("SLUICE_CONTROLLER", ""), "URL of sluice-controller to join (register, heartbeat, apply its VMs, push usage); default none")
+	fs.StringVar(&ctl.token, "controller-token", env("SLUICE_CONTROLLER_TOKEN", ""), "the controller's host token for --controller-host (prefer the environment variable)")
+	fs.StringVar(&ctl.host, "controller-host", hostname, "this host's name at the controller")
+	fs.StringVar(&ctl.address, "controller-address", hostname, "where operators reach this host, as the controller shows it")
+	fs.StringVar(&ctl.gpus, "controller-gpus", "", "the GPU inventory reported to the controller: MODEL:SIZE,... (default: one GPU named after --backend with 1GiB)")
+	fs.DurationVar(&ctl.interval, "controller-interval", 10*time.Second, "how often to heartbeat, apply the controller's VMs and push usage")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
-		return cfg, 0, err
+		return cfg, 0, ctl, err
 	}
 	if *version {
 		fmt.Println("sluiced", daemon.Version)
-		return cfg, 0, flag.ErrHelp
+		return cfg, 0, ctl, flag.ErrHelp
 	}
 	if fs.NArg() > 0 {
-		return cfg, 0, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+		return cfg, 0, ctl, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+	}
+	if ctl.gpus == "" {
+		ctl.gpus = cfg.Backend + ":1GiB"
+	}
+	if ctl.url != "" {
+		if ctl.token == "" {
+			return cfg, 0, ctl, errors.New("--controller needs --controller-token (or SLUICE_CONTROLLER_TOKEN)")
+		}
+		if ctl.host == "" {
+			return cfg, 0, ctl, errors.New("--controller needs --controller-host (the host name is unknown)")
+		}
+		if ctl.interval < 100*time.Millisecond {
+			return cfg, 0, ctl, errors.New("--controller-interval: at least 100ms")
+		}
+		if _, err := fleetagent.ParseGPUs(ctl.gpus); err != nil {
+			return cfg, 0, ctl, fmt.Errorf("--controller-gpus: %w", err)
+		}
 	}
 	var err error
 	if cfg.Accounting.Method, err = accounting.ParseMethod(*method); err != nil {
-		return cfg, 0, err
+		return cfg, 0, ctl, err
 	}
 	if cfg.BackendParams, err = daemon.ParseParams(*params); err != nil {
-		return cfg, 0, err
+		return cfg, 0, ctl, err
 	}
 	m, err := strconv.ParseUint(*mode, 8, 32)
 	if err != nil || m > 0o777 {
-		return cfg, 0, fmt.Errorf("--socket-mode %q: want octal permission bits like 0660", *mode)
+		return cfg, 0, ctl, fmt.Errorf("--socket-mode %q: want octal permission bits like 0660", *mode)
 	}
 	cfg.SocketMode = uint32(m)
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
-		return cfg, 0, fmt.Errorf("--log-level %q: %w", *level, err)
+		return cfg, 0, ctl, fmt.Errorf("--log-level %q: %w", *level, err)
 	}
-	return cfg, lvl, cfg.Validate()
+	return cfg, lvl, ctl, cfg.Validate()
 }
 
 // startProfile writes a CPU profile to path until the returned func runs.
@@ -171,7 +231,11 @@ func env(key, def string) string {
 	return def
 }
 
-func serve(cfg daemon.Config, log *slog.Logger) error {
+func serve(cfg daemon.Config, ctl controllerFlags, log *slog.Logger) error {
+	agentCfg, joinFleet, err := ctl.agentConfig(cfg, log)
+	if err != nil {
+		return err
+	}
 	d, err := daemon.New(cfg)
 	if err != nil {
 		return err
@@ -183,6 +247,18 @@ func serve(cfg daemon.Config, log *slog.Logger) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	agentDone := make(chan struct{})
+	if joinFleet {
+		agent, err := fleetagent.New(agentCfg, d)
+		if err != nil {
+			srv.Shutdown(context.Background())
+			d.Close()
+			return err
+		}
+		go func() { defer close(agentDone); agent.Run(ctx) }()
+	} else {
+		close(agentDone)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve() }()
 	log.Info("ready", "socket", cfg.Socket, "backend", cfg.Backend, "clock", cfg.Clock,
@@ -205,6 +281,8 @@ loop:
 		}
 	}
 	log.Info("shutting down")
+	stop()
+	<-agentDone // its last sync is done before the daemon closes
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
