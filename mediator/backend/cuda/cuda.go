@@ -28,6 +28,11 @@ const (
 	// context faulted, say) a new one starts; it doubles while workers keep
 	// ending young.
 	DefaultRestartDelay = time.Second
+	// DefaultWorkerSpin is how long a VM's GPU worker keeps looking at its
+	// ring after it emptied before it sleeps on the doorbell: a command
+	// submitted within it starts without a wakeup of the worker process
+	// (tens of microseconds).
+	DefaultWorkerSpin = 100 * time.Microsecond
 )
 
 // Backend is one GPU driven through the CUDA driver API.
@@ -41,6 +46,7 @@ type Backend struct {
 	gap          uint64
 	stall        int64
 	restartDelay time.Duration
+	workerSpin   time.Duration
 
 	mu         sync.Mutex // vms, closed, nextEngine
 	vms        map[uint32]*cudaVM
@@ -77,8 +83,9 @@ var (
 
 // Open opens the GPU named by opts.Params: "device" (ordinal, default 0),
 // "library" (the driver's path, default libcuda.so.1), "gap_ns" (see
-// DefaultGapNs), "stall_check" and "restart_delay" (durations, see
-// DefaultStallCheck and DefaultRestartDelay). The clock is always the wall
+// DefaultGapNs), "stall_check", "restart_delay" and "worker_spin"
+// (durations, see DefaultStallCheck, DefaultRestartDelay and
+// DefaultWorkerSpin; worker_spin 0: never spin). The clock is always the wall
 // clock. Each VM's context lives in a GPU worker process of its own.
 func Open(opts backend.Options) (backend.Backend, error) {
 	lib, err := loadLibcuda(opts.Params["library"])
@@ -101,7 +108,7 @@ func open(d driver, opts backend.Options, spawn spawner) (*Backend, error) {
 	}
 	b := &Backend{
 		spawn: spawn, library: opts.Params["library"], gap: DefaultGapNs, stall: int64(DefaultStallCheck),
-		restartDelay: DefaultRestartDelay, vms: map[uint32]*cudaVM{},
+		restartDelay: DefaultRestartDelay, workerSpin: DefaultWorkerSpin, vms: map[uint32]*cudaVM{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), dwake: make(chan struct{}, 1),
 	}
 	for k, v := range opts.Params {
@@ -130,8 +137,13 @@ func open(d driver, opts backend.Options, spawn spawner) (*Backend, error) {
 			if err == nil && b.restartDelay <= 0 {
 				err = fmt.Errorf("must be positive")
 			}
+		case "worker_spin":
+			b.workerSpin, err = time.ParseDuration(v)
+			if err == nil && b.workerSpin < 0 {
+				err = fmt.Errorf("must not be negative")
+			}
 		default:
-			return nil, fmt.Errorf("%w: unknown option %q (have device, library, gap_ns, stall_check, restart_delay)", backend.ErrInvalid, k)
+			return nil, fmt.Errorf("%w: unknown option %q (have device, library, gap_ns, stall_check, restart_delay, worker_spin)", backend.ErrInvalid, k)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: option %s=%q: %v", backend.ErrInvalid, k, v, err)

@@ -241,7 +241,7 @@ func (v *cudaVM) start() (*workerConn, error) {
 	}
 	b := v.b
 	cfg := workerConfig{
-		VM: v.id, Name: v.name, Device: b.ordinal, Library: b.library, GapNs: b.gap, StallNs: b.stall,
+		VM: v.id, Name: v.name, Device: b.ordinal, Library: b.library, GapNs: b.gap, StallNs: b.stall, SpinNs: int64(b.workerSpin),
 		Channels: len(v.chans), Slots: v.blk.l.slots, HeapSize: uint64(len(v.heap)), HeapOff: v.heapAt,
 		SharedSize: v.blk.l.size, SyscallSize: uint64(len(v.sys)), SyscallOff: v.sysAt,
 	}

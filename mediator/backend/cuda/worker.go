@@ -20,6 +20,7 @@ type workerConfig struct {
 	Library    string `json:"library,omitempty"`
 	GapNs      uint64 `json:"gap_ns"`
 	StallNs    int64  `json:"stall_ns"`
+	SpinNs     int64  `json:"spin_ns"` // how long to look at an empty ring before sleeping
 	Channels   int    `json:"channels"`
 	Slots      int    `json:"slots"`
 	HeapSize   uint64 `json:"heap_size"`
@@ -250,6 +251,9 @@ func (w *worker) run() error {
 			}
 			timeout = int(max(1, time.Duration(w.cfg.StallNs).Milliseconds()))
 		}
+		if w.spin(head) {
+			continue
+		}
 		// Tell the mediator to ring, then look again: a command queued in
 		// between is seen now or rung for.
 		w.blk.store(offSleeping, 1)
@@ -262,6 +266,23 @@ func (w *worker) run() error {
 		}
 		w.blk.store(offSleeping, 0)
 	}
+}
+
+// spin looks at the ring for SpinNs after it emptied (the mediator does
+// not ring meanwhile: the worker is not marked sleeping) and reports
+// whether a command came.
+func (w *worker) spin(head uint64) bool {
+	if w.cfg.SpinNs <= 0 {
+		return false
+	}
+	for deadline := time.Now().Add(time.Duration(w.cfg.SpinNs)); time.Now().Before(deadline); {
+		for range 64 {
+			if w.blk.load(offTail) != head {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // wait sleeps until the doorbell rings, a message comes or timeout (ms, -1
