@@ -29,8 +29,9 @@
 // own mapping of the same pages.
 //
 // Submit writes the command into the shared block's ring and rings the
-// doorbell only if the worker sleeps; the worker puts it on its channel's
-// stream:
+// doorbell only if the worker sleeps (it looks at its empty ring for
+// worker_spin, 100 µs, before it does: a wakeup of the worker process costs
+// tens of microseconds); the worker puts it on its channel's stream:
 //
 //	write start marker = seq     (cuStreamWriteValue64 into the shared block)
 //	the command's work           (kernel, copy, memset, stream-ordered alloc/free)
