@@ -261,6 +261,12 @@ func TestUsageIngestionIsIdempotentAcrossRestarts(t *testing.T) {
 	if r := e.do("POST", "/v1/usage", e.h1, neg); r.status != 400 || r.field() != "intervals[0].gpu_ns" {
 		t.Fatalf("negative usage: %d %s", r.status, r.body)
 	}
+	// Times the store cannot hold exactly are refused, not mangled (a
+	// mangled time would make the redelivery of the interval a conflict).
+	old := strings.Replace(usageBody("h1", 5), "2026-11-01T12:05:00Z", "0001-01-01T00:00:01Z", 1)
+	if r := e.do("POST", "/v1/usage", e.h1, old); r.status != 400 || r.field() != "intervals[0].start" {
+		t.Fatalf("year 1 interval: %d %s", r.status, r.body)
+	}
 	var u controllerapi.UsageReport
 	e.must(200, "GET", "/v1/usage?vm=web", e.acme, "", &u)
 	if len(u.Intervals) != 3 || u.TotalGpuNs != 1000+2000+3000 || u.TotalKernels != 6 || u.Intervals[0].Tenant != "acme" {

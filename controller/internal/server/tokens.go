@@ -130,6 +130,9 @@ func (s *Server) ListEvents(w http.ResponseWriter, r *http.Request, params contr
 		}
 		var since = s.now().AddDate(-100, 0, 0)
 		if params.Since != nil {
+			if params.Since.Year() < 1970 || params.Since.Year() >= 2262 {
+				return nil, invalid("since", "parameter since: want a time from 1970 to 2261")
+			}
 			since = *params.Since
 		}
 		evs, err := s.cfg.Store.ListEvents(ctx, since, limit)

@@ -77,6 +77,10 @@ func checkInterval(host string, i int, in controllerapi.UsageInterval) (fleet.Us
 		return u, invalid(f("start"), "field %s is required", f("start"))
 	case u.End.IsZero():
 		return u, invalid(f("end"), "field %s is required", f("end"))
+	case !storable(u.Start):
+		return u, invalid(f("start"), "field %s %s: want a time from 1970 to 2261", f("start"), u.Start.Format(time.RFC3339))
+	case !storable(u.End):
+		return u, invalid(f("end"), "field %s %s: want a time from 1970 to 2261", f("end"), u.End.Format(time.RFC3339))
 	case u.End.Before(u.Start):
 		return u, invalid(f("end"), "field %s is before %s", f("end"), f("start"))
 	case u.GPUNs < 0:
@@ -85,6 +89,11 @@ func checkInterval(host string, i int, in controllerapi.UsageInterval) (fleet.Us
 		return u, invalid(f("kernels"), "field %s %d: a counter never goes backwards", f("kernels"), u.Kernels)
 	}
 	return u, nil
+}
+
+// storable reports whether t fits the store's Unix nanoseconds.
+func storable(t time.Time) bool {
+	return t.Year() >= 1970 && t.Year() < 2262
 }
 
 // usageQuery is the query the caller may make: a tenant's is its own.
@@ -107,9 +116,15 @@ func (s *Server) usageQuery(ctx context.Context, vm, tenant *string, from, to *t
 		q.Tenant = p.Tenant
 	}
 	if from != nil {
+		if !storable(*from) {
+			return q, invalid("from", "parameter from: want a time from 1970 to 2261")
+		}
 		q.From = *from
 	}
 	if to != nil {
+		if !storable(*to) {
+			return q, invalid("to", "parameter to: want a time from 1970 to 2261")
+		}
 		q.To = *to
 	}
 	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
