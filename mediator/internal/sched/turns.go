@@ -1,5 +1,7 @@
 package sched
 
+import "time"
+
 // Turn arbitration (mediator/internal/gate, arbitration turns) lets one VM
 // at a time have work on the GPU; the scheduler decides whose turn is next.
 // It is start-time fair queuing over turns: each VM has a turn lag, its
@@ -9,14 +11,26 @@ package sched
 // flight charged ahead at a quantum's end), relative to the VM given the
 // last turn. NextTurn gives the turn to the waiting VM with the least lag
 // (ties: the next one in id order after the last holder) and re-bases every
-// lag on it; a VM behind it (idle, or waiting less long) is pulled up to it,
-// so nobody banks credit for time it did not ask for. With every VM
+// lag on it; a VM behind it (idle, or waiting less long) keeps being
+// behind by at most TurnBank, so it banks a bounded credit for the time it
+// did not ask for. With every VM
 // saturating, a VM of weight w gets w/Σw of the turns' time to within one
 // turn. The policy's holds (cap, dfq, timeslice) stay what they are: the
 // gate gives no turn to a held VM.
 
 // turnScale is the turn lag of one ns of GPU time at weight 1.
 const turnScale = 1 << 10
+
+// TurnBank is the most GPU time (at weight 1) a VM that waited for nothing
+// (idle, or between bursts) is owed when it comes back: its turn lag falls
+// at most this far below the holder's. A VM that computes half the time
+// beside two that always do is then owed what the others ran while it
+// slept, up to this, and gets its third of the GPU (min of what it uses
+// alone and its fair share) instead of a third of its active half; a VM
+// back from a long idle spell runs ahead of the others for at most this.
+const TurnBank = 50 * time.Millisecond
+
+const turnBank = int64(TurnBank) * turnScale
 
 // ChargeTurn charges a VM busyNs of GPU time used in its turn. Unknown ids
 // are ignored.
@@ -52,7 +66,7 @@ func (s *Scheduler) NextTurn(candidates []uint32) (uint32, bool) {
 	}
 	adv := best.turnLag
 	for _, vm := range s.vms {
-		vm.turnLag = max(vm.turnLag-adv, 0)
+		vm.turnLag = max(vm.turnLag-adv, -turnBank)
 	}
 	s.lastTurn = best.id
 	return best.id, true
