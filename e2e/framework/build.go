@@ -14,8 +14,8 @@ import (
 // loaded 2-core machine takes well under a minute.
 const buildTimeout = 5 * time.Minute
 
-// Build compiles sluiced, sluicectl, sluice-agent, sluice-init and
-// sluice-libvirt-hook statically (no cgo),
+// Build compiles sluiced, sluicectl, sluice-controller, sluice-agent,
+// sluice-init and sluice-libvirt-hook statically (no cgo),
 // as the Makefile does, into a new temporary directory, and records them
 // for Bins. The caller removes the directory with RemoveBinaries.
 func Build() (Binaries, error) {
@@ -37,7 +37,7 @@ func Build() (Binaries, error) {
 	defer cancel()
 	// One go build for all three lets the toolchain share and parallelise work.
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator),
-		"./mediator/cmd/sluiced", "./mediator/cmd/sluice-proxy", "./controller/cmd/sluicectl", "./guest-agent/cmd/sluice-agent",
+		"./mediator/cmd/sluiced", "./mediator/cmd/sluice-proxy", "./controller/cmd/sluicectl", "./controller/cmd/sluice-controller", "./guest-agent/cmd/sluice-agent",
 		"./guest-agent/cmd/sluice-init", "./vmm-plugin/cmd/sluice-libvirt-hook")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -46,13 +46,14 @@ func Build() (Binaries, error) {
 		return Binaries{}, fmt.Errorf("building the binaries: %w\n%s", err, out)
 	}
 	b := Binaries{
-		Sluiced:   filepath.Join(dir, "sluiced"),
-		Sluicectl: filepath.Join(dir, "sluicectl"),
-		Agent:     filepath.Join(dir, "sluice-agent"),
-		Init:      filepath.Join(dir, "sluice-init"),
-		Hook:      filepath.Join(dir, "sluice-libvirt-hook"),
-		Root:      root,
-		Dir:       dir,
+		Sluiced:    filepath.Join(dir, "sluiced"),
+		Sluicectl:  filepath.Join(dir, "sluicectl"),
+		Controller: filepath.Join(dir, "sluice-controller"),
+		Agent:      filepath.Join(dir, "sluice-agent"),
+		Init:       filepath.Join(dir, "sluice-init"),
+		Hook:       filepath.Join(dir, "sluice-libvirt-hook"),
+		Root:       root,
+		Dir:        dir,
 	}
 	mu.Lock()
 	bins = &b

@@ -20,13 +20,14 @@ import (
 
 // Binaries are the paths of the binaries under test.
 type Binaries struct {
-	Sluiced   string
-	Sluicectl string
-	Agent     string
-	Init      string // the guest image's /init
-	Hook      string // the libvirt qemu hook
-	Root      string // the module's root (for deploy/ scripts)
-	Dir       string // the directory holding them all
+	Sluiced    string
+	Sluicectl  string
+	Controller string // sluice-controller
+	Agent      string
+	Init       string // the guest image's /init
+	Hook       string // the libvirt qemu hook
+	Root       string // the module's root (for deploy/ scripts)
+	Dir        string // the directory holding them all
 }
 
 var (

@@ -20,6 +20,11 @@ type fleetView struct {
 }
 
 func (s *Server) view(ctx context.Context) (*fleetView, error) {
+	// A host found silent is marked down now, with its event, so that what
+	// a reader sees and the audit log agree even between sweeps.
+	if err := s.Sweep(ctx); err != nil {
+		return nil, err
+	}
 	hosts, err := s.cfg.Store.ListHosts(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing hosts: %w", err)

@@ -142,7 +142,9 @@ func (s *Server) Run(ctx context.Context) {
 }
 
 // Sweep marks down every host that has not heartbeated within the timeout
-// and records a host.down event for each, naming the VMs now flagged.
+// and records a host.down event for each, naming the VMs now flagged. Run
+// calls it periodically, and every read of hosts or VMs first, so that no
+// reader sees a host down that the audit log does not.
 func (s *Server) Sweep(ctx context.Context) error {
 	hosts, err := s.cfg.Store.ListHosts(ctx)
 	if err != nil {
@@ -172,7 +174,7 @@ func (s *Server) Sweep(ctx context.Context) error {
 }
 
 // hostDown reports whether h counts as down now: marked so, or silent past
-// the timeout (before the next sweep marks it).
+// the timeout (a reader sweeps first, so this is the same but for a race).
 func (s *Server) hostDown(h fleet.Host) bool {
 	return h.Down || s.now().Sub(h.LastHeartbeat) > s.cfg.HeartbeatTimeout
 }

@@ -24,6 +24,9 @@ func (s *Server) visibleVM(ctx context.Context, p auth.Principal, name string) (
 }
 
 func (s *Server) hostIsDown(ctx context.Context, host string) bool {
+	if err := s.Sweep(ctx); err != nil {
+		s.cfg.Log.Error("marking silent hosts down", "err", err)
+	}
 	h, err := s.cfg.Store.Host(ctx, host)
 	return err != nil || s.hostDown(h)
 }
