@@ -101,6 +101,7 @@ func parseFlags(args []string) (daemon.Config, slog.Level, error) {
 type controllerFlags struct {
 	url, token, host, address, gpus string
 	interval                        time.Duration
+	metricsListen                   string // --metrics-listen; not a controller flag, but parsed with them
 }
 
 // agentConfig is the fleet agent's configuration, or ok false without
@@ -160,6 +161,7 @@ func parseAll(args []string) (daemon.Config, slog.Level, controllerFlags, error)
 	fs.StringVar(&ctl.address, "controller-address", hostname, "where operators reach this host, as the controller shows it")
 	fs.StringVar(&ctl.gpus, "controller-gpus", "", "the GPU inventory reported to the controller: MODEL:SIZE,... (default: one GPU named after --backend with 1GiB)")
 	fs.DurationVar(&ctl.interval, "controller-interval", 10*time.Second, "how often to heartbeat, apply the controller's VMs and push usage")
+	fs.StringVar(&ctl.metricsListen, "metrics-listen", "", "also serve GET /metrics on this TCP address (host:port) for Prometheus; default none (the host API socket serves it too)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -244,6 +246,15 @@ func serve(cfg daemon.Config, ctl controllerFlags, log *slog.Logger) error {
 	if err != nil {
 		d.Close()
 		return err
+	}
+	if ctl.metricsListen != "" {
+		stopMetrics, err := serveMetrics(ctl.metricsListen, d, log)
+		if err != nil {
+			srv.Shutdown(context.Background())
+			d.Close()
+			return err
+		}
+		defer stopMetrics()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

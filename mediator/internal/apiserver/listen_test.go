@@ -142,9 +142,9 @@ func TestMetricsOverSocket(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-	fams, _ := parseProm(t, body)
-	if got := fams["sluice_vm_doorbells_total"]; got == nil || got.samples["busy"] != "42" {
-		t.Errorf("sluice_vm_doorbells_total: %+v", got)
+	fams := parseProm(t, body)
+	if got, ok := vmValue(fams, "sluice_vm_doorbells_total", "busy"); !ok || got != 42 {
+		t.Errorf("sluice_vm_doorbells_total{vm=busy} = %v (%v), want 42", got, ok)
 	}
 }
 

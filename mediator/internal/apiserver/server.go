@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/hostapi"
+	"github.com/sluice-gpu/sluice/internal/hostmetrics"
 	"github.com/sluice-gpu/sluice/internal/sockfile"
 	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
 )
@@ -80,15 +81,17 @@ func Handler(s Service) http.Handler {
 		st, err := s.Stats(r.Context())
 		reply(w, http.StatusOK)(withArrays(st), err)
 	})
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		st, err := s.Stats(r.Context())
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		writeMetrics(w, st)
-	})
+	// One snapshot per scrape, as /v1/stats (internal/hostmetrics).
+	mux.Handle("GET /metrics", hostmetrics.Handler(s.Stats, writeError))
+	return mux
+}
+
+// MetricsHandler serves GET /metrics alone, for the TCP listener a
+// Prometheus server scrapes (sluiced --metrics-listen): the host API's other
+// routes stay on the UNIX socket, behind its credential check.
+func MetricsHandler(s Service) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", hostmetrics.Handler(s.Stats, writeError))
 	return mux
 }
 
