@@ -198,8 +198,11 @@ func (s *Server) RegisterHost(w http.ResponseWriter, r *http.Request, name strin
 			seen[g.Index] = true
 			h.GPUs = append(h.GPUs, fleet.GPU{Host: name, Index: g.Index, Model: g.Model, MemoryBytes: g.MemoryBytes})
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
+		unlock, err := s.lockCapacity(ctx)
+		if err != nil {
+			return controllerapi.Host{}, err
+		}
+		defer unlock()
 		// A quota placed on a GPU that shrank stays: the host reports what
 		// it has, and the operator moves VMs off (placement sees no room).
 		ev := s.event(ctx, "host.register", name, fmt.Sprintf("address %s, %d GPUs", h.Address, len(h.GPUs)))

@@ -117,8 +117,11 @@ func (s *Server) CreateVM(w http.ResponseWriter, r *http.Request) {
 			}
 			host = *req.Host
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
+		unlock, err := s.lockCapacity(ctx)
+		if err != nil {
+			return controllerapi.VM{}, err
+		}
+		defer unlock()
 		if _, err := s.cfg.Store.VM(ctx, vm.Name); err == nil {
 			return controllerapi.VM{}, &apiError{status: http.StatusConflict, code: controllerapi.Exists, field: "name",
 				msg: fmt.Sprintf("vm %q: already exists", vm.Name)}
@@ -196,8 +199,11 @@ func (s *Server) UpdateVM(w http.ResponseWriter, r *http.Request, name string) {
 		if req.Weight == nil && req.Cap == nil && req.MemoryBytes == nil {
 			return controllerapi.VM{}, invalid("", "nothing to change: give weight, cap or memory_bytes")
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
+		unlock, err := s.lockCapacity(ctx)
+		if err != nil {
+			return controllerapi.VM{}, err
+		}
+		defer unlock()
 		old, err := s.visibleVM(ctx, p, name)
 		if err != nil {
 			return controllerapi.VM{}, err
@@ -235,8 +241,11 @@ func (s *Server) DeleteVM(w http.ResponseWriter, r *http.Request, name string) {
 		if err := requireRole(p, fleet.RoleOperator, fleet.RoleTenant); err != nil {
 			return err
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
+		unlock, err := s.lockCapacity(ctx)
+		if err != nil {
+			return err
+		}
+		defer unlock()
 		vm, err := s.visibleVM(ctx, p, name)
 		if err != nil {
 			return err
@@ -265,8 +274,11 @@ func (s *Server) MoveVM(w http.ResponseWriter, r *http.Request, name string) {
 		if err != nil {
 			return controllerapi.VM{}, err
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
+		unlock, err := s.lockCapacity(ctx)
+		if err != nil {
+			return controllerapi.VM{}, err
+		}
+		defer unlock()
 		old, err := s.cfg.Store.VM(ctx, name)
 		if err != nil {
 			return controllerapi.VM{}, withField(err, "name")

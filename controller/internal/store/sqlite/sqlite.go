@@ -39,6 +39,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	q.Add("_pragma", "busy_timeout(5000)")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)") // usage is billing data: durable at commit
+	// Transactions take the write lock when they begin: one that read and
+	// then wrote could not upgrade its lock past another process's commit
+	// (SQLITE_BUSY at once, whatever the busy timeout).
+	q.Set("_txlock", "immediate")
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)

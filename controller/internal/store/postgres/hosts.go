@@ -1,0 +1,168 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/sluice-gpu/sluice/controller/internal/fleet"
+)
+
+// RegisterHost creates host h or refreshes its address, version, heartbeat
+// and GPU inventory (h.GPUs replaces the stored list), marks it up, and
+// records ev. A GPU that VMs are placed on may not disappear:
+// fleet.ErrConflict, and nothing changes. h.Registered is kept for a host
+// known already.
+func (s *Store) RegisterHost(ctx context.Context, h fleet.Host, ev fleet.Event) error {
+	return s.change(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO hosts (name, address, version, registered, last_heartbeat, down)
+			VALUES ($1, $2, $3, $4, $5, FALSE)
+			ON CONFLICT (name) DO UPDATE SET address = excluded.address, version = excluded.version,
+				last_heartbeat = excluded.last_heartbeat, down = FALSE`,
+			h.Name, h.Address, h.Version, nanos(h.Registered), nanos(h.LastHeartbeat))
+		if err != nil {
+			return fmt.Errorf("storing host %q: %w", h.Name, err)
+		}
+		keep := map[int]bool{}
+		for _, g := range h.GPUs {
+			keep[g.Index] = true
+			_, err := tx.ExecContext(ctx, `INSERT INTO gpus (host, idx, model, memory_bytes) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (host, idx) DO UPDATE SET model = excluded.model, memory_bytes = excluded.memory_bytes`,
+				h.Name, g.Index, g.Model, g.MemoryBytes)
+			if err != nil {
+				return fmt.Errorf("storing GPU %d of host %q: %w", g.Index, h.Name, err)
+			}
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT idx FROM gpus WHERE host = $1`, h.Name)
+		if err != nil {
+			return fmt.Errorf("listing the GPUs of host %q: %w", h.Name, err)
+		}
+		var gone []int
+		for rows.Next() {
+			var idx int
+			if err := rows.Scan(&idx); err != nil {
+				rows.Close()
+				return fmt.Errorf("reading a GPU of host %q: %w", h.Name, err)
+			}
+			if !keep[idx] {
+				gone = append(gone, idx)
+			}
+		}
+		rows.Close()
+		for _, idx := range gone {
+			var vm string
+			err := tx.QueryRowContext(ctx, `SELECT name FROM vms WHERE host = $1 AND gpu = $2 LIMIT 1`, h.Name, idx).Scan(&vm)
+			if err == nil {
+				return fmt.Errorf("GPU %d of host %q holds VM %q and cannot leave the inventory: %w", idx, h.Name, vm, fleet.ErrConflict)
+			}
+			if err != sql.ErrNoRows {
+				return fmt.Errorf("looking for VMs on GPU %d of host %q: %w", idx, h.Name, err)
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM gpus WHERE host = $1 AND idx = $2`, h.Name, idx); err != nil {
+				if sqlState(err) == foreignKeyViolation { // a VM placed there since
+					return fmt.Errorf("GPU %d of host %q holds a VM and cannot leave the inventory: %w", idx, h.Name, fleet.ErrConflict)
+				}
+				return fmt.Errorf("removing GPU %d of host %q: %w", idx, h.Name, err)
+			}
+		}
+		return insertEvent(ctx, tx, ev)
+	})
+}
+
+// Heartbeat records that host name was alive at at. A host marked down is
+// marked up again and upEvent recorded; wasDown says so.
+func (s *Store) Heartbeat(ctx context.Context, name string, at time.Time, upEvent fleet.Event) (wasDown bool, err error) {
+	err = s.change(ctx, func(tx *sql.Tx) error {
+		var down bool
+		if err := tx.QueryRowContext(ctx, `SELECT down FROM hosts WHERE name = $1`, name).Scan(&down); err != nil {
+			return notFound(err, fmt.Sprintf("host %q", name))
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE hosts SET last_heartbeat = GREATEST(last_heartbeat, $1), down = FALSE WHERE name = $2`, nanos(at), name); err != nil {
+			return fmt.Errorf("recording the heartbeat of host %q: %w", name, err)
+		}
+		wasDown = down
+		if down {
+			return insertEvent(ctx, tx, upEvent)
+		}
+		return nil
+	})
+	return wasDown, err
+}
+
+// MarkDown marks host name down and records ev, unless it is down already
+// or has heartbeated since staleBefore (a heartbeat raced the sweep);
+// changed says whether it did.
+func (s *Store) MarkDown(ctx context.Context, name string, staleBefore time.Time, ev fleet.Event) (changed bool, err error) {
+	err = s.change(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE hosts SET down = TRUE WHERE name = $1 AND NOT down AND last_heartbeat < $2`, name, nanos(staleBefore))
+		if err != nil {
+			return fmt.Errorf("marking host %q down: %w", name, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("marking host %q down: %w", name, err)
+		}
+		if changed = n == 1; changed {
+			return insertEvent(ctx, tx, ev)
+		}
+		return nil
+	})
+	return changed, err
+}
+
+// Host returns host name with its GPUs.
+func (s *Store) Host(ctx context.Context, name string) (fleet.Host, error) {
+	hosts, err := s.hosts(ctx, name)
+	if err != nil {
+		return fleet.Host{}, err
+	}
+	if len(hosts) == 0 {
+		return fleet.Host{}, fmt.Errorf("host %q: %w", name, fleet.ErrNotFound)
+	}
+	return hosts[0], nil
+}
+
+// ListHosts returns every host with its GPUs, by name.
+func (s *Store) ListHosts(ctx context.Context) ([]fleet.Host, error) { return s.hosts(ctx, "") }
+
+// hosts returns host name, or every host for "".
+func (s *Store) hosts(ctx context.Context, name string) ([]fleet.Host, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT name, address, version, registered, last_heartbeat, down FROM hosts
+		WHERE $1 = '' OR name = $2 ORDER BY name`, name, name)
+	if err != nil {
+		return nil, fmt.Errorf("listing hosts: %w", err)
+	}
+	var out []fleet.Host
+	index := map[string]int{}
+	for rows.Next() {
+		var h fleet.Host
+		var reg, hb int64
+		if err := rows.Scan(&h.Name, &h.Address, &h.Version, &reg, &hb, &h.Down); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("reading a host: %w", err)
+		}
+		h.Registered, h.LastHeartbeat = fromNanos(reg), fromNanos(hb)
+		index[h.Name] = len(out)
+		out = append(out, h)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing hosts: %w", err)
+	}
+	rows, err = s.db.QueryContext(ctx, `SELECT host, idx, model, memory_bytes FROM gpus WHERE $1 = '' OR host = $2 ORDER BY host, idx`, name, name)
+	if err != nil {
+		return nil, fmt.Errorf("listing GPUs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var g fleet.GPU
+		if err := rows.Scan(&g.Host, &g.Index, &g.Model, &g.MemoryBytes); err != nil {
+			return nil, fmt.Errorf("reading a GPU: %w", err)
+		}
+		if i, ok := index[g.Host]; ok {
+			out[i].GPUs = append(out[i].GPUs, g)
+		}
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,90 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/sluice-gpu/sluice/controller/internal/store/storetest"
+	"github.com/sluice-gpu/sluice/internal/pgtest"
+)
+
+// server is the throwaway PostgreSQL server of this package's tests; nil
+// with startErr when none could be started.
+var (
+	server   *pgtest.Server
+	startErr error
+)
+
+func TestMain(m *testing.M) {
+	server, startErr = pgtest.Start(context.Background())
+	code := m.Run()
+	if server != nil {
+		if err := server.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the test PostgreSQL server:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+// newDatabase returns the URL of a new, empty database on the test server.
+// Without PostgreSQL it fails the test under make test
+// (SLUICE_REQUIRE_POSTGRES=1) and skips it otherwise.
+func newDatabase(t *testing.T) string {
+	t.Helper()
+	if startErr != nil {
+		if pgtest.Required() {
+			t.Fatalf("%s=1 and the test PostgreSQL server did not start: %v", pgtest.RequireEnv, startErr)
+		}
+		t.Skipf("no PostgreSQL (set %s=1 to fail instead): %v", pgtest.RequireEnv, startErr)
+	}
+	url, err := server.CreateDatabase(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
+func open(t *testing.T, url string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestConformance runs the stores' shared suite on a new database per case.
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.DB {
+		url := newDatabase(t)
+		return storetest.DB{Migrations: len(migrations), Open: func(t *testing.T) storetest.Store { return open(t, url) }}
+	})
+}
+
+// Controllers that start at once on an empty database migrate it once.
+func TestConcurrentOpensMigrateOnce(t *testing.T) {
+	url := newDatabase(t)
+	errc := make(chan error, 4)
+	for range 4 {
+		go func() {
+			s, err := Open(context.Background(), url)
+			if err == nil {
+				s.Close()
+			}
+			errc <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := open(t, url)
+	var rows int
+	if err := s.db.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&rows); err != nil || rows != len(migrations) {
+		t.Fatalf("%d rows in schema_migrations, %v; want %d", rows, err, len(migrations))
+	}
+}

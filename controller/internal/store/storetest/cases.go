@@ -1,0 +1,239 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluice-gpu/sluice/controller/internal/fleet"
+)
+
+func testMigrationsApplyOnceAndSurviveReopen(t *testing.T, db DB) {
+	s := db.Open(t)
+	ctx := context.Background()
+	if v, err := s.SchemaVersion(ctx); err != nil || v != db.Migrations {
+		t.Fatalf("schema version %d, %v; want %d", v, err, db.Migrations)
+	}
+	if err := s.CreateToken(ctx, fleet.Token{ID: "a", Name: "n", Role: fleet.RoleOperator, Hash: []byte{1}, Created: t0}, ev("token.create", "a")); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s2 := db.Open(t) // migrating again must be a no-op, not a "table exists" error
+	if n, err := s2.CountTokens(ctx); err != nil || n != 1 {
+		t.Fatalf("tokens after reopen: %d, %v", n, err)
+	}
+}
+
+func testTokensRevokeOnceAndLookUpByHash(t *testing.T, db DB) {
+	s := db.Open(t)
+	ctx := context.Background()
+	tok := fleet.Token{ID: "t1", Name: "alice", Role: fleet.RoleTenant, Tenant: "acme", Hash: []byte("h1"), Created: t0, CreatedBy: "op"}
+	if err := s.CreateToken(ctx, tok, ev("token.create", "t1")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.TokenByHash(ctx, []byte("h1"))
+	if err != nil || got.ID != "t1" || got.Tenant != "acme" || got.Role != fleet.RoleTenant || !got.Revoked.IsZero() || !got.Created.Equal(t0) {
+		t.Fatalf("TokenByHash = %+v, %v", got, err)
+	}
+	if _, err := s.TokenByHash(ctx, []byte("nope")); !errors.Is(err, fleet.ErrNotFound) {
+		t.Fatalf("unknown hash: %v", err)
+	}
+	if err := s.RevokeToken(ctx, "t1", t0.Add(time.Hour), ev("token.revoke", "t1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RevokeToken(ctx, "t1", t0.Add(2*time.Hour), ev("token.revoke", "t1")); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.TokenByHash(ctx, []byte("h1"))
+	if !got.Revoked.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("revoked at %v, want the first revocation", got.Revoked)
+	}
+	if err := s.RevokeToken(ctx, "nope", t0, ev("token.revoke", "nope")); !errors.Is(err, fleet.ErrNotFound) {
+		t.Fatalf("revoking an unknown token: %v", err)
+	}
+	evs, _ := s.ListEvents(ctx, time.Time{}, 100)
+	if len(evs) != 2 || evs[0].Action != "token.revoke" || evs[1].Action != "token.create" {
+		t.Fatalf("events %+v: want one create and one revoke, newest first", evs)
+	}
+}
+
+func testRegisterHostKeepsPlacedGPUs(t *testing.T, db DB) {
+	s := db.Open(t)
+	ctx := context.Background()
+	if err := s.RegisterHost(ctx, hostWithGPUs("h1", 100, 200), ev("host.register", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	vm := fleet.VM{Name: "v", Tenant: "acme", Weight: 1, Host: "h1", GPU: 1, Created: t0, Updated: t0, Generation: 1}
+	if err := s.CreateVM(ctx, vm, ev("vm.create", "v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateVM(ctx, vm, ev("vm.create", "v")); !errors.Is(err, fleet.ErrExists) {
+		t.Fatalf("second create: %v", err)
+	}
+	bad := vm
+	bad.Name, bad.GPU = "w", 7
+	if err := s.CreateVM(ctx, bad, ev("vm.create", "w")); !errors.Is(err, fleet.ErrNotFound) {
+		t.Fatalf("create on a GPU not in the inventory: %v", err)
+	}
+	// GPU 1 holds v: it may not go.
+	if err := s.RegisterHost(ctx, hostWithGPUs("h1", 100), ev("host.register", "h1")); !errors.Is(err, fleet.ErrConflict) {
+		t.Fatalf("dropping a GPU with a VM: %v", err)
+	}
+	h, err := s.Host(ctx, "h1")
+	if err != nil || len(h.GPUs) != 2 {
+		t.Fatalf("host after a refused register: %+v, %v", h, err)
+	}
+	// GPU 0 is free: a new inventory without it (and GPU 1 larger) is taken.
+	h2 := hostWithGPUs("h1", 0, 300)
+	h2.GPUs = h2.GPUs[1:]
+	h2.Registered = t0.Add(time.Hour)
+	if err := s.RegisterHost(ctx, h2, ev("host.register", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	h, _ = s.Host(ctx, "h1")
+	if len(h.GPUs) != 1 || h.GPUs[0].Index != 1 || h.GPUs[0].MemoryBytes != 300 || !h.Registered.Equal(t0) {
+		t.Fatalf("host after re-register: %+v", h)
+	}
+}
+
+func testHeartbeatAndMarkDown(t *testing.T, db DB) {
+	s := db.Open(t)
+	ctx := context.Background()
+	if err := s.RegisterHost(ctx, hostWithGPUs("h1", 1), ev("host.register", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Heartbeat(ctx, "nope", t0, ev("host.up", "nope")); !errors.Is(err, fleet.ErrNotFound) {
+		t.Fatalf("heartbeat of an unknown host: %v", err)
+	}
+	// A heartbeat at t0+10s races a sweep that thinks t0+5s is stale: not down.
+	if _, err := s.Heartbeat(ctx, "h1", t0.Add(10*time.Second), ev("host.up", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := s.MarkDown(ctx, "h1", t0.Add(5*time.Second), ev("host.down", "h1")); err != nil || changed {
+		t.Fatalf("MarkDown of a fresh host: %v, %v", changed, err)
+	}
+	if changed, err := s.MarkDown(ctx, "h1", t0.Add(time.Minute), ev("host.down", "h1")); err != nil || !changed {
+		t.Fatalf("MarkDown of a stale host: %v, %v", changed, err)
+	}
+	if changed, _ := s.MarkDown(ctx, "h1", t0.Add(time.Minute), ev("host.down", "h1")); changed {
+		t.Fatal("MarkDown twice changed twice")
+	}
+	if h, _ := s.Host(ctx, "h1"); !h.Down {
+		t.Fatal("host not down")
+	}
+	if wasDown, err := s.Heartbeat(ctx, "h1", t0.Add(2*time.Minute), ev("host.up", "h1")); err != nil || !wasDown {
+		t.Fatalf("heartbeat of a down host: %v, %v", wasDown, err)
+	}
+	if h, _ := s.Host(ctx, "h1"); h.Down || !h.LastHeartbeat.Equal(t0.Add(2*time.Minute)) {
+		t.Fatalf("host after heartbeat: %+v", h)
+	}
+	evs, _ := s.ListEvents(ctx, time.Time{}, 10)
+	var actions []string
+	for _, e := range evs {
+		actions = append(actions, e.Action)
+	}
+	if len(evs) != 3 || evs[0].Action != "host.up" || evs[1].Action != "host.down" {
+		t.Fatalf("events %v, want host.up, host.down, host.register", actions)
+	}
+}
+
+func testUsageIngestionIsIdempotentAcrossReopen(t *testing.T, db DB) {
+	s := db.Open(t)
+	ctx := context.Background()
+	if err := s.RegisterHost(ctx, hostWithGPUs("h1", 1), ev("host.register", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateVM(ctx, fleet.VM{Name: "v", Tenant: "acme", Weight: 1, Host: "h1", Created: t0, Updated: t0}, ev("vm.create", "v")); err != nil {
+		t.Fatal(err)
+	}
+	iv := func(seq int64, gpu int64) fleet.UsageInterval {
+		start := t0.Add(time.Duration(seq) * time.Minute)
+		return fleet.UsageInterval{Host: "h1", VM: "v", Seq: seq, Start: start, End: start.Add(time.Minute), GPUNs: gpu, Kernels: 2}
+	}
+	if a, d, err := s.IngestUsage(ctx, []fleet.UsageInterval{iv(1, 100), iv(2, 200)}); err != nil || a != 2 || d != 0 {
+		t.Fatalf("first push: %d accepted, %d duplicates, %v", a, d, err)
+	}
+	// The same intervals again (a retry) and one new one: only the new one counts.
+	if a, d, err := s.IngestUsage(ctx, []fleet.UsageInterval{iv(1, 100), iv(2, 200), iv(3, 300)}); err != nil || a != 1 || d != 2 {
+		t.Fatalf("retry: %d accepted, %d duplicates, %v", a, d, err)
+	}
+	// A different measurement under a stored key fails the whole batch.
+	var ie *fleet.IntervalError
+	if _, _, err := s.IngestUsage(ctx, []fleet.UsageInterval{iv(4, 400), iv(2, 999)}); !errors.Is(err, fleet.ErrConflict) || !errors.As(err, &ie) || ie.Index != 1 {
+		t.Fatalf("conflicting redelivery: %v", err)
+	}
+	s.Close()
+	s = db.Open(t)
+	// After a restart the retry is still recognised.
+	if a, d, err := s.IngestUsage(ctx, []fleet.UsageInterval{iv(3, 300)}); err != nil || a != 0 || d != 1 {
+		t.Fatalf("retry after reopen: %d accepted, %d duplicates, %v", a, d, err)
+	}
+	got, err := s.QueryUsage(ctx, fleet.UsageQuery{Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, u := range got {
+		sum += u.GPUNs
+		if u.Tenant != "acme" {
+			t.Errorf("interval %d charged to %q", u.Seq, u.Tenant)
+		}
+	}
+	if len(got) != 3 || sum != 600 {
+		t.Fatalf("%d intervals, %d ns; want 3 (seq 4 was in a refused batch), 600 ns", len(got), sum)
+	}
+	// Time range: intervals that overlap [t0+2m, t0+3m) are seq 2 only.
+	got, _ = s.QueryUsage(ctx, fleet.UsageQuery{From: t0.Add(2 * time.Minute), To: t0.Add(3 * time.Minute)})
+	if len(got) != 1 || got[0].Seq != 2 {
+		t.Fatalf("range query: %+v", got)
+	}
+	// A deleted VM's late interval is still charged to its tenant.
+	if err := s.DeleteVM(ctx, "v", ev("vm.delete", "v")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.IngestUsage(ctx, []fleet.UsageInterval{iv(5, 50)}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.QueryUsage(ctx, fleet.UsageQuery{VM: "v", From: t0.Add(5 * time.Minute)})
+	if len(got) != 1 || got[0].Tenant != "acme" {
+		t.Fatalf("late interval of a deleted VM: %+v", got)
+	}
+}
+
+func testUpdateAndDeleteVM(t *testing.T, db DB) {
+	s := db.Open(t)
+	ctx := context.Background()
+	if err := s.RegisterHost(ctx, hostWithGPUs("h1", 10, 10), ev("host.register", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	vm := fleet.VM{Name: "v", Tenant: "acme", Weight: 1, Host: "h1", Created: t0, Updated: t0, Generation: 1}
+	if err := s.CreateVM(ctx, vm, ev("vm.create", "v")); err != nil {
+		t.Fatal(err)
+	}
+	vm.Weight, vm.Cap, vm.GPU, vm.Generation, vm.Tenant = 3, 0.5, 1, 2, "other"
+	if err := s.UpdateVM(ctx, vm, ev("vm.update", "v")); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.VM(ctx, "v")
+	if got.Weight != 3 || got.Cap != 0.5 || got.GPU != 1 || got.Generation != 2 || got.Tenant != "acme" {
+		t.Fatalf("after update: %+v (tenant must not change)", got)
+	}
+	if list, _ := s.ListVMs(ctx, "other"); len(list) != 0 {
+		t.Fatalf("tenant filter: %+v", list)
+	}
+	if err := s.DeleteVM(ctx, "v", ev("vm.delete", "v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteVM(ctx, "v", ev("vm.delete", "v")); !errors.Is(err, fleet.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if err := s.UpdateVM(ctx, vm, ev("vm.update", "v")); !errors.Is(err, fleet.ErrNotFound) {
+		t.Fatalf("update of a deleted VM: %v", err)
+	}
+	// The failed changes left no events behind.
+	evs, _ := s.ListEvents(ctx, time.Time{}, 100)
+	if len(evs) != 4 {
+		t.Fatalf("%d events, want 4 (register, create, update, delete)", len(evs))
+	}
+}
