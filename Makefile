@@ -12,6 +12,9 @@ STATICCHECK  := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME     ?= 3s
 DEMO_SECONDS ?= 20
 BENCHTIME    ?= 2s
+# The PostgreSQL store's tests and e2e specs start a throwaway server from
+# Debian's postgresql package; 1: fail without it (0: skip).
+REQUIRE_POSTGRES ?= 1
 
 .PHONY: help generate build sluiced sluice-proxy ptx sluicectl sluice-controller sluice-agent sluice-init sluice-libvirt-hook guest-image test unit fuzz vet lint demo bench bench-gpu clean
 
@@ -35,7 +38,7 @@ ptx: ## regenerate guest-agent/kernels/sluice_kernels.ptx from its source (needs
 sluicectl: ## build the operator CLI
 	$(GOBUILD) -o $(BIN)/sluicectl ./controller/cmd/sluicectl
 
-sluice-controller: ## build the fleet controller (REST API, SQLite)
+sluice-controller: ## build the fleet controller (REST API, SQLite or PostgreSQL)
 	$(GOBUILD) -o $(BIN)/sluice-controller ./controller/cmd/sluice-controller
 
 sluice-agent: ## build the guest agent
@@ -58,14 +61,14 @@ vet: ## go vet and gofmt
 	$(GO) vet ./...
 
 unit: ## unit and integration tests (with the race detector; the e2e suite runs on its own: make e2e)
-	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/e2e$$')
+	SLUICE_REQUIRE_POSTGRES=$(REQUIRE_POSTGRES) $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/e2e$$')
 
 fuzz: ## run every fuzz target for FUZZTIME (default 3s); a finding fails, an engine hiccup is retried once
 	GO=$(GO) FUZZTIME=$(FUZZTIME) deploy/fuzz.sh
 
 .PHONY: e2e
 e2e: ## end-to-end suite: real binaries, QEMU guests, libvirtd (E2E_LABELS=process|qemu|libvirt selects by label)
-	$(GO) test -count=1 -timeout 15m ./e2e/ -v -args -ginkgo.v $(if $(E2E_LABELS),-ginkgo.label-filter='$(E2E_LABELS)')
+	SLUICE_REQUIRE_POSTGRES=$(REQUIRE_POSTGRES) $(GO) test -count=1 -timeout 15m ./e2e/ -v -args -ginkgo.v $(if $(E2E_LABELS),-ginkgo.label-filter='$(E2E_LABELS)')
 
 lint: vet ## go vet, gofmt and staticcheck
 	$(GO) run $(STATICCHECK) ./...

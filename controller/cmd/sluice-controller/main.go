@@ -1,7 +1,8 @@
 // Command sluice-controller is the operators' controller of a fleet of
 // sluiced hosts: it serves the REST API of api/controllerapi (hosts, GPUs,
 // VMs and their placement, usage, tokens, the audit log) over HTTP from a
-// SQLite database. Its version is set with -ldflags "-X main.version=...".
+// SQLite database, or from a PostgreSQL one that several controllers behind
+// one address share. Its version is set with -ldflags "-X main.version=...".
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -23,6 +25,7 @@ import (
 	"github.com/sluice-gpu/sluice/controller/internal/fleet"
 	"github.com/sluice-gpu/sluice/controller/internal/placement"
 	"github.com/sluice-gpu/sluice/controller/internal/server"
+	"github.com/sluice-gpu/sluice/controller/internal/store/postgres"
 	"github.com/sluice-gpu/sluice/controller/internal/store/sqlite"
 )
 
@@ -48,6 +51,7 @@ variable keeps the token out of the process list); flags win.
 Examples:
   sluice-controller --listen 127.0.0.1:7070 --db sqlite:/var/lib/sluice/controller.db --bootstrap-token "$(cat /etc/sluice/op-token)"
   sluice-controller --listen :7443 --tls-cert cert.pem --tls-key key.pem --placement pack
+  sluice-controller --listen :7070 --db 'postgres://sluice@db.example/sluice?sslmode=verify-full'
 
 Flags:
 `
@@ -103,7 +107,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&cfg.listen, "listen", env("SLUICE_CONTROLLER_LISTEN", "127.0.0.1:7070"), "address to serve the API on (host:port)")
-	fs.StringVar(&cfg.db, "db", env("SLUICE_CONTROLLER_DB", "sqlite:sluice-controller.db"), "database: sqlite:PATH (PostgreSQL, postgres://..., is not supported yet)")
+	fs.StringVar(&cfg.db, "db", env("SLUICE_CONTROLLER_DB", "sqlite:sluice-controller.db"), "database: sqlite:PATH, or postgres://USER@HOST/DB?... (PostgreSQL, which several controllers behind one address may share)")
 	fs.StringVar(&cfg.bootstrap, "bootstrap-token", env("SLUICE_CONTROLLER_BOOTSTRAP_TOKEN", ""), "on an empty database, create an operator token with this secret (at least 16 characters); ignored once tokens exist")
 	fs.StringVar(&cfg.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM; needs --tls-key)")
 	fs.StringVar(&cfg.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
@@ -138,7 +142,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	if cfg.maxVMsPerGPU < 1 {
 		return cfg, errors.New("--max-vms-per-gpu: at least 1")
 	}
-	if _, err := sqlitePath(cfg.db); err != nil {
+	if _, err := parseDB(cfg.db); err != nil {
 		return cfg, err
 	}
 	if err := cfg.logLevel.UnmarshalText([]byte(*level)); err != nil {
@@ -147,20 +151,40 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	return cfg, nil
 }
 
-// sqlitePath is the file of a --db sqlite:PATH.
-func sqlitePath(db string) (string, error) {
+// dbSpec is a parsed --db: a SQLite file or a PostgreSQL URL.
+type dbSpec struct{ sqlite, postgres string }
+
+// parseDB parses --db: sqlite:PATH or postgres://... (postgresql://...).
+func parseDB(db string) (dbSpec, error) {
 	switch {
 	case strings.HasPrefix(db, "sqlite:") && len(db) > len("sqlite:"):
-		return strings.TrimPrefix(db, "sqlite:"), nil
+		return dbSpec{sqlite: strings.TrimPrefix(db, "sqlite:")}, nil
 	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
-		return "", errors.New("--db: PostgreSQL is not supported yet; use sqlite:PATH")
+		if _, err := url.Parse(db); err != nil {
+			return dbSpec{}, fmt.Errorf("--db: %w", err)
+		}
+		return dbSpec{postgres: db}, nil
 	}
-	return "", fmt.Errorf("--db %q: want sqlite:PATH", db)
+	return dbSpec{}, fmt.Errorf("--db %q: want sqlite:PATH or postgres://...", db)
+}
+
+// store is what serve needs of either store.
+type store interface {
+	server.Store
+	tokenStore
+	Close() error
+}
+
+func openStore(ctx context.Context, db dbSpec) (store, error) {
+	if db.postgres != "" {
+		return postgres.Open(ctx, db.postgres)
+	}
+	return sqlite.Open(ctx, db.sqlite)
 }
 
 func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- string) error {
-	path, _ := sqlitePath(cfg.db)
-	st, err := sqlite.Open(ctx, path)
+	spec, _ := parseDB(cfg.db)
+	st, err := openStore(ctx, spec)
 	if err != nil {
 		return err
 	}
@@ -190,7 +214,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 			errc <- hs.Serve(ln)
 		}
 	}()
-	log.Info("serving", "addr", ln.Addr().String(), "db", cfg.db, "tls", cfg.tlsCert != "", "version", version)
+	log.Info("serving", "addr", ln.Addr().String(), "db", redact(cfg.db), "tls", cfg.tlsCert != "", "version", version)
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
@@ -234,8 +258,23 @@ func bootstrap(ctx context.Context, st tokenStore, secret string, now time.Time,
 	t := fleet.Token{ID: id, Name: "bootstrap", Role: fleet.RoleOperator, Hash: auth.Hash(secret), Created: now, CreatedBy: "--bootstrap-token"}
 	ev := fleet.Event{Time: now, Actor: "--bootstrap-token", Action: "token.create", Target: id, Detail: `name "bootstrap", role operator`}
 	if err := st.CreateToken(ctx, t, ev); err != nil {
+		// Another controller on a shared database may have bootstrapped
+		// it at the same moment: then there is nothing left to do.
+		if n, cerr := st.CountTokens(ctx); cerr == nil && n > 0 {
+			log.Info("--bootstrap-token ignored: another controller created the tokens", "tokens", n)
+			return nil
+		}
 		return fmt.Errorf("creating the bootstrap token: %w", err)
 	}
 	log.Info("created the bootstrap operator token", "id", id)
 	return nil
+}
+
+// redact is a --db for the log: a PostgreSQL URL without its password.
+func redact(db string) string {
+	u, err := url.Parse(db)
+	if err != nil || u.User == nil {
+		return db
+	}
+	return u.Redacted()
 }

@@ -24,7 +24,7 @@ func TestVersionAndHelp(t *testing.T) {
 
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"--db", "postgres://db/sluice"},
+		{"--db", "postgres://db/%zz"},
 		{"--db", "mysql:x"},
 		{"--db", "sqlite:"},
 		{"--placement", "random"},

@@ -10,18 +10,18 @@ import (
 	"github.com/sluice-gpu/sluice/internal/pgtest"
 )
 
-// server is the throwaway PostgreSQL server of this package's tests; nil
+// pgServer is the throwaway PostgreSQL server of this package's tests; nil
 // with startErr when none could be started.
 var (
-	server   *pgtest.Server
+	pgServer *pgtest.Server
 	startErr error
 )
 
 func TestMain(m *testing.M) {
-	server, startErr = pgtest.Start(context.Background())
+	pgServer, startErr = pgtest.Start(context.Background())
 	code := m.Run()
-	if server != nil {
-		if err := server.Stop(); err != nil {
+	if pgServer != nil {
+		if err := pgServer.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping the test PostgreSQL server:", err)
 		}
 	}
@@ -39,7 +39,7 @@ func newDatabase(t *testing.T) string {
 		}
 		t.Skipf("no PostgreSQL (set %s=1 to fail instead): %v", pgtest.RequireEnv, startErr)
 	}
-	url, err := server.CreateDatabase(context.Background())
+	url, err := pgServer.CreateDatabase(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
