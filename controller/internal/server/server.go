@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/controllerapi"
+	"github.com/sluice-gpu/sluice/internal/ctlmetrics"
 	"github.com/sluice-gpu/sluice/controller/internal/fleet"
 	"github.com/sluice-gpu/sluice/controller/internal/placement"
 )
@@ -75,8 +76,9 @@ const (
 
 // Server serves the controller API.
 type Server struct {
-	cfg Config
-	mu  sync.Mutex // serialises capacity-dependent mutations
+	cfg     Config
+	mu      sync.Mutex // serialises capacity-dependent mutations
+	metrics *ctlmetrics.Metrics
 }
 
 var _ controllerapi.ServerInterface = (*Server)(nil)
@@ -104,13 +106,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Server{cfg: cfg}, nil
+	s := &Server{cfg: cfg}
+	s.metrics = ctlmetrics.New(s.fleetMetrics)
+	return s, nil
 }
 
 func (s *Server) now() time.Time { return s.cfg.Clock().UTC() }
 
 // Handler returns the HTTP handler: authentication around the generated
-// router, JSON errors for bad parameters and unknown routes.
+// router, JSON errors for bad parameters and unknown routes, every request
+// counted and timed by route and code (Metrics).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	controllerapi.HandlerWithOptions(s, controllerapi.StdHTTPServerOptions{
@@ -121,7 +126,8 @@ func (s *Server) Handler() http.Handler {
 		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: controllerapi.NotFound,
 			msg: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
 	})
-	return s.authenticate(mux)
+	route := func(r *http.Request) string { _, pattern := mux.Handler(r); return pattern }
+	return s.metrics.Instrument(route, s.authenticate(mux))
 }
 
 // Run marks silent hosts down every third of the heartbeat timeout until

@@ -52,6 +52,9 @@ func (s *Server) IngestUsage(w http.ResponseWriter, r *http.Request) {
 			batch = append(batch, u)
 		}
 		acc, dup, err := s.cfg.Store.IngestUsage(ctx, batch)
+		if err == nil {
+			s.metrics.Ingested(acc, dup)
+		}
 		var ie *fleet.IntervalError
 		if errors.As(err, &ie) {
 			return controllerapi.IngestReport{}, withField(err, fmt.Sprintf("intervals[%d]", ie.Index))
