@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -113,6 +114,24 @@ func (e Role) Valid() bool {
 	}
 }
 
+// Defines values for GetVMDomainXMLParamsType.
+const (
+	Kvm  GetVMDomainXMLParamsType = "kvm"
+	Qemu GetVMDomainXMLParamsType = "qemu"
+)
+
+// Valid indicates whether the value is a known member of the GetVMDomainXMLParamsType enum.
+func (e GetVMDomainXMLParamsType) Valid() bool {
+	switch e {
+	case Kvm:
+		return true
+	case Qemu:
+		return true
+	default:
+		return false
+	}
+}
+
 // CreateTokenRequest defines model for CreateTokenRequest.
 type CreateTokenRequest struct {
 	// Host The host name the token may register and push usage for; required for role host, refused otherwise.
@@ -154,6 +173,11 @@ type DesiredState struct {
 
 	// Vms The VMs the host should run, with their settings.
 	Vms []VM `json:"vms"`
+}
+
+// EndpointReport defines model for EndpointReport.
+type EndpointReport struct {
+	Vms []VMEndpoint `json:"vms"`
 }
 
 // Error defines model for Error.
@@ -337,6 +361,25 @@ type VM struct {
 	Weight      int64     `json:"weight"`
 }
 
+// VMEndpoint defines model for VMEndpoint.
+type VMEndpoint struct {
+	Cap      *float64 `json:"cap,omitempty"`
+	Channels *int     `json:"channels,omitempty"`
+
+	// Endpoint The VM's ivshmem server socket on the host (absolute).
+	Endpoint    string `json:"endpoint"`
+	RegionSize  *int64 `json:"region_size,omitempty"`
+	RingEntries *int   `json:"ring_entries,omitempty"`
+
+	// Vectors MSI vectors the device needs.
+	Vectors int    `json:"vectors"`
+	Vm      string `json:"vm"`
+
+	// Volume The host directory shared with the guest over virtio-9p; absent if none.
+	Volume *string `json:"volume,omitempty"`
+	Weight *int64  `json:"weight,omitempty"`
+}
+
 // WhoAmI defines model for WhoAmI.
 type WhoAmI struct {
 	// Host The host of a host token.
@@ -418,8 +461,29 @@ type ListVMsParams struct {
 	Tenant *string `form:"tenant,omitempty" json:"tenant,omitempty"`
 }
 
+// GetVMDomainXMLParams defines parameters for GetVMDomainXML.
+type GetVMDomainXMLParams struct {
+	// Whole A whole domain instead of the device.
+	Whole *bool `form:"whole,omitempty" json:"whole,omitempty"`
+
+	// Image With whole, the directory on the host holding the guest's vmlinux and initramfs.gz (default /var/lib/sluice/guest).
+	Image *string `form:"image,omitempty" json:"image,omitempty"`
+
+	// MemoryMib With whole, the guest's memory in MiB (default 256).
+	MemoryMib *int64 `form:"memory_mib,omitempty" json:"memory_mib,omitempty"`
+
+	// Type With whole, the domain type (default kvm; qemu is TCG, pure emulation).
+	Type *GetVMDomainXMLParamsType `form:"type,omitempty" json:"type,omitempty"`
+}
+
+// GetVMDomainXMLParamsType defines parameters for GetVMDomainXML.
+type GetVMDomainXMLParamsType string
+
 // RegisterHostJSONRequestBody defines body for RegisterHost for application/json ContentType.
 type RegisterHostJSONRequestBody = RegisterHostRequest
+
+// ReportEndpointsJSONRequestBody defines body for ReportEndpoints for application/json ContentType.
+type ReportEndpointsJSONRequestBody = EndpointReport
 
 // CreateTokenJSONRequestBody defines body for CreateToken for application/json ContentType.
 type CreateTokenJSONRequestBody = CreateTokenRequest
@@ -552,6 +616,34 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/hosts/{name} (the `RegisterHost` operationId).
 	RegisterHost(ctx context.Context, name HostName, body RegisterHostJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ReportEndpointsWithBody The endpoints of the VMs a host runs now (host, operator).
+	//
+	// A sluiced joined to the controller sends this after every sync: for
+	// each VM the controller placed on it and it runs, the ivshmem server
+	// socket and the device settings a libvirt domain needs. It replaces
+	// what the host reported before. The controller keeps it in memory
+	// only (it is the host's run-time state, sent again every interval),
+	// to answer GET /v1/vms/{name}/domain.xml.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/hosts/{name}/endpoints (the `ReportEndpoints` operationId).
+	ReportEndpointsWithBody(ctx context.Context, name HostName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReportEndpoints The endpoints of the VMs a host runs now (host, operator).
+	//
+	// A sluiced joined to the controller sends this after every sync: for
+	// each VM the controller placed on it and it runs, the ivshmem server
+	// socket and the device settings a libvirt domain needs. It replaces
+	// what the host reported before. The controller keeps it in memory
+	// only (it is the host's run-time state, sent again every interval),
+	// to answer GET /v1/vms/{name}/domain.xml.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/hosts/{name}/endpoints (the `ReportEndpoints` operationId).
+	ReportEndpoints(ctx context.Context, name HostName, body ReportEndpointsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Heartbeat A registered host is alive (host, operator); answers the VMs it should run.
 	//
 	// Corresponds with POST /v1/hosts/{name}/heartbeat (the `Heartbeat` operationId).
@@ -663,6 +755,19 @@ type ClientInterface interface {
 	//
 	// Corresponds with PATCH /v1/vms/{name} (the `UpdateVM` operationId).
 	UpdateVM(ctx context.Context, name VMName, body UpdateVMJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetVMDomainXML libvirt XML for a VM, its <shmem> device or a whole domain (as GET /v1/vms/{name}).
+	//
+	// Built by vmm-plugin/libvirt, as `sluicectl libvirt xml` builds it on
+	// the host, from the endpoint the VM's host last reported (PUT
+	// /v1/hosts/{name}/endpoints): 409 conflict while the host has not
+	// reported one (it creates the VM at its next sync). Without `whole`,
+	// the `<shmem>` device to paste into the domain's `<devices>`; with
+	// it, a whole domain that boots the guest image's kernel directly,
+	// with the device, the VM's volume and its settings as metadata.
+	//
+	// Corresponds with GET /v1/vms/{name}/domain.xml (the `GetVMDomainXML` operationId).
+	GetVMDomainXML(ctx context.Context, name VMName, params *GetVMDomainXMLParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// MoveVMWithBody Move a VM to another GPU (operator).
 	//
@@ -776,6 +881,54 @@ func (c *Client) RegisterHostWithBody(ctx context.Context, name HostName, conten
 // Corresponds with PUT /v1/hosts/{name} (the `RegisterHost` operationId).
 func (c *Client) RegisterHost(ctx context.Context, name HostName, body RegisterHostJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRegisterHostRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReportEndpointsWithBody The endpoints of the VMs a host runs now (host, operator).
+//
+// A sluiced joined to the controller sends this after every sync: for
+// each VM the controller placed on it and it runs, the ivshmem server
+// socket and the device settings a libvirt domain needs. It replaces
+// what the host reported before. The controller keeps it in memory
+// only (it is the host's run-time state, sent again every interval),
+// to answer GET /v1/vms/{name}/domain.xml.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/hosts/{name}/endpoints (the `ReportEndpoints` operationId).
+func (c *Client) ReportEndpointsWithBody(ctx context.Context, name HostName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReportEndpointsRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReportEndpoints The endpoints of the VMs a host runs now (host, operator).
+//
+// A sluiced joined to the controller sends this after every sync: for
+// each VM the controller placed on it and it runs, the ivshmem server
+// socket and the device settings a libvirt domain needs. It replaces
+// what the host reported before. The controller keeps it in memory
+// only (it is the host's run-time state, sent again every interval),
+// to answer GET /v1/vms/{name}/domain.xml.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/hosts/{name}/endpoints (the `ReportEndpoints` operationId).
+func (c *Client) ReportEndpoints(ctx context.Context, name HostName, body ReportEndpointsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReportEndpointsRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1058,6 +1211,29 @@ func (c *Client) UpdateVM(ctx context.Context, name VMName, body UpdateVMJSONReq
 	return c.Client.Do(req)
 }
 
+// GetVMDomainXML libvirt XML for a VM, its <shmem> device or a whole domain (as GET /v1/vms/{name}).
+//
+// Built by vmm-plugin/libvirt, as `sluicectl libvirt xml` builds it on
+// the host, from the endpoint the VM's host last reported (PUT
+// /v1/hosts/{name}/endpoints): 409 conflict while the host has not
+// reported one (it creates the VM at its next sync). Without `whole`,
+// the `<shmem>` device to paste into the domain's `<devices>`; with
+// it, a whole domain that boots the guest image's kernel directly,
+// with the device, the VM's volume and its settings as metadata.
+//
+// Corresponds with GET /v1/vms/{name}/domain.xml (the `GetVMDomainXML` operationId).
+func (c *Client) GetVMDomainXML(ctx context.Context, name VMName, params *GetVMDomainXMLParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetVMDomainXMLRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // MoveVMWithBody Move a VM to another GPU (operator).
 //
 // Takes any type of body and a specified content type.
@@ -1289,6 +1465,53 @@ func NewRegisterHostRequestWithBody(server string, name HostName, contentType st
 	}
 
 	operationPath := fmt.Sprintf("/v1/hosts/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewReportEndpointsRequest calls the generic ReportEndpoints builder with application/json body
+func NewReportEndpointsRequest(server string, name HostName, body ReportEndpointsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReportEndpointsRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewReportEndpointsRequestWithBody constructs an http.Request for the ReportEndpoints method, with any body, and a specified content type
+func NewReportEndpointsRequestWithBody(server string, name HostName, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/hosts/%s/endpoints", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -1872,6 +2095,103 @@ func NewUpdateVMRequestWithBody(server string, name VMName, contentType string, 
 	return req, nil
 }
 
+// NewGetVMDomainXMLRequest constructs an http.Request for the GetVMDomainXML method
+func NewGetVMDomainXMLRequest(server string, name VMName, params *GetVMDomainXMLParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/vms/%s/domain.xml", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Whole != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "whole", *params.Whole, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Image != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "image", *params.Image, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.MemoryMib != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "memory_mib", *params.MemoryMib, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Type != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "type", *params.Type, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewMoveVMRequest calls the generic MoveVM builder with application/json body
 func NewMoveVMRequest(server string, name VMName, body MoveVMJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -2040,6 +2360,34 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v1/hosts/{name} (the `RegisterHost` operationId).
 	RegisterHostWithResponse(ctx context.Context, name HostName, body RegisterHostJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterHostResponse, error)
 
+	// ReportEndpointsWithBodyWithResponse The endpoints of the VMs a host runs now (host, operator).
+	//
+	// A sluiced joined to the controller sends this after every sync: for
+	// each VM the controller placed on it and it runs, the ivshmem server
+	// socket and the device settings a libvirt domain needs. It replaces
+	// what the host reported before. The controller keeps it in memory
+	// only (it is the host's run-time state, sent again every interval),
+	// to answer GET /v1/vms/{name}/domain.xml.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/hosts/{name}/endpoints (the `ReportEndpoints` operationId).
+	ReportEndpointsWithBodyWithResponse(ctx context.Context, name HostName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReportEndpointsResponse, error)
+
+	// ReportEndpointsWithResponse The endpoints of the VMs a host runs now (host, operator).
+	//
+	// A sluiced joined to the controller sends this after every sync: for
+	// each VM the controller placed on it and it runs, the ivshmem server
+	// socket and the device settings a libvirt domain needs. It replaces
+	// what the host reported before. The controller keeps it in memory
+	// only (it is the host's run-time state, sent again every interval),
+	// to answer GET /v1/vms/{name}/domain.xml.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/hosts/{name}/endpoints (the `ReportEndpoints` operationId).
+	ReportEndpointsWithResponse(ctx context.Context, name HostName, body ReportEndpointsJSONRequestBody, reqEditors ...RequestEditorFn) (*ReportEndpointsResponse, error)
+
 	// HeartbeatWithResponse A registered host is alive (host, operator); answers the VMs it should run.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2167,6 +2515,21 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PATCH /v1/vms/{name} (the `UpdateVM` operationId).
 	UpdateVMWithResponse(ctx context.Context, name VMName, body UpdateVMJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateVMResponse, error)
+
+	// GetVMDomainXMLWithResponse libvirt XML for a VM, its <shmem> device or a whole domain (as GET /v1/vms/{name}).
+	//
+	// Built by vmm-plugin/libvirt, as `sluicectl libvirt xml` builds it on
+	// the host, from the endpoint the VM's host last reported (PUT
+	// /v1/hosts/{name}/endpoints): 409 conflict while the host has not
+	// reported one (it creates the VM at its next sync). Without `whole`,
+	// the `<shmem>` device to paste into the domain's `<devices>`; with
+	// it, a whole domain that boots the guest image's kernel directly,
+	// with the device, the VM's volume and its settings as metadata.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/vms/{name}/domain.xml (the `GetVMDomainXML` operationId).
+	GetVMDomainXMLWithResponse(ctx context.Context, name VMName, params *GetVMDomainXMLParams, reqEditors ...RequestEditorFn) (*GetVMDomainXMLResponse, error)
 
 	// MoveVMWithBodyWithResponse Move a VM to another GPU (operator).
 	//
@@ -2424,6 +2787,47 @@ func (r RegisterHostResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RegisterHostResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ReportEndpointsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ReportEndpointsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ReportEndpointsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReportEndpointsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReportEndpointsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReportEndpointsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2985,6 +3389,54 @@ func (r UpdateVMResponse) ContentType() string {
 	return ""
 }
 
+type GetVMDomainXMLResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// XML200 the response for an HTTP 200 `application/xml` response
+	XML200 *string
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetXML200 returns the response for an HTTP 200 `application/xml` response
+func (r GetVMDomainXMLResponse) GetXML200() *string {
+	return r.XML200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetVMDomainXMLResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetVMDomainXMLResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetVMDomainXMLResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetVMDomainXMLResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetVMDomainXMLResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type MoveVMResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3165,6 +3617,46 @@ func (c *ClientWithResponses) RegisterHostWithResponse(ctx context.Context, name
 		return nil, err
 	}
 	return ParseRegisterHostResponse(rsp)
+}
+
+// ReportEndpointsWithBodyWithResponse The endpoints of the VMs a host runs now (host, operator).
+//
+// A sluiced joined to the controller sends this after every sync: for
+// each VM the controller placed on it and it runs, the ivshmem server
+// socket and the device settings a libvirt domain needs. It replaces
+// what the host reported before. The controller keeps it in memory
+// only (it is the host's run-time state, sent again every interval),
+// to answer GET /v1/vms/{name}/domain.xml.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/hosts/{name}/endpoints (the `ReportEndpoints` operationId).
+func (c *ClientWithResponses) ReportEndpointsWithBodyWithResponse(ctx context.Context, name HostName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReportEndpointsResponse, error) {
+	rsp, err := c.ReportEndpointsWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReportEndpointsResponse(rsp)
+}
+
+// ReportEndpointsWithResponse The endpoints of the VMs a host runs now (host, operator).
+//
+// A sluiced joined to the controller sends this after every sync: for
+// each VM the controller placed on it and it runs, the ivshmem server
+// socket and the device settings a libvirt domain needs. It replaces
+// what the host reported before. The controller keeps it in memory
+// only (it is the host's run-time state, sent again every interval),
+// to answer GET /v1/vms/{name}/domain.xml.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/hosts/{name}/endpoints (the `ReportEndpoints` operationId).
+func (c *ClientWithResponses) ReportEndpointsWithResponse(ctx context.Context, name HostName, body ReportEndpointsJSONRequestBody, reqEditors ...RequestEditorFn) (*ReportEndpointsResponse, error) {
+	rsp, err := c.ReportEndpoints(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReportEndpointsResponse(rsp)
 }
 
 // HeartbeatWithResponse A registered host is alive (host, operator); answers the VMs it should run.
@@ -3391,6 +3883,27 @@ func (c *ClientWithResponses) UpdateVMWithResponse(ctx context.Context, name VMN
 	return ParseUpdateVMResponse(rsp)
 }
 
+// GetVMDomainXMLWithResponse libvirt XML for a VM, its <shmem> device or a whole domain (as GET /v1/vms/{name}).
+//
+// Built by vmm-plugin/libvirt, as `sluicectl libvirt xml` builds it on
+// the host, from the endpoint the VM's host last reported (PUT
+// /v1/hosts/{name}/endpoints): 409 conflict while the host has not
+// reported one (it creates the VM at its next sync). Without `whole`,
+// the `<shmem>` device to paste into the domain's `<devices>`; with
+// it, a whole domain that boots the guest image's kernel directly,
+// with the device, the VM's volume and its settings as metadata.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/vms/{name}/domain.xml (the `GetVMDomainXML` operationId).
+func (c *ClientWithResponses) GetVMDomainXMLWithResponse(ctx context.Context, name VMName, params *GetVMDomainXMLParams, reqEditors ...RequestEditorFn) (*GetVMDomainXMLResponse, error) {
+	rsp, err := c.GetVMDomainXML(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetVMDomainXMLResponse(rsp)
+}
+
 // MoveVMWithBodyWithResponse Move a VM to another GPU (operator).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -3582,6 +4095,35 @@ func ParseRegisterHostResponse(rsp *http.Response) (*RegisterHostResponse, error
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseReportEndpointsResponse parses an HTTP response from a ReportEndpointsWithResponse call
+func ParseReportEndpointsResponse(rsp *http.Response) (*ReportEndpointsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReportEndpointsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -3976,6 +4518,39 @@ func ParseUpdateVMResponse(rsp *http.Response) (*UpdateVMResponse, error) {
 	return response, nil
 }
 
+// ParseGetVMDomainXMLResponse parses an HTTP response from a GetVMDomainXMLWithResponse call
+func ParseGetVMDomainXMLResponse(rsp *http.Response) (*GetVMDomainXMLResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetVMDomainXMLResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "xml") && rsp.StatusCode == 200:
+		var dest string
+		if err := xml.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.XML200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseMoveVMResponse parses an HTTP response from a MoveVMWithResponse call
 func ParseMoveVMResponse(rsp *http.Response) (*MoveVMResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4059,6 +4634,9 @@ type ServerInterface interface {
 	// RegisterHost Register a host or refresh its address and GPU inventory (host, operator).
 	// (PUT /v1/hosts/{name})
 	RegisterHost(w http.ResponseWriter, r *http.Request, name HostName)
+	// ReportEndpoints The endpoints of the VMs a host runs now (host, operator).
+	// (PUT /v1/hosts/{name}/endpoints)
+	ReportEndpoints(w http.ResponseWriter, r *http.Request, name HostName)
 	// Heartbeat A registered host is alive (host, operator); answers the VMs it should run.
 	// (POST /v1/hosts/{name}/heartbeat)
 	Heartbeat(w http.ResponseWriter, r *http.Request, name HostName)
@@ -4095,6 +4673,9 @@ type ServerInterface interface {
 	// UpdateVM Change a VM's weight, cap or memory quota at run time.
 	// (PATCH /v1/vms/{name})
 	UpdateVM(w http.ResponseWriter, r *http.Request, name VMName)
+	// GetVMDomainXML libvirt XML for a VM, its <shmem> device or a whole domain (as GET /v1/vms/{name}).
+	// (GET /v1/vms/{name}/domain.xml)
+	GetVMDomainXML(w http.ResponseWriter, r *http.Request, name VMName, params GetVMDomainXMLParams)
 	// MoveVM Move a VM to another GPU (operator).
 	// (POST /v1/vms/{name}/move)
 	MoveVM(w http.ResponseWriter, r *http.Request, name VMName)
@@ -4229,6 +4810,32 @@ func (siw *ServerInterfaceWrapper) RegisterHost(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.RegisterHost(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReportEndpoints operation middleware
+func (siw *ServerInterfaceWrapper) ReportEndpoints(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name HostName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", r.PathValue("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReportEndpoints(w, r, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4601,6 +5208,87 @@ func (siw *ServerInterfaceWrapper) UpdateVM(w http.ResponseWriter, r *http.Reque
 	handler.ServeHTTP(w, r)
 }
 
+// GetVMDomainXML operation middleware
+func (siw *ServerInterfaceWrapper) GetVMDomainXML(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name VMName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", r.PathValue("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetVMDomainXMLParams
+
+	// ------------- Optional query parameter "whole" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "whole", r.URL.Query(), &params.Whole, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "whole"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "whole", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "image" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "image", r.URL.Query(), &params.Image, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "image"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "image", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "memory_mib" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "memory_mib", r.URL.Query(), &params.MemoryMib, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "memory_mib"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "memory_mib", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "type" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "type", r.URL.Query(), &params.Type, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "type"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "type", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetVMDomainXML(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // MoveVM operation middleware
 func (siw *ServerInterfaceWrapper) MoveVM(w http.ResponseWriter, r *http.Request) {
 
@@ -4769,6 +5457,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/hosts/{name}", wrapper.GetHost)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/hosts/{name}", wrapper.RegisterHost)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/hosts/{name}/heartbeat", wrapper.Heartbeat)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/hosts/{name}/endpoints", wrapper.ReportEndpoints)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/gpus", wrapper.ListGPUs)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/vms", wrapper.ListVMs)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/vms", wrapper.CreateVM)
@@ -4776,6 +5465,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/vms/{name}", wrapper.GetVM)
 	m.HandleFunc(http.MethodPatch+" "+options.BaseURL+"/v1/vms/{name}", wrapper.UpdateVM)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/vms/{name}/move", wrapper.MoveVM)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/vms/{name}/domain.xml", wrapper.GetVMDomainXML)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/usage", wrapper.QueryUsage)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/usage", wrapper.IngestUsage)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/usage.csv", wrapper.ExportUsageCSV)

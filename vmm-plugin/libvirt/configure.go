@@ -22,6 +22,9 @@ const (
 	// QbootROM is where Debian's qemu-system-x86 ships qboot, the fast
 	// firmware for direct kernel boot.
 	QbootROM = "/usr/share/qemu/qboot.rom"
+	// DefaultCmdline is the guest image's kernel command line: the serial
+	// console, and the guest agent's device check at boot.
+	DefaultCmdline = "console=ttyS0 quiet panic=-1 sluice.agent=--device,info"
 )
 
 // VMInfo is what a domain needs to know of a VM in sluiced.

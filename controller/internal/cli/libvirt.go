@@ -15,7 +15,7 @@ import (
 
 // Defaults of "libvirt xml".
 const (
-	libvirtCmdline    = "console=ttyS0 quiet panic=-1 sluice.agent=--device,info"
+	libvirtCmdline    = libvirt.DefaultCmdline
 	libvirtTypeAuto   = "auto"
 	libvirtLoaderAuto = "auto"
 	libvirtLoaderNone = "none"

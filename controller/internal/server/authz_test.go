@@ -52,6 +52,7 @@ var calls = []call{
 	{"GET /v1/hosts/{name}", "/v1/hosts/h1", ""},
 	{"PUT /v1/hosts/{name}", "/v1/hosts/h1", `{"address":"h1:7071","gpus":[{"index":0,"model":"sim","memory_bytes":1073741824}]}`},
 	{"POST /v1/hosts/{name}/heartbeat", "/v1/hosts/h1/heartbeat", ""},
+	{"PUT /v1/hosts/{name}/endpoints", "/v1/hosts/h1/endpoints", `{"vms":[]}`},
 	{"GET /v1/gpus", "/v1/gpus", ""},
 	{"GET /v1/vms", "/v1/vms?tenant=acme", ""},
 	{"POST /v1/vms", "/v1/vms", `{"name":"web2","tenant":"acme"}`},
@@ -59,6 +60,7 @@ var calls = []call{
 	{"PATCH /v1/vms/{name}", "/v1/vms/web", `{"weight":2}`},
 	{"DELETE /v1/vms/{name}", "/v1/vms/web", ""},
 	{"POST /v1/vms/{name}/move", "/v1/vms/web/move", `{}`},
+	{"GET /v1/vms/{name}/domain.xml", "/v1/vms/web/domain.xml", ""},
 	{"GET /v1/usage", "/v1/usage?tenant=acme", ""},
 	{"POST /v1/usage", "/v1/usage", `{"host":"h1","intervals":[]}`},
 	{"GET /v1/usage.csv", "/v1/usage.csv?tenant=acme", ""},
@@ -117,6 +119,7 @@ func TestEveryRouteRejectsOtherTenants(t *testing.T) {
 		"GET /v1/hosts/{name}":            {403, ""},
 		"PUT /v1/hosts/{name}":            {403, ""},
 		"POST /v1/hosts/{name}/heartbeat": {403, ""},
+		"PUT /v1/hosts/{name}/endpoints":  {403, ""},
 		"GET /v1/gpus":                    {403, ""},
 		"GET /v1/vms":                     {403, "tenant"},
 		"POST /v1/vms":                    {403, "tenant"},
@@ -124,6 +127,7 @@ func TestEveryRouteRejectsOtherTenants(t *testing.T) {
 		"PATCH /v1/vms/{name}":            {404, "name"},
 		"DELETE /v1/vms/{name}":           {404, "name"},
 		"POST /v1/vms/{name}/move":        {403, ""},
+		"GET /v1/vms/{name}/domain.xml":   {404, "name"},
 		"GET /v1/usage":                   {403, "tenant"},
 		"POST /v1/usage":                  {403, ""},
 		"GET /v1/usage.csv":               {403, "tenant"},
@@ -183,12 +187,13 @@ func TestEveryBodyRouteRejectsBadJSON(t *testing.T) {
 		{`{} {}`, ""},
 	}
 	typed := map[string]struct{ body, field string }{
-		"POST /v1/tokens":          {`{"name":"x","role":7}`, "role"},
-		"PUT /v1/hosts/{name}":     {`{"address":"a","gpus":[{"index":"zero"}]}`, "gpus.index"},
-		"POST /v1/vms":             {`{"name":"x","tenant":"acme","weight":"heavy"}`, "weight"},
-		"PATCH /v1/vms/{name}":     {`{"cap":"half"}`, "cap"},
-		"POST /v1/vms/{name}/move": {`{"gpu":1.5}`, "gpu"},
-		"POST /v1/usage":           {`{"host":"h1","intervals":[{"vm":"web","seq":-1.5}]}`, "intervals.seq"},
+		"POST /v1/tokens":                {`{"name":"x","role":7}`, "role"},
+		"PUT /v1/hosts/{name}":           {`{"address":"a","gpus":[{"index":"zero"}]}`, "gpus.index"},
+		"POST /v1/vms":                   {`{"name":"x","tenant":"acme","weight":"heavy"}`, "weight"},
+		"PATCH /v1/vms/{name}":           {`{"cap":"half"}`, "cap"},
+		"POST /v1/vms/{name}/move":       {`{"gpu":1.5}`, "gpu"},
+		"POST /v1/usage":                 {`{"host":"h1","intervals":[{"vm":"web","seq":-1.5}]}`, "intervals.seq"},
+		"PUT /v1/hosts/{name}/endpoints": {`{"vms":[{"vm":"web","endpoint":"/e","vectors":"many"}]}`, "vms.vectors"},
 	}
 	n := 0
 	for _, c := range calls {

@@ -79,6 +79,9 @@ type Server struct {
 	cfg     Config
 	mu      sync.Mutex // serialises capacity-dependent mutations
 	metrics *ctlmetrics.Metrics
+	// endpoints is what hosts last reported of their VMs' endpoints
+	// (domainxml.go), in memory only.
+	endpoints endpointTable
 }
 
 var _ controllerapi.ServerInterface = (*Server)(nil)
