@@ -1,7 +1,8 @@
 // Package fleetagent is sluiced's side of sluice-controller: it registers
 // the host and its GPU inventory, heartbeats, applies the VMs the
 // controller places on the host (create, change weight/cap/memory at run
-// time, delete) and pushes the VMs' usage as numbered intervals.
+// time, delete), pushes the VMs' usage as numbered intervals and reports
+// their endpoints (for the controller's libvirt XML).
 //
 // Usage delivery is at least once and idempotent on the controller's side:
 // each interval has a sequence number per VM; the agent writes an interval
@@ -219,8 +220,8 @@ func (a *Agent) Sync(ctx context.Context) error {
 	}
 	desired := res.JSON200.Vms
 	// Usage first, so that a VM about to be deleted has its last reading
-	// taken.
-	return errors.Join(a.pushUsage(ctx), a.apply(ctx, desired))
+	// taken; the endpoints last, of the VMs as applied.
+	return errors.Join(a.pushUsage(ctx), a.apply(ctx, desired), a.reportEndpoints(ctx))
 }
 
 // apply makes the host's VMs what the controller wants.

@@ -37,7 +37,8 @@ func (f *fakeDaemon) CreateVM(_ context.Context, r hostapi.CreateVMRequest) (hos
 		return hostapi.VM{}, hostapi.ErrExists
 	}
 	f.creates++
-	v := hostapi.VM{Name: r.Name, Weight: r.Weight, Cap: r.Cap, Memory: r.Memory}
+	v := hostapi.VM{Name: r.Name, Weight: r.Weight, Cap: r.Cap, Memory: r.Memory,
+		Endpoint: "/run/sluice/vms/" + r.Name + ".sock", Vectors: 3, Channels: 2, RingEntries: 64, RegionSize: 1 << 20}
 	f.vms[r.Name] = v
 	return v, nil
 }
@@ -117,11 +118,13 @@ type fakeController struct {
 	desired   map[string]controllerapi.VM
 	intervals map[string]controllerapi.UsageInterval // by vm/seq
 	dups      int
+	endpoints map[string]controllerapi.EndpointReport // by host
 }
 
 func newWorld(t *testing.T) *fakeController {
 	w := &fakeController{t: t, token: "slc_host", hosts: map[string]controllerapi.RegisterHostRequest{},
-		desired: map[string]controllerapi.VM{}, intervals: map[string]controllerapi.UsageInterval{}}
+		desired: map[string]controllerapi.VM{}, intervals: map[string]controllerapi.UsageInterval{},
+		endpoints: map[string]controllerapi.EndpointReport{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /v1/hosts/{name}", func(rw http.ResponseWriter, r *http.Request) {
 		var req controllerapi.RegisterHostRequest
@@ -143,6 +146,15 @@ func newWorld(t *testing.T) *fakeController {
 			ds.Vms = append(ds.Vms, v)
 		}
 		writeJSON(rw, ds)
+	})
+	mux.HandleFunc("PUT /v1/hosts/{name}/endpoints", func(rw http.ResponseWriter, r *http.Request) {
+		var rep controllerapi.EndpointReport
+		if err := json.NewDecoder(r.Body).Decode(&rep); err != nil {
+			http.Error(rw, err.Error(), 400)
+			return
+		}
+		w.endpoints[r.PathValue("name")] = rep
+		rw.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST /v1/usage", func(rw http.ResponseWriter, r *http.Request) {
 		var req controllerapi.IngestUsageRequest
@@ -228,7 +240,7 @@ func TestAgentAppliesTheControllersVMs(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
 	d := newFake()
-	d.vms["local"] = hostapi.VM{Name: "local", Weight: 1} // not the controller's
+	d.vms["local"] = hostapi.VM{Name: "local", Weight: 1, Endpoint: "/run/sluice/vms/local.sock", Vectors: 3} // not the controller's
 	a := w.agent(d, filepath.Join(t.TempDir(), "agent.json"))
 	if err := a.Register(ctx); err != nil {
 		t.Fatal(err)
@@ -239,6 +251,11 @@ func TestAgentAppliesTheControllersVMs(t *testing.T) {
 	}
 	if v := d.vms["web"]; v.Weight != 1 || v.Memory != 1<<30 {
 		t.Fatalf("created on the host: %+v", v)
+	}
+	// Its endpoint is reported, the local VM's is not.
+	if rep := w.endpoints["h1"]; len(rep.Vms) != 1 || rep.Vms[0].Vm != "web" || rep.Vms[0].Endpoint != "/run/sluice/vms/web.sock" ||
+		rep.Vms[0].Vectors != 3 || *rep.Vms[0].Channels != 2 || *rep.Vms[0].RegionSize != 1<<20 || rep.Vms[0].Volume != nil {
+		t.Fatalf("endpoints reported: %+v", rep)
 	}
 	// A change at run time is applied in place, not by recreating the VM.
 	w.want(controllerapi.VM{Name: "web", Tenant: "acme", Weight: 3, Cap: 0.5, MemoryBytes: 1 << 30, Generation: 2})
@@ -258,6 +275,9 @@ func TestAgentAppliesTheControllersVMs(t *testing.T) {
 	}
 	if _, ok := d.vms["local"]; !ok {
 		t.Fatal("the agent deleted a VM that is not the controller's")
+	}
+	if rep := w.endpoints["h1"]; rep.Vms == nil || len(rep.Vms) != 0 {
+		t.Fatalf("endpoints after the delete: %+v", rep)
 	}
 	// The host registered its inventory.
 	if h := w.hosts["h1"]; len(h.Gpus) != 1 || h.Gpus[0].MemoryBytes != 8<<30 || h.Address != "h1:7071" {
