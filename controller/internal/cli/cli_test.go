@@ -280,7 +280,7 @@ var commandTests = []commandTest{
 			"Run 'sluicectl --help' for usage.\n", code: 2}},
 	{name: "vm no command", args: []string{"vm"},
 		want: result{stderr: "sluicectl: missing command after \"sluicectl vm\" " +
-			"(one of: create, delete, exec, get, list, move, set, start, stop, usage)\nRun 'sluicectl vm --help' for usage.\n", code: 2}},
+			"(one of: create, delete, exec, get, list, move, set, start, stop, usage, xml)\nRun 'sluicectl vm --help' for usage.\n", code: 2}},
 	{name: "unknown command", args: []string{"vm", "lst"},
 		want: result{stderr: "sluicectl: unknown command \"lst\" for \"sluicectl vm\" " +
 			"(did you mean \"list\" or \"get\" or \"set\"?)\nRun 'sluicectl vm --help' for usage.\n", code: 2}},

@@ -11,7 +11,7 @@ import (
 
 // hookFleetVM makes vm create/list/get/set/delete talk to sluice-controller
 // when one is configured (--controller, SLUICE_CONTROLLER or the config
-// file), and adds vm move, which only the controller does.
+// file), and adds vm move and vm xml, which only the controller does.
 func hookFleetVM(a *app, vm *cobra.Command) {
 	for _, name := range []string{"create", "list", "get", "set", "delete"} {
 		c, _, err := vm.Find([]string{name}) // Find keeps the order that suggestions follow; Commands sorts it
@@ -33,7 +33,7 @@ func hookFleetVM(a *app, vm *cobra.Command) {
 			fleetOr(a, c, func(cmd *cobra.Command, args []string) error { return fleetVMDelete(a, cmd, args[0]) }, nil, nil)
 		}
 	}
-	vm.AddCommand(newVMMoveCommand(a))
+	vm.AddCommand(newVMMoveCommand(a), newVMXMLCommand(a))
 }
 
 // fleetOr runs fleet instead of c's own action when a controller is

@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-gpu/sluice/api/controllerapi"
+)
+
+// newVMXMLCommand is "vm xml": a VM's libvirt XML from the controller.
+func newVMXMLCommand(a *app) *cobra.Command {
+	var whole bool
+	var image, typ string
+	var memoryMiB int64
+	cmd := &cobra.Command{
+		Use:   "xml NAME [--whole [--image DIR] [--memory MIB] [--type kvm|qemu]]",
+		Short: "Print a VM's libvirt XML from the controller: its <shmem> device, or a whole domain",
+		Long: `Ask sluice-controller for VM NAME's libvirt XML, built (by vmm-plugin/libvirt,
+as "sluicectl libvirt xml" builds it on the host) from the endpoint the VM's
+host reported: the <shmem> device to paste into the domain's <devices> on that
+host, or with --whole a whole domain that boots the guest image in --image
+(a directory on the host) directly, with the device, the VM's volume and its
+settings as metadata. A tenant gets its own VMs' only. Until the host has
+created the VM (at its next sync) the controller answers 409 conflict.`,
+		Example: `  sluicectl vm xml web
+  sluicectl vm xml web --whole --memory 512 > web.xml   # then, on the VM's host: virsh define web.xml`,
+		Args: argsNamed("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !whole {
+				for _, name := range []string{"image", "memory", "type"} {
+					if cmd.Flags().Changed(name) {
+						return usageErrorf("--%s needs --whole", name)
+					}
+				}
+			}
+			params := &controllerapi.GetVMDomainXMLParams{}
+			if whole {
+				params.Whole = &whole
+				if cmd.Flags().Changed("image") {
+					params.Image = &image
+				}
+				if cmd.Flags().Changed("memory") {
+					params.MemoryMib = &memoryMiB
+				}
+				if cmd.Flags().Changed("type") {
+					t := controllerapi.GetVMDomainXMLParamsType(typ)
+					if !t.Valid() {
+						return usageErrorf("--type %q: want kvm or qemu", typ)
+					}
+					params.Type = &t
+				}
+			}
+			cl, err := a.fleetClient()
+			if err != nil {
+				return err
+			}
+			res, err := cl.GetVMDomainXMLWithResponse(cmd.Context(), args[0], params)
+			if _, err := answer[struct{}](res, nil, err); err != nil {
+				return vmError(args[0], err)
+			}
+			_, err = cmd.OutOrStdout().Write(res.Body)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&whole, "whole", false, "print a whole domain instead of the <shmem> device")
+	f.StringVar(&image, "image", "", "with --whole: the guest image directory on the VM's host (default the controller's, /var/lib/sluice/guest)")
+	f.Int64Var(&memoryMiB, "memory", 0, "with --whole: guest memory in MiB (default 256)")
+	f.StringVar(&typ, "type", "", "with --whole: domain type kvm or qemu (default kvm)")
+	return cmd
+}
