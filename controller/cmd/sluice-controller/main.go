@@ -59,6 +59,7 @@ Flags:
 // config is what the flags say.
 type config struct {
 	listen, db, bootstrap, tlsCert, tlsKey string
+	metricsListen                          string
 	heartbeatTimeout                       time.Duration
 	placement                              placement.Policy
 	maxVMsPerGPU                           int
@@ -109,6 +110,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.listen, "listen", env("SLUICE_CONTROLLER_LISTEN", "127.0.0.1:7070"), "address to serve the API on (host:port)")
 	fs.StringVar(&cfg.db, "db", env("SLUICE_CONTROLLER_DB", "sqlite:sluice-controller.db"), "database: sqlite:PATH, or postgres://USER@HOST/DB?... (PostgreSQL, which several controllers behind one address may share)")
 	fs.StringVar(&cfg.bootstrap, "bootstrap-token", env("SLUICE_CONTROLLER_BOOTSTRAP_TOKEN", ""), "on an empty database, create an operator token with this secret (at least 16 characters); ignored once tokens exist")
+	fs.StringVar(&cfg.metricsListen, "metrics-listen", "", "also serve GET /metrics (Prometheus, no token) on this address (host:port); default none")
 	fs.StringVar(&cfg.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM; needs --tls-key)")
 	fs.StringVar(&cfg.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
 	fs.DurationVar(&cfg.heartbeatTimeout, "heartbeat-timeout", server.DefaultHeartbeatTimeout, "a host silent this long is marked down and its VMs flagged")
@@ -196,6 +198,13 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, ready chan<- strin
 		Placement: cfg.placement, Version: version, Log: log})
 	if err != nil {
 		return err
+	}
+	if cfg.metricsListen != "" {
+		stopMetrics, err := serveMetrics(cfg.metricsListen, srv.Metrics().Handler(), log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
 	}
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
