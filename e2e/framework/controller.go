@@ -15,12 +15,14 @@ import (
 	"github.com/onsi/gomega"
 )
 
-// Controller is a running sluice-controller on a SQLite database.
+// Controller is a running sluice-controller on a SQLite or a PostgreSQL
+// database.
 type Controller struct {
 	Addr     string
 	URL      string
 	Operator string // the bootstrap operator token
-	DB       string
+	DB       string // the SQLite file; "" on PostgreSQL
+	DBArg    string // --db
 	Args     []string
 	proc     *Proc
 	stopped  bool
@@ -34,12 +36,22 @@ func StartController(args ...string) *Controller {
 	dir, err := mkdirTemp("sluice-e2e-ctl-")
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	ginkgo.DeferCleanup(os.RemoveAll, dir)
+	db := filepath.Join(dir, "controller.db")
+	c := StartControllerOn("sqlite:"+db, args...)
+	c.DB = db
+	return c
+}
+
+// StartControllerOn is StartController on database db (a --db: sqlite:PATH
+// or postgres://...).
+func StartControllerOn(db string, args ...string) *Controller {
+	ginkgo.GinkgoHelper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	addr := ln.Addr().String()
 	ln.Close()
 	c := &Controller{Addr: addr, URL: "http://" + addr, Operator: "e2e-operator-secret-0123456789",
-		DB: filepath.Join(dir, "controller.db"), Args: args}
+		DBArg: db, Args: args}
 	c.run()
 	return c
 }
@@ -54,7 +66,7 @@ func (c *Controller) Restart() {
 
 func (c *Controller) run() {
 	ginkgo.GinkgoHelper()
-	c.proc = start(Bins().Controller, append([]string{"--listen", c.Addr, "--db", "sqlite:" + c.DB,
+	c.proc = start(Bins().Controller, append([]string{"--listen", c.Addr, "--db", c.DBArg,
 		"--bootstrap-token", c.Operator, "--log-level", "warn"}, c.Args...)...)
 	ginkgo.DeferCleanup(func() {
 		if !c.stopped {
@@ -83,6 +95,14 @@ func (c *Controller) Stop() {
 		fmt.Fprintf(ginkgo.GinkgoWriter, "sluice-controller stderr:\n%s", r.Stderr)
 	}
 	gomega.Expect(r.ExitCode).To(gomega.Equal(0), "sluice-controller should exit 0 on SIGTERM\n%s", r)
+}
+
+// Kill kills the controller with SIGKILL (a crash) and reaps it.
+func (c *Controller) Kill() {
+	ginkgo.GinkgoHelper()
+	c.stopped = true
+	c.proc.Signal(syscall.SIGKILL)
+	c.proc.WaitTimeout(stopTimeout)
 }
 
 // Ctl runs sluicectl against the controller with token.

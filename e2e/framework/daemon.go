@@ -128,6 +128,15 @@ func (d *Daemon) Stop() {
 	gomega.Expect(Sockets(d.Dir)).To(gomega.BeEmpty(), "sluiced should remove its sockets on exit")
 }
 
+// Kill kills the daemon with SIGKILL (a crash) and reaps it; its sockets
+// stay behind, as after a crash, for the next start to clear.
+func (d *Daemon) Kill() {
+	ginkgo.GinkgoHelper()
+	d.stopped = true
+	d.proc.Signal(syscall.SIGKILL)
+	d.proc.WaitTimeout(stopTimeout)
+}
+
 // Sockets lists the UNIX socket files under dir.
 func Sockets(dir string) []string {
 	ginkgo.GinkgoHelper()
