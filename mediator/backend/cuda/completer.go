@@ -139,6 +139,7 @@ func (b *Backend) sweep(out []delivery) []delivery {
 	defer b.sweeping.RUnlock()
 	now := b.now()
 	b.credit(now - b.lastSweep)
+	b.prevSweep = b.lastSweep
 	b.running, b.lastSweep = b.running[:0], now
 	for _, ch := range *b.chans.Load() {
 		var seq uint64
@@ -225,6 +226,12 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 				}
 				if c.Code == abi.OK {
 					c.Start, c.End, c.GPUNs = ch.startOf(it), it.endAt, int64(it.gpu)
+					if it.startAt == 0 && it.gpu == 0 {
+						// Never seen running: it ran between this sweep and
+						// the one before (its bill is End - Start, see
+						// backend.Completion.Busy), not since it was queued.
+						c.Start = max(c.Start, min(v.b.prevSweep, c.End))
+					}
 				}
 				ch.lastEnd = it.endAt
 			case dead:

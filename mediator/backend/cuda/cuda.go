@@ -72,6 +72,7 @@ type Backend struct {
 	// The completer's: when it last swept and what ran then (see credit),
 	// and the commands found past their VM's limit (watchdog.go).
 	lastSweep int64
+	prevSweep int64 // the sweep before the one in progress (completer)
 	running   []runRef
 	late      []lateRef
 }

@@ -1,6 +1,11 @@
 package cuda
 
-import "testing"
+import (
+	"testing"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+)
 
 func TestTruthIsTheUnionLessSwitchedOut(t *testing.T) {
 	for _, c := range []struct {
@@ -68,5 +73,30 @@ func TestCommandBehindALateRecordIsCredited(t *testing.T) {
 	}
 	if ch.find(2) != &ch.q[1] || ch.find(9) != nil {
 		t.Fatal("find")
+	}
+}
+
+// TestUnseenCommandBilledSinceTheLastSweep: a command that ran and ended
+// between two sweeps (never seen running, so credited nothing) is billed
+// from the sweep before (End - Start), not from when it was queued, which
+// would add its wait in the queue.
+func TestUnseenCommandBilledSinceTheLastSweep(t *testing.T) {
+	l := newBlockLayout(1, 8)
+	mem := make([]byte, l.size)
+	b := &Backend{epoch: time.Now().Add(-time.Second)}
+	v := &cudaVM{b: b, blk: newBlock(l, mem)}
+	ch := &channel{vm: v, base: v.blk.chanBase(0)}
+	w := &workerConn{}
+	ch.q = []item{{seq: 1, w: w, op: abi.OpNop, submitAt: 100}}
+	v.blk.store(l.codeOff(0, 1)+codeStamp, 1) // its code: OK
+	v.blk.store(ch.base+offStart, 1)
+	v.blk.store(ch.base+offEnd, 1)
+	b.prevSweep = 900_000_000
+	out, _ := ch.sweep(nil)
+	if len(out) != 1 || out[0].c.Code != abi.OK {
+		t.Fatalf("deliveries %+v, want one OK", out)
+	}
+	if c := out[0].c; c.Start != 900_000_000 || c.Busy() != c.End-900_000_000 {
+		t.Fatalf("start %d, busy %d: billed from its queueing, not the sweep before", c.Start, c.Busy())
 	}
 }
