@@ -167,7 +167,7 @@ func parseDB(db string) (dbSpec, error) {
 		}
 		return dbSpec{postgres: db}, nil
 	}
-	return dbSpec{}, fmt.Errorf("--db %q: want sqlite:PATH or postgres://...", db)
+	return dbSpec{}, fmt.Errorf("--db %q: want sqlite:PATH or a postgres:// URL", db)
 }
 
 // store is what serve needs of either store.
