@@ -12,7 +12,9 @@ import (
 )
 
 func TestInstrumentAndServe(t *testing.T) {
-	m := New(func(context.Context) (Fleet, error) { return Fleet{HostsUp: 2, HostsDown: 1, GPUs: 5, VMs: 4, VMsOnDownHosts: 1}, nil })
+	m := New(func(context.Context) (Fleet, error) {
+		return Fleet{HostsUp: 2, HostsDown: 1, GPUs: 5, VMs: 4, VMsOnDownHosts: 1}, nil
+	})
 	h := m.Instrument(func(r *http.Request) string { return map[string]string{"/a": "GET /a", "/b": "/"}[r.URL.Path] },
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/a" {

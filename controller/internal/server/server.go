@@ -24,9 +24,9 @@ import (
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/controllerapi"
-	"github.com/sluice-gpu/sluice/internal/ctlmetrics"
 	"github.com/sluice-gpu/sluice/controller/internal/fleet"
 	"github.com/sluice-gpu/sluice/controller/internal/placement"
+	"github.com/sluice-gpu/sluice/internal/ctlmetrics"
 )
 
 // Store is what the server needs of its persistence
