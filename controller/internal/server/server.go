@@ -11,8 +11,9 @@
 // field.
 //
 // Mutations that depend on capacity (create, move, a memory change, a
-// registration) run one at a time under a mutex: one controller process
-// owns its store.
+// registration) run one at a time: under a mutex in the process and, when
+// the store is shared by several controllers (CapacityLocker: PostgreSQL),
+// under its database-wide lock as well.
 package server
 
 import (
