@@ -81,8 +81,7 @@ func Handler(s Service) http.Handler {
 		st, err := s.Stats(r.Context())
 		reply(w, http.StatusOK)(withArrays(st), err)
 	})
-	// One snapshot per scrape, as /v1/stats (internal/hostmetrics).
-	mux.Handle("GET /metrics", hostmetrics.Handler(s.Stats, writeError))
+	handleMetrics(mux, s)
 	return mux
 }
 
@@ -91,8 +90,14 @@ func Handler(s Service) http.Handler {
 // routes stay on the UNIX socket, behind its credential check.
 func MetricsHandler(s Service) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", hostmetrics.Handler(s.Stats, writeError))
+	handleMetrics(mux, s)
 	return mux
+}
+
+// handleMetrics adds GET /metrics: one snapshot per scrape, as /v1/stats
+// (internal/hostmetrics).
+func handleMetrics(mux *http.ServeMux, s Service) {
+	mux.Handle("GET /metrics", hostmetrics.Handler(s.Stats, writeError))
 }
 
 // handleScheduling adds the routes that change how the GPU is shared.
