@@ -138,6 +138,6 @@
 // every instant: measured on an H100 with several saturating VMs, a VM's
 // bill is 8-99% above its kernels' own %globaltimer time (which leaves out
 // context switches). Under the mediator's turns (one VM's work on the GPU
-// at a time) nothing is split and bills were within -0.5 to +3.4% of it
+// at a time) nothing is split and bills were within -0.5 to +1.7% of it
 // (bench/results/h100-turns).
 package cuda
