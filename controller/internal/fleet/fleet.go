@@ -6,6 +6,7 @@
 package fleet
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -57,12 +58,48 @@ type Host struct {
 	GPUs          []GPU
 }
 
-// GPU is one GPU of a host as the host reported it.
+// GPU is one GPU of a host as the host reported it. The PCI fields are what
+// the host read from sysfs (mediator/internal/gpuinv); a host that declares
+// its GPUs leaves them absent: "" and nil, which is not 0.
 type GPU struct {
-	Host        string
-	Index       int
-	Model       string
-	MemoryBytes int64
+	Host          string
+	Index         int
+	Model         string
+	MemoryBytes   int64
+	PCIAddress    string // DDDD:BB:DD.F
+	NUMANode      *int
+	Driver        string
+	IOMMUGroup    *int
+	SRIOVTotalVFs *int
+	SRIOVNumVFs   *int
+	VFs           []VF
+}
+
+// VF is a virtual function of an SR-IOV GPU.
+type VF struct {
+	Address string `json:"address"`
+	Driver  string `json:"driver,omitempty"`
+}
+
+// EncodeVFs is how the stores keep a GPU's VFs: a JSON array ("[]" for none).
+func EncodeVFs(vfs []VF) string {
+	if len(vfs) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(vfs) // strings only: cannot fail
+	return string(b)
+}
+
+// DecodeVFs reads what EncodeVFs wrote; none is nil.
+func DecodeVFs(s string) ([]VF, error) {
+	var vfs []VF
+	if err := json.Unmarshal([]byte(s), &vfs); err != nil {
+		return nil, fmt.Errorf("a GPU's VFs %q: %w", s, err)
+	}
+	if len(vfs) == 0 {
+		return nil, nil
+	}
+	return vfs, nil
 }
 
 // VM is a VM's desired settings and place.

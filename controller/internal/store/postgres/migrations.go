@@ -70,4 +70,13 @@ var migrations = []string{
 		target TEXT NOT NULL,
 		detail TEXT NOT NULL
 	);`,
+	// 2: the GPUs' PCI inventory read from sysfs (issue 13); NULL or '':
+	// absent (a declared GPU), which is not 0.
+	`ALTER TABLE gpus ADD COLUMN pci_address TEXT NOT NULL DEFAULT '';
+	ALTER TABLE gpus ADD COLUMN numa_node INTEGER;
+	ALTER TABLE gpus ADD COLUMN driver TEXT NOT NULL DEFAULT '';
+	ALTER TABLE gpus ADD COLUMN iommu_group INTEGER;
+	ALTER TABLE gpus ADD COLUMN sriov_totalvfs INTEGER;
+	ALTER TABLE gpus ADD COLUMN sriov_numvfs INTEGER;
+	ALTER TABLE gpus ADD COLUMN vfs TEXT NOT NULL DEFAULT '[]';`,
 }

@@ -27,9 +27,14 @@ func (s *Store) RegisterHost(ctx context.Context, h fleet.Host, ev fleet.Event) 
 		keep := map[int]bool{}
 		for _, g := range h.GPUs {
 			keep[g.Index] = true
-			_, err := tx.ExecContext(ctx, `INSERT INTO gpus (host, idx, model, memory_bytes) VALUES (?, ?, ?, ?)
-				ON CONFLICT (host, idx) DO UPDATE SET model = excluded.model, memory_bytes = excluded.memory_bytes`,
-				h.Name, g.Index, g.Model, g.MemoryBytes)
+			_, err := tx.ExecContext(ctx, `INSERT INTO gpus (host, idx, model, memory_bytes, pci_address, numa_node, driver,
+				iommu_group, sriov_totalvfs, sriov_numvfs, vfs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				ON CONFLICT (host, idx) DO UPDATE SET model = excluded.model, memory_bytes = excluded.memory_bytes,
+				pci_address = excluded.pci_address, numa_node = excluded.numa_node, driver = excluded.driver,
+				iommu_group = excluded.iommu_group, sriov_totalvfs = excluded.sriov_totalvfs,
+				sriov_numvfs = excluded.sriov_numvfs, vfs = excluded.vfs`,
+				h.Name, g.Index, g.Model, g.MemoryBytes, g.PCIAddress, nullInt(g.NUMANode), g.Driver,
+				nullInt(g.IOMMUGroup), nullInt(g.SRIOVTotalVFs), nullInt(g.SRIOVNumVFs), fleet.EncodeVFs(g.VFs))
 			if err != nil {
 				return fmt.Errorf("storing GPU %d of host %q: %w", g.Index, h.Name, err)
 			}
@@ -147,19 +152,44 @@ func (s *Store) hosts(ctx context.Context, name string) ([]fleet.Host, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("listing hosts: %w", err)
 	}
-	rows, err = s.db.QueryContext(ctx, `SELECT host, idx, model, memory_bytes FROM gpus WHERE ? = '' OR host = ? ORDER BY host, idx`, name, name)
+	rows, err = s.db.QueryContext(ctx, `SELECT host, idx, model, memory_bytes, pci_address, numa_node, driver, iommu_group,
+		sriov_totalvfs, sriov_numvfs, vfs FROM gpus WHERE ? = '' OR host = ? ORDER BY host, idx`, name, name)
 	if err != nil {
 		return nil, fmt.Errorf("listing GPUs: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var g fleet.GPU
-		if err := rows.Scan(&g.Host, &g.Index, &g.Model, &g.MemoryBytes); err != nil {
+		var numa, group, total, num sql.NullInt64
+		var vfs string
+		if err := rows.Scan(&g.Host, &g.Index, &g.Model, &g.MemoryBytes, &g.PCIAddress, &numa, &g.Driver, &group,
+			&total, &num, &vfs); err != nil {
 			return nil, fmt.Errorf("reading a GPU: %w", err)
+		}
+		g.NUMANode, g.IOMMUGroup, g.SRIOVTotalVFs, g.SRIOVNumVFs = intPtr(numa), intPtr(group), intPtr(total), intPtr(num)
+		if g.VFs, err = fleet.DecodeVFs(vfs); err != nil {
+			return nil, fmt.Errorf("reading GPU %d of host %q: %w", g.Index, g.Host, err)
 		}
 		if i, ok := index[g.Host]; ok {
 			out[i].GPUs = append(out[i].GPUs, g)
 		}
 	}
 	return out, rows.Err()
+}
+
+// nullInt is an optional integer as a column: NULL when absent.
+func nullInt(p *int) sql.NullInt64 {
+	if p == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: int64(*p), Valid: true}
+}
+
+// intPtr is a nullable column as an optional integer.
+func intPtr(n sql.NullInt64) *int {
+	if !n.Valid {
+		return nil
+	}
+	v := int(n.Int64)
+	return &v
 }

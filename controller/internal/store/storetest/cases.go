@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -94,6 +95,40 @@ func testRegisterHostKeepsPlacedGPUs(t *testing.T, db DB) {
 	h, _ = s.Host(ctx, "h1")
 	if len(h.GPUs) != 1 || h.GPUs[0].Index != 1 || h.GPUs[0].MemoryBytes != 300 || !h.Registered.Equal(t0) {
 		t.Fatalf("host after re-register: %+v", h)
+	}
+}
+
+// testGPUInventoryFields: the PCI fields a host read from sysfs come back as
+// stored, absent ("" and nil) apart from 0, and a registration replaces them.
+func testGPUInventoryFields(t *testing.T, db DB) {
+	s := db.Open(t)
+	ctx := context.Background()
+	n := func(v int) *int { return &v }
+	h := hostWithGPUs("h1", 100, 200, 300)
+	h.GPUs[0].PCIAddress, h.GPUs[0].NUMANode, h.GPUs[0].Driver, h.GPUs[0].IOMMUGroup = "0000:41:00.0", n(1), "nvidia", n(40)
+	h.GPUs[0].SRIOVTotalVFs, h.GPUs[0].SRIOVNumVFs = n(16), n(2)
+	h.GPUs[0].VFs = []fleet.VF{{Address: "0000:41:00.4", Driver: "vfio-pci"}, {Address: "0000:41:00.5"}}
+	h.GPUs[1].PCIAddress, h.GPUs[1].NUMANode, h.GPUs[1].IOMMUGroup = "0000:c1:00.0", n(0), n(0)
+	h.GPUs[1].SRIOVTotalVFs, h.GPUs[1].SRIOVNumVFs = n(0), n(0)
+	// GPU 2: declared, nothing from sysfs.
+	if err := s.RegisterHost(ctx, h, ev("host.register", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Host(ctx, "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.GPUs, h.GPUs) {
+		t.Fatalf("GPUs\n%+v\nwant\n%+v", got.GPUs, h.GPUs)
+	}
+	// Registering again replaces them: GPU 0 now declared.
+	h2 := hostWithGPUs("h1", 100, 200, 300)
+	if err := s.RegisterHost(ctx, h2, ev("host.register", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	hosts, err := s.ListHosts(ctx)
+	if err != nil || len(hosts) != 1 || !reflect.DeepEqual(hosts[0].GPUs, h2.GPUs) {
+		t.Fatalf("hosts %+v, %v: want GPUs %+v", hosts, err, h2.GPUs)
 	}
 }
 

@@ -42,6 +42,7 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"MigrationsApplyOnceAndSurviveReopen", testMigrationsApplyOnceAndSurviveReopen},
 		{"TokensRevokeOnceAndLookUpByHash", testTokensRevokeOnceAndLookUpByHash},
 		{"RegisterHostKeepsPlacedGPUs", testRegisterHostKeepsPlacedGPUs},
+		{"GPUInventoryFields", testGPUInventoryFields},
 		{"HeartbeatAndMarkDown", testHeartbeatAndMarkDown},
 		{"UsageIngestionIsIdempotentAcrossReopen", testUsageIngestionIsIdempotentAcrossReopen},
 		{"UpdateAndDeleteVM", testUpdateAndDeleteVM},
