@@ -207,21 +207,61 @@ type Event struct {
 
 // GPU defines model for GPU.
 type GPU struct {
-	Host        string `json:"host"`
-	Index       int    `json:"index"`
-	MemoryBytes int64  `json:"memory_bytes"`
+	// Driver The driver the PCI function is bound to; absent when none.
+	Driver *string `json:"driver,omitempty"`
+	Host   string  `json:"host"`
+	Index  int     `json:"index"`
+
+	// IommuGroup IOMMU group; absent without an IOMMU (no iommu_group link).
+	IommuGroup  *int  `json:"iommu_group,omitempty"`
+	MemoryBytes int64 `json:"memory_bytes"`
 
 	// MemoryPlacedBytes The memory quotas of the VMs placed on it, added up.
 	MemoryPlacedBytes int64  `json:"memory_placed_bytes"`
 	Model             string `json:"model"`
-	Vms               int    `json:"vms"`
+
+	// NumaNode NUMA node; absent when sysfs shows none (-1) or the GPU was declared.
+	NumaNode *int `json:"numa_node,omitempty"`
+
+	// PciAddress PCI address (DDDD:BB:DD.F), as the host read it from sysfs; absent for a declared GPU.
+	PciAddress *string `json:"pci_address,omitempty"`
+
+	// SriovNumvfs SR-IOV virtual functions enabled; absent as sriov_totalvfs.
+	SriovNumvfs *int `json:"sriov_numvfs,omitempty"`
+
+	// SriovTotalvfs SR-IOV virtual functions the device supports; absent when it is not an SR-IOV physical function (not the same as 0).
+	SriovTotalvfs *int `json:"sriov_totalvfs,omitempty"`
+
+	// Vfs The enabled virtual functions.
+	Vfs *[]PCIVF `json:"vfs,omitempty"`
+	Vms int      `json:"vms"`
 }
 
 // GPUReport defines model for GPUReport.
 type GPUReport struct {
-	Index       int    `json:"index"`
+	// Driver The driver the PCI function is bound to; absent when none.
+	Driver *string `json:"driver,omitempty"`
+	Index  int     `json:"index"`
+
+	// IommuGroup IOMMU group; absent without an IOMMU (no iommu_group link).
+	IommuGroup  *int   `json:"iommu_group,omitempty"`
 	MemoryBytes int64  `json:"memory_bytes"`
 	Model       string `json:"model"`
+
+	// NumaNode NUMA node; absent when sysfs shows none (-1) or the GPU was declared.
+	NumaNode *int `json:"numa_node,omitempty"`
+
+	// PciAddress PCI address (DDDD:BB:DD.F), as the host read it from sysfs; absent for a declared GPU.
+	PciAddress *string `json:"pci_address,omitempty"`
+
+	// SriovNumvfs SR-IOV virtual functions enabled; absent as sriov_totalvfs.
+	SriovNumvfs *int `json:"sriov_numvfs,omitempty"`
+
+	// SriovTotalvfs SR-IOV virtual functions the device supports; absent when it is not an SR-IOV physical function (not the same as 0).
+	SriovTotalvfs *int `json:"sriov_totalvfs,omitempty"`
+
+	// Vfs The enabled virtual functions.
+	Vfs *[]PCIVF `json:"vfs,omitempty"`
 }
 
 // Host defines model for Host.
@@ -270,6 +310,15 @@ type NewToken struct {
 	// Secret The bearer token. Only its hash is stored; it is shown this once.
 	Secret string `json:"secret"`
 	Token  Token  `json:"token"`
+}
+
+// PCIVF defines model for PCIVF.
+type PCIVF struct {
+	// Address The virtual function's PCI address.
+	Address string `json:"address"`
+
+	// Driver The driver it is bound to; absent when none.
+	Driver *string `json:"driver,omitempty"`
 }
 
 // Placement spread puts a VM on the GPU with the fewest VMs, pack on the fullest that still has room.

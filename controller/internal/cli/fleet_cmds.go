@@ -109,7 +109,7 @@ func newGPUCommand(a *app) *cobra.Command {
 	list := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List GPUs: HOST GPU MODEL MEMORY PLACED VMS (PLACED: the memory quotas of the VMs on it)",
+		Short:   "List GPUs: HOST GPU MODEL MEMORY PLACED VMS PCI NUMA DRIVER IOMMU SR-IOV VFS (PLACED: the memory quotas of the VMs on it; SR-IOV: enabled/total VFs; -: absent)",
 		Args:    argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.fleetClient()

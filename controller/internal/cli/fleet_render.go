@@ -40,13 +40,48 @@ func RenderHostTable(hosts []controllerapi.Host) string {
 // RenderGPUTable renders GPUs as the "gpu list" table.
 func RenderGPUTable(gpus []controllerapi.GPU) string {
 	cols := []column{{title: "HOST"}, {title: "GPU", right: true}, {title: "MODEL"}, {title: "MEMORY", right: true},
-		{title: "PLACED", right: true}, {title: "VMS", right: true}}
+		{title: "PLACED", right: true}, {title: "VMS", right: true}, {title: "PCI"}, {title: "NUMA", right: true},
+		{title: "DRIVER"}, {title: "IOMMU", right: true}, {title: "SR-IOV"}, {title: "VFS"}}
 	rows := make([][]string, 0, len(gpus))
 	for _, g := range gpus {
+		sriov := "-" // not an SR-IOV physical function (or declared)
+		if g.SriovTotalvfs != nil || g.SriovNumvfs != nil {
+			sriov = optInt(g.SriovNumvfs) + "/" + optInt(g.SriovTotalvfs)
+		}
+		vfs := "-"
+		if g.Vfs != nil && len(*g.Vfs) > 0 {
+			var b strings.Builder
+			for i, vf := range *g.Vfs {
+				if i > 0 {
+					b.WriteString(",")
+				}
+				b.WriteString(clean(vf.Address))
+				if vf.Driver != nil {
+					b.WriteString("(" + clean(*vf.Driver) + ")")
+				}
+			}
+			vfs = b.String()
+		}
 		rows = append(rows, []string{clean(g.Host), strconv.Itoa(g.Index), clean(g.Model), memCell(g.MemoryBytes),
-			memCell(g.MemoryPlacedBytes), strconv.Itoa(g.Vms)})
+			memCell(g.MemoryPlacedBytes), strconv.Itoa(g.Vms), optStr(g.PciAddress), optInt(g.NumaNode),
+			optStr(g.Driver), optInt(g.IommuGroup), sriov, vfs})
 	}
 	return renderTable(cols, rows)
+}
+
+// optInt and optStr show an absent field as "-" (apart from 0).
+func optInt(p *int) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.Itoa(*p)
+}
+
+func optStr(p *string) string {
+	if p == nil || *p == "" {
+		return "-"
+	}
+	return clean(*p)
 }
 
 // RenderFleetVMTable renders the controller's VMs as the "vm list" table.

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -309,10 +310,23 @@ func TestRegisterHostInventory(t *testing.T) {
 		`{"gpus":[]}`:     "address",
 		`{"address":"a","gpus":[{"index":0,"model":"m","memory_bytes":1},{"index":0,"model":"m","memory_bytes":1}]}`: "gpus[1].index",
 		`{"address":"a","gpus":[{"index":0,"model":"m","memory_bytes":0}]}`:                                          "gpus[0].memory_bytes",
+		`{"address":"a","gpus":[{"index":0,"model":"m","memory_bytes":1,"numa_node":-1}]}`:                           "gpus[0].numa_node",
+		`{"address":"a","gpus":[{"index":0,"model":"m","memory_bytes":1,"vfs":[{"address":""}]}]}`:                   "gpus[0].vfs[0].address",
 	} {
 		if r := e.do("PUT", "/v1/hosts/h1", e.h1, body); r.status != 400 || r.field() != field {
 			t.Errorf("PUT %s: %d %s, want 400 naming %q", body, r.status, r.body, field)
 		}
+	}
+	// The sysfs fields come back as reported; absent stays absent, 0 stays 0.
+	e.must(200, "PUT", "/v1/hosts/h1", e.h1, `{"address":"a","gpus":[{"index":0,"model":"H100","memory_bytes":1,`+
+		`"pci_address":"0000:41:00.0","numa_node":0,"driver":"nvidia","iommu_group":40,"sriov_totalvfs":16,"sriov_numvfs":2,`+
+		`"vfs":[{"address":"0000:41:00.4","driver":"vfio-pci"},{"address":"0000:41:00.5"}]}]}`, &h)
+	var gpus []controllerapi.GPU
+	e.must(200, "GET", "/v1/gpus", e.op, "", &gpus)
+	if b, _ := json.Marshal(gpus); string(b) != `[{"driver":"nvidia","host":"h1","index":0,"iommu_group":40,"memory_bytes":1,`+
+		`"memory_placed_bytes":0,"model":"H100","numa_node":0,"pci_address":"0000:41:00.0","sriov_numvfs":2,"sriov_totalvfs":16,`+
+		`"vfs":[{"address":"0000:41:00.4","driver":"vfio-pci"},{"address":"0000:41:00.5"}],"vms":1}]` {
+		t.Errorf("GET /v1/gpus: %s", b)
 	}
 	if r := e.do("PUT", "/v1/hosts/bad%20name", e.op, `{"address":"a","gpus":[]}`); r.status != 400 || r.field() != "name" {
 		t.Errorf("bad host name: %d %s", r.status, r.body)

@@ -86,8 +86,59 @@ func (v *fleetView) apiHost(h fleet.Host) controllerapi.Host {
 
 func (v *fleetView) apiGPU(g fleet.GPU) controllerapi.GPU {
 	sl := v.slots[[2]any{g.Host, g.Index}]
-	return controllerapi.GPU{Host: g.Host, Index: g.Index, Model: g.Model, MemoryBytes: g.MemoryBytes,
-		MemoryPlacedBytes: sl.MemoryPlaced, Vms: sl.VMs}
+	out := controllerapi.GPU{Host: g.Host, Index: g.Index, Model: g.Model, MemoryBytes: g.MemoryBytes,
+		MemoryPlacedBytes: sl.MemoryPlaced, Vms: sl.VMs, PciAddress: optString(g.PCIAddress), NumaNode: g.NUMANode,
+		Driver: optString(g.Driver), IommuGroup: g.IOMMUGroup, SriovTotalvfs: g.SRIOVTotalVFs, SriovNumvfs: g.SRIOVNumVFs}
+	if len(g.VFs) > 0 {
+		vfs := make([]controllerapi.PCIVF, len(g.VFs))
+		for i, vf := range g.VFs {
+			vfs[i] = controllerapi.PCIVF{Address: vf.Address, Driver: optString(vf.Driver)}
+		}
+		out.Vfs = &vfs
+	}
+	return out
+}
+
+// optString is an optional string of the API: absent when empty.
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// gpuFromReport is a host's GPU report in the fleet's terms, or an error
+// naming the offending field (field is "gpus[i]").
+func gpuFromReport(host, field string, g controllerapi.GPUReport) (fleet.GPU, error) {
+	out := fleet.GPU{Host: host, Index: g.Index, Model: g.Model, MemoryBytes: g.MemoryBytes,
+		NUMANode: g.NumaNode, IOMMUGroup: g.IommuGroup, SRIOVTotalVFs: g.SriovTotalvfs, SRIOVNumVFs: g.SriovNumvfs}
+	if g.PciAddress != nil {
+		out.PCIAddress = *g.PciAddress
+	}
+	if g.Driver != nil {
+		out.Driver = *g.Driver
+	}
+	for _, f := range []struct {
+		name string
+		p    *int
+	}{{"numa_node", g.NumaNode}, {"iommu_group", g.IommuGroup}, {"sriov_totalvfs", g.SriovTotalvfs}, {"sriov_numvfs", g.SriovNumvfs}} {
+		if name, p := f.name, f.p; p != nil && *p < 0 {
+			return out, invalid(field+"."+name, "field %s.%s: want at least 0 (absent when unknown)", field, name)
+		}
+	}
+	if g.Vfs != nil {
+		for j, vf := range *g.Vfs {
+			if vf.Address == "" {
+				return out, invalid(fmt.Sprintf("%s.vfs[%d].address", field, j), "field %s.vfs[%d].address is required", field, j)
+			}
+			v := fleet.VF{Address: vf.Address}
+			if vf.Driver != nil {
+				v.Driver = *vf.Driver
+			}
+			out.VFs = append(out.VFs, v)
+		}
+	}
+	return out, nil
 }
 
 // ListHosts lists every host (operator).
@@ -196,7 +247,11 @@ func (s *Server) RegisterHost(w http.ResponseWriter, r *http.Request, name strin
 				return controllerapi.Host{}, invalid(field+".model", "field %s.model is required", field)
 			}
 			seen[g.Index] = true
-			h.GPUs = append(h.GPUs, fleet.GPU{Host: name, Index: g.Index, Model: g.Model, MemoryBytes: g.MemoryBytes})
+			gpu, err := gpuFromReport(name, field, g)
+			if err != nil {
+				return controllerapi.Host{}, err
+			}
+			h.GPUs = append(h.GPUs, gpu)
 		}
 		unlock, err := s.lockCapacity(ctx)
 		if err != nil {

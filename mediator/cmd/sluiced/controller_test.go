@@ -22,13 +22,16 @@ func TestControllerFlags(t *testing.T) {
 		"--controller http://c:7070": "--controller-token",
 		"--controller http://c:7070 --controller-token T --controller-gpus H100":                        "MODEL:SIZE",
 		"--controller http://c:7070 --controller-token T --controller-interval 1ms":                     "at least 100ms",
+		"--controller http://c:7070 --controller-token T --controller-gpu-memory lots":                  "--controller-gpu-memory",
 		"--controller http://c:7070 --controller-token T --controller-host= --controller-gpus sim:1GiB": "--controller-host",
 	} {
 		if _, _, _, err := parseAll(append(base, strings.Fields(args)...)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error about %s", args, err, want)
 		}
 	}
-	cfg, _, ctl, err = parseAll(append(base, "--controller", "http://c:7070", "--controller-token", "T", "--controller-host", "gpu1"))
+	// No GPU in sysfs (a tree without a PCI bus): the default inventory.
+	cfg, _, ctl, err = parseAll(append(base, "--controller", "http://c:7070", "--controller-token", "T", "--controller-host", "gpu1",
+		"--controller-sysfs", dir))
 	if err != nil {
 		t.Fatal(err)
 	}

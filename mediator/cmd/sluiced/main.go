@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-gpu/sluice/api/controllerapi"
 	"github.com/sluice-gpu/sluice/mediator/backend"
 	_ "github.com/sluice-gpu/sluice/mediator/backend/cuda"
 	_ "github.com/sluice-gpu/sluice/mediator/backend/null"
@@ -100,6 +101,7 @@ func parseFlags(args []string) (daemon.Config, slog.Level, error) {
 // controllerFlags are the --controller* flags: how sluiced joins a fleet.
 type controllerFlags struct {
 	url, token, host, address, gpus string
+	gpuMemory, sysfs                string // for GPUs discovered in sysfs, without --controller-gpus
 	interval                        time.Duration
 	metricsListen                   string // --metrics-listen; not a controller flag, but parsed with them
 }
@@ -110,12 +112,39 @@ func (c controllerFlags) agentConfig(cfg daemon.Config, log *slog.Logger) (fleet
 	if c.url == "" {
 		return fleetagent.Config{}, false, nil
 	}
-	gpus, err := fleetagent.ParseGPUs(c.gpus)
+	gpus, err := c.inventory(cfg.Backend, log)
 	if err != nil {
-		return fleetagent.Config{}, false, fmt.Errorf("--controller-gpus: %w", err)
+		return fleetagent.Config{}, false, err
 	}
 	return fleetagent.Config{Controller: c.url, Token: c.token, Host: c.host, Address: c.address, Version: daemon.Version,
 		GPUs: gpus, StatePath: filepath.Join(cfg.StateDir, "controller-agent.json"), Interval: c.interval, Log: log}, true, nil
+}
+
+// inventory is the GPU inventory reported to the controller: the declared
+// one (--controller-gpus) wins; without it, the GPUs found in sysfs with
+// --controller-gpu-memory each; none found (or sysfs unreadable): one GPU
+// named after the backend with 1GiB, as before discovery.
+func (c controllerFlags) inventory(backend string, log *slog.Logger) ([]controllerapi.GPUReport, error) {
+	if c.gpus != "" {
+		gpus, err := fleetagent.ParseGPUs(c.gpus)
+		if err != nil {
+			return nil, fmt.Errorf("--controller-gpus: %w", err)
+		}
+		return gpus, nil
+	}
+	mem, err := fleetagent.ParseSize(c.gpuMemory)
+	if err != nil {
+		return nil, fmt.Errorf("--controller-gpu-memory: %w", err)
+	}
+	gpus, err := fleetagent.DiscoverGPUs(c.sysfs, mem)
+	if err != nil {
+		log.Warn("reading the GPU inventory from sysfs failed; reporting the default one", "sysfs", c.sysfs, "err", err)
+	}
+	if len(gpus) > 0 {
+		log.Info("GPU inventory read from sysfs", "sysfs", c.sysfs, "gpus", len(gpus), "memory_each", mem)
+		return gpus, nil
+	}
+	return fleetagent.ParseGPUs(backend + ":1GiB")
 }
 
 func parseAll(args []string) (daemon.Config, slog.Level, controllerFlags, error) {
@@ -159,7 +188,9 @@ func parseAll(args []string) (daemon.Config, slog.Level, controllerFlags, error)
 	fs.StringVar(&ctl.token, "controller-token", env("SLUICE_CONTROLLER_TOKEN", ""), "the controller's host token for --controller-host (prefer the environment variable)")
 	fs.StringVar(&ctl.host, "controller-host", hostname, "this host's name at the controller")
 	fs.StringVar(&ctl.address, "controller-address", hostname, "where operators reach this host, as the controller shows it")
-	fs.StringVar(&ctl.gpus, "controller-gpus", "", "the GPU inventory reported to the controller: MODEL:SIZE,... (default: one GPU named after --backend with 1GiB)")
+	fs.StringVar(&ctl.gpus, "controller-gpus", "", "the GPU inventory reported to the controller: MODEL:SIZE,... (default: the GPUs read from --controller-sysfs, or with none, one GPU named after --backend with 1GiB)")
+	fs.StringVar(&ctl.gpuMemory, "controller-gpu-memory", "1GiB", "without --controller-gpus, the memory reported for each GPU read from sysfs (sysfs does not tell it)")
+	fs.StringVar(&ctl.sysfs, "controller-sysfs", "/sys", "without --controller-gpus, the sysfs mount the GPU inventory is read from")
 	fs.DurationVar(&ctl.interval, "controller-interval", 10*time.Second, "how often to heartbeat, apply the controller's VMs and push usage")
 	fs.StringVar(&ctl.metricsListen, "metrics-listen", "", "also serve GET /metrics on this TCP address (host:port) for Prometheus; default none (the host API socket serves it too)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -174,9 +205,6 @@ func parseAll(args []string) (daemon.Config, slog.Level, controllerFlags, error)
 	if fs.NArg() > 0 {
 		return cfg, 0, ctl, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
 	}
-	if ctl.gpus == "" {
-		ctl.gpus = cfg.Backend + ":1GiB"
-	}
 	if ctl.url != "" {
 		if ctl.token == "" {
 			return cfg, 0, ctl, errors.New("--controller needs --controller-token (or SLUICE_CONTROLLER_TOKEN)")
@@ -187,8 +215,12 @@ func parseAll(args []string) (daemon.Config, slog.Level, controllerFlags, error)
 		if ctl.interval < 100*time.Millisecond {
 			return cfg, 0, ctl, errors.New("--controller-interval: at least 100ms")
 		}
-		if _, err := fleetagent.ParseGPUs(ctl.gpus); err != nil {
-			return cfg, 0, ctl, fmt.Errorf("--controller-gpus: %w", err)
+		if ctl.gpus != "" {
+			if _, err := fleetagent.ParseGPUs(ctl.gpus); err != nil {
+				return cfg, 0, ctl, fmt.Errorf("--controller-gpus: %w", err)
+			}
+		} else if _, err := fleetagent.ParseSize(ctl.gpuMemory); err != nil {
+			return cfg, 0, ctl, fmt.Errorf("--controller-gpu-memory: %w", err)
 		}
 	}
 	var err error

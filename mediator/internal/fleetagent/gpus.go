@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sluice-gpu/sluice/api/controllerapi"
+	"github.com/sluice-gpu/sluice/mediator/internal/gpuinv"
 )
 
 // ParseGPUs reads a GPU inventory as sluiced --controller-gpus takes it:
@@ -43,3 +44,38 @@ func parseSize(s string) (int64, error) {
 	}
 	return n << shift, nil
 }
+
+// DiscoverGPUs reads the host's GPUs from sysfs under root (gpuinv), indexed
+// in PCI address order, each reported with memoryBytes: sysfs does not tell
+// an NVIDIA GPU's memory (see gpuinv), so the operator sets it
+// (--controller-gpu-memory). None found is an empty list.
+func DiscoverGPUs(root string, memoryBytes int64) ([]controllerapi.GPUReport, error) {
+	gpus, err := gpuinv.Discover(root)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]controllerapi.GPUReport, 0, len(gpus))
+	for i, g := range gpus {
+		r := controllerapi.GPUReport{Index: i, Model: g.Model, MemoryBytes: memoryBytes, PciAddress: &g.Address,
+			NumaNode: g.NUMANode, IommuGroup: g.IOMMUGroup, SriovTotalvfs: g.SRIOVTotalVFs, SriovNumvfs: g.SRIOVNumVFs}
+		if g.Driver != "" {
+			r.Driver = &g.Driver
+		}
+		if len(g.VFs) > 0 {
+			vfs := make([]controllerapi.PCIVF, len(g.VFs))
+			for j, vf := range g.VFs {
+				vfs[j] = controllerapi.PCIVF{Address: vf.Address}
+				if vf.Driver != "" {
+					vfs[j].Driver = &vf.Driver
+				}
+			}
+			r.Vfs = &vfs
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// ParseSize reads a size as --controller-gpus takes it: bytes, or with a
+// KiB, MiB, GiB or TiB suffix.
+func ParseSize(s string) (int64, error) { return parseSize(s) }
