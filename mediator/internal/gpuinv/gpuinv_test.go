@@ -65,6 +65,13 @@ func TestRecordedTrees(t *testing.T) {
 			Model: "NVIDIA H100 80GB HBM3", NUMANode: nil, Driver: "nvidia", IOMMUGroup: nil,
 			SRIOVTotalVFs: nil, SRIOVNumVFs: nil, VFs: nil,
 		}}},
+		// Recorded on the GPU machine itself (record.sh /sys, 2026-11-24): the
+		// H100 passed through to a KVM guest, among its six other functions.
+		{"h100-host.tar", []GPU{{
+			Address: "0000:00:06.0", Vendor: 0x10de, Device: 0x2330, Class: 0x030200,
+			Model: "NVIDIA H100 80GB HBM3", NUMANode: nil, Driver: "nvidia", IOMMUGroup: nil,
+			SRIOVTotalVFs: nil, SRIOVNumVFs: nil, VFs: nil,
+		}}},
 		// The build machine has no GPU: an Intel host bridge (class 0x0600) and virtio functions.
 		{"build-vm.tar", nil},
 		{"synthetic-sriov.tar", []GPU{
