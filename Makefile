@@ -15,6 +15,7 @@ BENCHTIME    ?= 2s
 # The PostgreSQL store's tests and e2e specs start a throwaway server from
 # Debian's postgresql package; 1: fail without it (0: skip).
 REQUIRE_POSTGRES ?= 1
+REQUIRE_SCHEMATHESIS ?= 1
 
 .PHONY: help generate build sluiced sluice-proxy ptx sluicectl sluice-controller sluice-agent sluice-init sluice-libvirt-hook guest-image test unit fuzz vet lint demo bench bench-gpu clean
 
@@ -61,7 +62,7 @@ vet: ## go vet and gofmt
 	$(GO) vet ./...
 
 unit: ## unit and integration tests (with the race detector; the e2e suite runs on its own: make e2e)
-	SLUICE_REQUIRE_POSTGRES=$(REQUIRE_POSTGRES) $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/e2e$$')
+	SLUICE_REQUIRE_POSTGRES=$(REQUIRE_POSTGRES) SLUICE_REQUIRE_SCHEMATHESIS=$(REQUIRE_SCHEMATHESIS) $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/e2e$$')
 
 fuzz: ## run every fuzz target for FUZZTIME (default 3s); a finding fails, an engine hiccup is retried once
 	GO=$(GO) FUZZTIME=$(FUZZTIME) deploy/fuzz.sh
