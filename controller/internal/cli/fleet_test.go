@@ -240,3 +240,55 @@ func TestFleetFlagsNeedTheRightTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetTop: top with a controller shows the hosts and each VM's rates
+// over the last --window of the usage its host reported, prorating an
+// interval the window cuts; a tenant sees its VMs without the hosts.
+func TestFleetTop(t *testing.T) {
+	c := startController(t)
+	mustOK(t, c.ctl(c.op, "vm", "create", "web", "--tenant", "acme"), "vm create")
+	mustOK(t, c.ctl(c.op, "vm", "create", "idle", "--tenant", "acme"), "vm create")
+	end := time.Now().Truncate(time.Second)
+	k := int64(600)
+	// 60 s of reports for web: 30 s at 50% of a GPU, then 30 s at 10%; a
+	// 30 s window sees the 10% stretch only.
+	res, err := c.api.IngestUsageWithResponse(context.Background(), controllerapi.IngestUsageRequest{Host: "h1", Intervals: []controllerapi.UsageInterval{
+		{Vm: "web", Seq: 1, Start: end.Add(-60 * time.Second), End: end.Add(-30 * time.Second), GpuNs: int64(15 * time.Second), Kernels: &k},
+		{Vm: "web", Seq: 2, Start: end.Add(-30 * time.Second), End: end, GpuNs: int64(3 * time.Second), Kernels: &k},
+	}})
+	if err != nil || res.StatusCode() != 200 {
+		t.Fatalf("ingest: %v %s", err, res.Body)
+	}
+	out := mustOK(t, c.ctl(c.op, "top", "--once", "--window", "30s"), "top")
+	if !strings.Contains(out, "2 VMs") || !strings.Contains(out, "HOST  STATE") || !strings.Contains(out, "h1    up") {
+		t.Fatalf("top's header and hosts:\n%s", out)
+	}
+	web, idle := "", ""
+	for _, l := range strings.Split(out, "\n") {
+		switch f := strings.Fields(l); {
+		case len(f) > 0 && f[0] == "web":
+			web = l
+		case len(f) > 0 && f[0] == "idle":
+			idle = l
+		}
+	}
+	if f := strings.Fields(web); len(f) < 10 || f[6] != "10.0" || f[7] != "3s" || f[8] != "20.0" {
+		t.Fatalf("web's line %q: want GPU%% 10.0, GPU TIME 3s, KERNELS/S 20.0 over 30s", web)
+	}
+	if f := strings.Fields(idle); len(f) < 10 || f[6] != "-" {
+		t.Fatalf("idle's line %q: want no rates", idle)
+	}
+	// 90 s: the whole 60 s reported (18 s of GPU time) over 90 s.
+	out = mustOK(t, c.ctl(c.op, "top", "--once", "--window", "90s"), "top")
+	if !strings.Contains(out, "20.0  18s") {
+		t.Fatalf("top --window 90s:\n%s", out)
+	}
+	alice := strings.TrimSpace(mustOK(t, c.ctl(c.op, "token", "create", "alice", "--role", "tenant", "--tenant", "acme"), "token create"))
+	out = mustOK(t, c.ctl(alice, "top", "--once"), "top as a tenant")
+	if strings.Contains(out, "HOST  STATE") || !strings.Contains(out, "web") {
+		t.Fatalf("top as a tenant:\n%s", out)
+	}
+	if r := c.ctl(c.op, "top", "--once", "--window", "0s"); r.code != ExitUsage {
+		t.Fatalf("--window 0s: %+v", r)
+	}
+}

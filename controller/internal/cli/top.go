@@ -14,7 +14,7 @@ import (
 const clearScreen = "\x1b[H\x1b[2J"
 
 func newTopCommand(a *app) *cobra.Command {
-	var interval, duration time.Duration
+	var interval, duration, window time.Duration
 	var once bool
 	cmd := &cobra.Command{
 		Use:   "top",
@@ -57,11 +57,20 @@ marks a value with no baseline yet (a VM created during the interval) or none
 at all (no GPU work, so no SHARE; nothing charged, so no ACCT%).
 
 On a terminal the view refreshes in place; otherwise frames are printed one
-after another, separated by a blank line, for pipes and logs. Ctrl-C exits.`,
+after another, separated by a blank line, for pipes and logs. Ctrl-C exits.
+
+With --controller (or SLUICE_CONTROLLER, or the config file) it shows the
+whole fleet from sluice-controller instead: the hosts (state, GPUs, VMs, last
+heartbeat; an operator's token) and every VM the token may see (host, GPU,
+weight, cap) with its GPU% (GPU time / --window), GPU TIME and KERNELS/S over
+the last --window of usage its host reported (REPORTED: the end of that
+window, which trails the clock by the hosts' push period). --once prints one
+frame at once.`,
 		Example: `  sluicectl top
   sluicectl top --interval 500ms
   sluicectl top --once
-  sluicectl top --duration 30s --interval 5s > top.log`,
+  sluicectl top --duration 30s --interval 5s > top.log
+  sluicectl --controller https://ctl.example:7443 --token "$T" top --window 30s`,
 		Args: argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if interval <= 0 {
@@ -79,10 +88,21 @@ after another, separated by a blank line, for pipes and logs. Ctrl-C exits.`,
 			} else if duration > 0 {
 				frames = max(1, int(duration/interval))
 			}
+			if a.fleetMode() {
+				if window <= 0 {
+					return usageErrorf("--window must be positive")
+				}
+				return a.runFleetTop(cmd.Context(), cmd.OutOrStdout(), interval, window, frames)
+			}
+			if cmd.Flags().Changed("window") {
+				return usageErrorf("--window needs a controller: give --controller URL")
+			}
 			return a.runTop(cmd.Context(), cmd.OutOrStdout(), interval, frames)
 		},
 	}
 	f := cmd.Flags()
+	f.DurationVar(&window, "window", time.Minute,
+		"with --controller: the stretch of each VM's reported usage its rates are over, e.g. 30s")
 	f.DurationVar(&interval, "interval", time.Second, "time between two samples, e.g. 500ms, 2s")
 	f.BoolVar(&once, "once", false, "sample twice, --interval apart, print one frame and exit")
 	f.DurationVar(&duration, "duration", 0,
