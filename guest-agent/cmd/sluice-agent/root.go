@@ -57,7 +57,8 @@ Choose how to reach the region:
 	f.Lookup("device").NoOptDefVal = deviceAuto
 	f.IntVar(&g.vectors, "vectors", 0, "process-guest mode: doorbell vectors to join with (channels + 2; 0 learns it from the endpoint)")
 	f.StringVar(&g.sysfs, "sysfs", pci.DefaultSysfsRoot, "device mode: where sysfs is mounted")
-	f.DurationVar(&g.connectTimeout, "connect-timeout", 10*time.Second, "process-guest mode: bound on joining the endpoint")
+	f.DurationVar(&g.connectTimeout, "connect-timeout", 10*time.Second,
+		"bound on joining the endpoint (process guest), or on the ivshmem device showing in sysfs (in a VM: a hot-plugged one shows once the guest's kernel has added it)")
 	f.DurationVar(&g.poll.Spin, "spin", g.poll.Spin, "completion polling: busy-poll this long before yielding")
 	f.DurationVar(&g.poll.Yield, "yield", g.poll.Yield, "completion polling: then yield the CPU between polls this long")
 	f.DurationVar(&g.poll.MaxSleep, "max-sleep", g.poll.MaxSleep, "completion polling: then sleep between polls, at most this long")
@@ -79,7 +80,7 @@ func (g *globals) open(ctx context.Context) (*sdk.Device, error) {
 		t, err = process.Dial(dctx, g.endpoint, g.vectors)
 		cancel()
 	case g.device != "":
-		opts := pci.Options{SysfsRoot: g.sysfs}
+		opts := pci.Options{SysfsRoot: g.sysfs, Wait: g.connectTimeout}
 		if g.device != deviceAuto {
 			opts.Address = g.device
 		}

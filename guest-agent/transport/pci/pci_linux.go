@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluice-gpu/sluice/guest-agent/sdk"
 	"github.com/sluice-gpu/sluice/internal/shm"
@@ -72,7 +73,15 @@ type Options struct {
 	SysfsRoot string // DefaultSysfsRoot when empty
 	Address   string // PCI address; a short form without the domain ("00:04.0") is accepted
 	Index     int    // position in Find's order
+	// Wait is how long Open looks again for a device that is not there
+	// (yet): a device hot-plugged into a running guest appears in sysfs
+	// only once the guest's kernel has added it, which takes a while after
+	// the host's device_add returned. 0: look once.
+	Wait time.Duration
 }
+
+// findPoll is how often Open looks again while it waits for a device.
+const findPoll = 50 * time.Millisecond
 
 // Select picks the device opts name from devs.
 func Select(devs []Device, opts Options) (Device, error) {
@@ -117,11 +126,7 @@ func Open(opts Options) (*Transport, error) {
 	if root == "" {
 		root = DefaultSysfsRoot
 	}
-	devs, err := Find(root)
-	if err != nil {
-		return nil, err
-	}
-	dev, err := Select(devs, opts)
+	dev, err := find(root, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +147,23 @@ func Open(opts Options) (*Transport, error) {
 		return nil, err
 	}
 	return &Transport{dev: dev, bar0: bar0, regs: shm.New(bar0), region: region}, nil
+}
+
+// find selects the device opts names, looking again every findPoll for up
+// to opts.Wait while it is not there.
+func find(root string, opts Options) (Device, error) {
+	deadline := time.Now().Add(opts.Wait)
+	for {
+		devs, err := Find(root)
+		if err != nil {
+			return Device{}, err
+		}
+		dev, err := Select(devs, opts)
+		if err == nil || !errors.Is(err, ErrNotFound) || !time.Now().Before(deadline) {
+			return dev, err
+		}
+		time.Sleep(findPoll)
+	}
 }
 
 // mapBAR maps BAR n whole. Its size is the resource file's (sysfs sizes it to

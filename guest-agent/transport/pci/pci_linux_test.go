@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/guest-agent/sdk"
@@ -220,4 +221,31 @@ func FuzzParseResourceSize(f *testing.F) {
 			t.Fatalf("size %d without an error", size)
 		}
 	})
+}
+
+// TestOpenWaitsForAHotPluggedDevice: a device that shows in sysfs only a
+// while after Open starts looking (a hot-plug the guest's kernel has not
+// added yet) is opened within Options.Wait; without a wait, or past it,
+// Open says none is there.
+func TestOpenWaitsForAHotPluggedDevice(t *testing.T) {
+	root := fakeSysfs(t)
+	if _, err := pci.Open(pci.Options{SysfsRoot: root}); !errors.Is(err, pci.ErrNotFound) {
+		t.Fatalf("no device, no wait: %v, want ErrNotFound", err)
+	}
+	start := time.Now()
+	if _, err := pci.Open(pci.Options{SysfsRoot: root, Wait: 150 * time.Millisecond}); !errors.Is(err, pci.ErrNotFound) || time.Since(start) < 150*time.Millisecond {
+		t.Fatalf("no device in 150ms: %v after %v, want ErrNotFound after the wait", err, time.Since(start))
+	}
+	// The device appears 200 ms into a 5 s wait (built elsewhere, moved in
+	// whole, as the kernel adds a device).
+	staged := fakeSysfs(t, ivshmem("0000:00:05.0"))
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		os.Rename(filepath.Join(staged, "bus", "pci", "devices", "0000:00:05.0"), filepath.Join(root, "bus", "pci", "devices", "0000:00:05.0"))
+	}()
+	tr, err := pci.Open(pci.Options{SysfsRoot: root, Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("a device that appears within the wait: %v", err)
+	}
+	tr.Close()
 }
