@@ -212,8 +212,12 @@ func TestDeviceInfo(t *testing.T) {
 	if in.HostPeerID != 2 || in.Epoch != 3 || in.Layout != l || in.PeerID == nil {
 		t.Errorf("info %+v", in)
 	}
-	if _, err := agent(t, "--device=00:05.0", "--sysfs", root, "info"); !errors.Is(err, pci.ErrNotFound) {
+	start := time.Now()
+	if _, err := agent(t, "--device=00:05.0", "--sysfs", root, "--connect-timeout", "300ms", "info"); !errors.Is(err, pci.ErrNotFound) {
 		t.Errorf("absent address: %v, want ErrNotFound", err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("absent address: gave up after %v, before --connect-timeout 300ms", d)
 	}
 }
 
