@@ -255,7 +255,7 @@ stop:
 		return out, 0
 	}
 	if it := ch.current(); it != nil {
-		ch.noteStart(it.seq, now)
+		ch.noteStart(it, now)
 		if ch.startSeq == it.seq {
 			return out, it.seq
 		}
@@ -331,17 +331,15 @@ func (ch *channel) startOf(it *item) int64 {
 	return max(it.submitAt, ch.lastEnd)
 }
 
-// noteStart records when command seq's start marker was first seen (seq is
-// the channel's current command). ch.mu is held.
-func (ch *channel) noteStart(seq uint64, now int64) {
-	if seq == 0 || ch.startSeq == seq {
+// noteStart records when command it's start marker was first seen (it is
+// the channel's current command, from current). ch.mu is held.
+func (ch *channel) noteStart(it *item, now int64) {
+	if it.seq == 0 || ch.startSeq == it.seq {
 		return
 	}
-	if ch.vm.blk.load(ch.base+offStart) >= seq {
-		ch.startSeq, ch.startAt = seq, now
-		if it := ch.find(seq); it != nil {
-			it.startAt = max(now, 1)
-		}
+	if ch.vm.blk.load(ch.base+offStart) >= it.seq {
+		ch.startSeq, ch.startAt = it.seq, now
+		it.startAt = max(now, 1)
 	}
 }
 
@@ -365,7 +363,7 @@ func (b *Backend) ReadStatus(st *backend.Status) {
 		ref := backend.ChannelRef{VM: ch.vm.id, Channel: ch.idx}
 		st.Active = append(st.Active, ref)
 		if it := ch.current(); it != nil {
-			ch.noteStart(it.seq, now)
+			ch.noteStart(it, now)
 			if ch.startSeq == it.seq {
 				st.Running = append(st.Running, backend.Running{ChannelRef: ref, Engine: ch.vm.engine, Since: ch.startAt})
 			}

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 )
@@ -48,15 +49,7 @@ func (t *truthLog) total() (ns, kernels int64) {
 	iv := slices.Clone(t.ivals)
 	ns, kernels = t.extra, t.nx+int64(len(t.ivals))
 	t.mu.Unlock()
-	slices.SortFunc(iv, func(a, b truthIval) int {
-		switch {
-		case a.first < b.first:
-			return -1
-		case a.first > b.first:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(iv, func(a, b truthIval) int { return cmp.Compare(a.first, b.first) })
 	var start, end, out int64
 	for i, v := range iv {
 		if i == 0 || v.first >= end {

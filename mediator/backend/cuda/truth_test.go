@@ -58,7 +58,7 @@ func TestCommandBehindALateRecordIsCredited(t *testing.T) {
 	if it == nil || it.seq != 2 {
 		t.Fatalf("current %+v, want seq 2", it)
 	}
-	ch.noteStart(it.seq, 100)
+	ch.noteStart(it, 100)
 	if ch.q[1].startAt != 100 || ch.startOf(&ch.q[1]) != 100 {
 		t.Fatalf("seq 2 start %d, want 100", ch.q[1].startAt)
 	}
