@@ -84,7 +84,7 @@ func TestConcurrentOpensMigrateOnce(t *testing.T) {
 	}
 	s := open(t, url)
 	var rows int
-	if err := s.db.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&rows); err != nil || rows != len(migrations) {
+	if err := s.DB().QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&rows); err != nil || rows != len(migrations) {
 		t.Fatalf("%d rows in schema_migrations, %v; want %d", rows, err, len(migrations))
 	}
 }

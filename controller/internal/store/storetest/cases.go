@@ -198,6 +198,10 @@ func testUsageIngestionIsIdempotentAcrossReopen(t *testing.T, db DB) {
 	if _, _, err := s.IngestUsage(ctx, []fleet.UsageInterval{iv(4, 400), iv(2, 999)}); !errors.Is(err, fleet.ErrConflict) || !errors.As(err, &ie) || ie.Index != 1 {
 		t.Fatalf("conflicting redelivery: %v", err)
 	}
+	// Of several conflicts, the first in the batch is named.
+	if _, _, err := s.IngestUsage(ctx, []fleet.UsageInterval{iv(2, 999), iv(1, 999)}); !errors.As(err, &ie) || ie.Index != 0 {
+		t.Fatalf("two conflicts: %v; want interval 0 named", err)
+	}
 	s.Close()
 	s = db.Open(t)
 	// After a restart the retry is still recognised.

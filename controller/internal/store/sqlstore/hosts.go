@@ -1,8 +1,9 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,11 +16,11 @@ import (
 // fleet.ErrConflict, and nothing changes. h.Registered is kept for a host
 // known already.
 func (s *Store) RegisterHost(ctx context.Context, h fleet.Host, ev fleet.Event) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO hosts (name, address, version, registered, last_heartbeat, down)
-			VALUES (?, ?, ?, ?, ?, 0)
+	return s.change(ctx, func(c conn) error {
+		_, err := c.exec(ctx, `INSERT INTO hosts (name, address, version, registered, last_heartbeat, down)
+			VALUES (?, ?, ?, ?, ?, FALSE)
 			ON CONFLICT (name) DO UPDATE SET address = excluded.address, version = excluded.version,
-				last_heartbeat = excluded.last_heartbeat, down = 0`,
+				last_heartbeat = excluded.last_heartbeat, down = FALSE`,
 			h.Name, h.Address, h.Version, nanos(h.Registered), nanos(h.LastHeartbeat))
 		if err != nil {
 			return fmt.Errorf("storing host %q: %w", h.Name, err)
@@ -27,7 +28,7 @@ func (s *Store) RegisterHost(ctx context.Context, h fleet.Host, ev fleet.Event) 
 		keep := map[int]bool{}
 		for _, g := range h.GPUs {
 			keep[g.Index] = true
-			_, err := tx.ExecContext(ctx, `INSERT INTO gpus (host, idx, model, memory_bytes, pci_address, numa_node, driver,
+			_, err := c.exec(ctx, `INSERT INTO gpus (host, idx, model, memory_bytes, pci_address, numa_node, driver,
 				iommu_group, sriov_totalvfs, sriov_numvfs, vfs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 				ON CONFLICT (host, idx) DO UPDATE SET model = excluded.model, memory_bytes = excluded.memory_bytes,
 				pci_address = excluded.pci_address, numa_node = excluded.numa_node, driver = excluded.driver,
@@ -39,53 +40,50 @@ func (s *Store) RegisterHost(ctx context.Context, h fleet.Host, ev fleet.Event) 
 				return fmt.Errorf("storing GPU %d of host %q: %w", g.Index, h.Name, err)
 			}
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT idx FROM gpus WHERE host = ?`, h.Name)
+		rows, err := c.query(ctx, `SELECT idx FROM gpus WHERE host = ?`, h.Name)
+		stored, err := scanAll(rows, err, fmt.Sprintf("listing the GPUs of host %q", h.Name), "a GPU",
+			func(row scanner) (idx int, err error) { return idx, row.Scan(&idx) })
 		if err != nil {
-			return fmt.Errorf("listing the GPUs of host %q: %w", h.Name, err)
+			return err
 		}
-		var gone []int
-		for rows.Next() {
-			var idx int
-			if err := rows.Scan(&idx); err != nil {
-				rows.Close()
-				return fmt.Errorf("reading a GPU of host %q: %w", h.Name, err)
+		for _, idx := range stored {
+			if keep[idx] {
+				continue
 			}
-			if !keep[idx] {
-				gone = append(gone, idx)
-			}
-		}
-		rows.Close()
-		for _, idx := range gone {
 			var vm string
-			err := tx.QueryRowContext(ctx, `SELECT name FROM vms WHERE host = ? AND gpu = ? LIMIT 1`, h.Name, idx).Scan(&vm)
+			err := c.queryRow(ctx, `SELECT name FROM vms WHERE host = ? AND gpu = ? LIMIT 1`, h.Name, idx).Scan(&vm)
 			if err == nil {
 				return fmt.Errorf("GPU %d of host %q holds VM %q and cannot leave the inventory: %w", idx, h.Name, vm, fleet.ErrConflict)
 			}
-			if err != sql.ErrNoRows {
+			if !errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("looking for VMs on GPU %d of host %q: %w", idx, h.Name, err)
 			}
-			if _, err := tx.ExecContext(ctx, `DELETE FROM gpus WHERE host = ? AND idx = ?`, h.Name, idx); err != nil {
+			if _, err := c.exec(ctx, `DELETE FROM gpus WHERE host = ? AND idx = ?`, h.Name, idx); err != nil {
+				if s.d.class(err) == ForeignKeyFailure { // a VM placed there since
+					return fmt.Errorf("GPU %d of host %q holds a VM and cannot leave the inventory: %w", idx, h.Name, fleet.ErrConflict)
+				}
 				return fmt.Errorf("removing GPU %d of host %q: %w", idx, h.Name, err)
 			}
 		}
-		return insertEvent(ctx, tx, ev)
+		return insertEvent(ctx, c, ev)
 	})
 }
 
 // Heartbeat records that host name was alive at at. A host marked down is
 // marked up again and upEvent recorded; wasDown says so.
 func (s *Store) Heartbeat(ctx context.Context, name string, at time.Time, upEvent fleet.Event) (wasDown bool, err error) {
-	err = s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.change(ctx, func(c conn) error {
 		var down bool
-		if err := tx.QueryRowContext(ctx, `SELECT down FROM hosts WHERE name = ?`, name).Scan(&down); err != nil {
+		if err := c.queryRow(ctx, `SELECT down FROM hosts WHERE name = ?`, name).Scan(&down); err != nil {
 			return notFound(err, fmt.Sprintf("host %q", name))
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE hosts SET last_heartbeat = MAX(last_heartbeat, ?), down = 0 WHERE name = ?`, nanos(at), name); err != nil {
+		if _, err := c.exec(ctx, `UPDATE hosts SET last_heartbeat = `+s.d.Greatest+`(last_heartbeat, ?), down = FALSE WHERE name = ?`,
+			nanos(at), name); err != nil {
 			return fmt.Errorf("recording the heartbeat of host %q: %w", name, err)
 		}
 		wasDown = down
 		if down {
-			return insertEvent(ctx, tx, upEvent)
+			return insertEvent(ctx, c, upEvent)
 		}
 		return nil
 	})
@@ -96,8 +94,8 @@ func (s *Store) Heartbeat(ctx context.Context, name string, at time.Time, upEven
 // or has heartbeated since staleBefore (a heartbeat raced the sweep);
 // changed says whether it did.
 func (s *Store) MarkDown(ctx context.Context, name string, staleBefore time.Time, ev fleet.Event) (changed bool, err error) {
-	err = s.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE hosts SET down = 1 WHERE name = ? AND down = 0 AND last_heartbeat < ?`, name, nanos(staleBefore))
+	err = s.change(ctx, func(c conn) error {
+		res, err := c.exec(ctx, `UPDATE hosts SET down = TRUE WHERE name = ? AND NOT down AND last_heartbeat < ?`, name, nanos(staleBefore))
 		if err != nil {
 			return fmt.Errorf("marking host %q down: %w", name, err)
 		}
@@ -106,7 +104,7 @@ func (s *Store) MarkDown(ctx context.Context, name string, staleBefore time.Time
 			return fmt.Errorf("marking host %q down: %w", name, err)
 		}
 		if changed = n == 1; changed {
-			return insertEvent(ctx, tx, ev)
+			return insertEvent(ctx, c, ev)
 		}
 		return nil
 	})
@@ -130,66 +128,48 @@ func (s *Store) ListHosts(ctx context.Context) ([]fleet.Host, error) { return s.
 
 // hosts returns host name, or every host for "".
 func (s *Store) hosts(ctx context.Context, name string) ([]fleet.Host, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT name, address, version, registered, last_heartbeat, down FROM hosts
+	rows, err := s.read().query(ctx, `SELECT name, address, version, registered, last_heartbeat, down FROM hosts
 		WHERE ? = '' OR name = ? ORDER BY name`, name, name)
-	if err != nil {
-		return nil, fmt.Errorf("listing hosts: %w", err)
-	}
-	var out []fleet.Host
-	index := map[string]int{}
-	for rows.Next() {
+	out, err := scanAll(rows, err, "listing hosts", "a host", func(row scanner) (fleet.Host, error) {
 		var h fleet.Host
 		var reg, hb int64
-		if err := rows.Scan(&h.Name, &h.Address, &h.Version, &reg, &hb, &h.Down); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("reading a host: %w", err)
-		}
+		err := row.Scan(&h.Name, &h.Address, &h.Version, &reg, &hb, &h.Down)
 		h.Registered, h.LastHeartbeat = fromNanos(reg), fromNanos(hb)
-		index[h.Name] = len(out)
-		out = append(out, h)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing hosts: %w", err)
-	}
-	rows, err = s.db.QueryContext(ctx, `SELECT host, idx, model, memory_bytes, pci_address, numa_node, driver, iommu_group,
-		sriov_totalvfs, sriov_numvfs, vfs FROM gpus WHERE ? = '' OR host = ? ORDER BY host, idx`, name, name)
+		return h, err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("listing GPUs: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var g fleet.GPU
-		var numa, group, total, num sql.NullInt64
-		var vfs string
-		if err := rows.Scan(&g.Host, &g.Index, &g.Model, &g.MemoryBytes, &g.PCIAddress, &numa, &g.Driver, &group,
-			&total, &num, &vfs); err != nil {
-			return nil, fmt.Errorf("reading a GPU: %w", err)
-		}
-		g.NUMANode, g.IOMMUGroup, g.SRIOVTotalVFs, g.SRIOVNumVFs = intPtr(numa), intPtr(group), intPtr(total), intPtr(num)
-		if g.VFs, err = fleet.DecodeVFs(vfs); err != nil {
-			return nil, fmt.Errorf("reading GPU %d of host %q: %w", g.Index, g.Host, err)
-		}
+	rows, err = s.read().query(ctx, `SELECT host, idx, model, memory_bytes, pci_address, numa_node, driver, iommu_group,
+		sriov_totalvfs, sriov_numvfs, vfs FROM gpus WHERE ? = '' OR host = ? ORDER BY host, idx`, name, name)
+	gpus, err := scanAll(rows, err, "listing GPUs", "a GPU", scanGPU)
+	if err != nil {
+		return nil, err
+	}
+	index := map[string]int{}
+	for i, h := range out {
+		index[h.Name] = i
+	}
+	for _, g := range gpus {
 		if i, ok := index[g.Host]; ok {
 			out[i].GPUs = append(out[i].GPUs, g)
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
-// nullInt is an optional integer as a column: NULL when absent.
-func nullInt(p *int) sql.NullInt64 {
-	if p == nil {
-		return sql.NullInt64{}
+func scanGPU(row scanner) (fleet.GPU, error) {
+	var g fleet.GPU
+	var numa, group, total, num sql.NullInt64
+	var vfs string
+	if err := row.Scan(&g.Host, &g.Index, &g.Model, &g.MemoryBytes, &g.PCIAddress, &numa, &g.Driver, &group,
+		&total, &num, &vfs); err != nil {
+		return g, err
 	}
-	return sql.NullInt64{Int64: int64(*p), Valid: true}
-}
-
-// intPtr is a nullable column as an optional integer.
-func intPtr(n sql.NullInt64) *int {
-	if !n.Valid {
-		return nil
+	g.NUMANode, g.IOMMUGroup, g.SRIOVTotalVFs, g.SRIOVNumVFs = intPtr(numa), intPtr(group), intPtr(total), intPtr(num)
+	var err error
+	if g.VFs, err = fleet.DecodeVFs(vfs); err != nil {
+		return g, fmt.Errorf("GPU %d of host %q: %w", g.Index, g.Host, err)
 	}
-	v := int(n.Int64)
-	return &v
+	return g, nil
 }

@@ -1,17 +1,15 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"strings"
 
 	"github.com/sluice-gpu/sluice/controller/internal/fleet"
 )
 
 const vmColumns = `name, tenant, weight, cap, memory_bytes, host, gpu, created, updated, generation`
 
-func scanVM(row interface{ Scan(...any) error }) (fleet.VM, error) {
+func scanVM(row scanner) (fleet.VM, error) {
 	var v fleet.VM
 	var created, updated int64
 	err := row.Scan(&v.Name, &v.Tenant, &v.Weight, &v.Cap, &v.MemoryBytes, &v.Host, &v.GPU, &created, &updated, &v.Generation)
@@ -22,23 +20,22 @@ func scanVM(row interface{ Scan(...any) error }) (fleet.VM, error) {
 // CreateVM stores vm and records ev; fleet.ErrExists if the name is taken,
 // fleet.ErrNotFound if its GPU is not in the inventory.
 func (s *Store) CreateVM(ctx context.Context, vm fleet.VM, ev fleet.Event) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO vms (`+vmColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	return s.change(ctx, func(c conn) error {
+		_, err := c.exec(ctx, `INSERT INTO vms (`+vmColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			vm.Name, vm.Tenant, vm.Weight, vm.Cap, vm.MemoryBytes, vm.Host, vm.GPU, nanos(vm.Created), nanos(vm.Updated), vm.Generation)
 		if err != nil {
-			return vmWriteError(vm, err)
+			return s.vmWriteError(vm, err)
 		}
-		return insertEvent(ctx, tx, ev)
+		return insertEvent(ctx, c, ev)
 	})
 }
 
 // vmWriteError maps constraint failures to the sentinels.
-func vmWriteError(vm fleet.VM, err error) error {
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "UNIQUE constraint failed: vms.name"):
+func (s *Store) vmWriteError(vm fleet.VM, err error) error {
+	switch s.d.class(err) {
+	case UniqueViolation:
 		return fmt.Errorf("vm %q: %w", vm.Name, fleet.ErrExists)
-	case strings.Contains(msg, "FOREIGN KEY constraint failed"):
+	case ForeignKeyFailure:
 		return fmt.Errorf("GPU %d of host %q: %w", vm.GPU, vm.Host, fleet.ErrNotFound)
 	}
 	return fmt.Errorf("storing vm %q: %w", vm.Name, err)
@@ -46,7 +43,7 @@ func vmWriteError(vm fleet.VM, err error) error {
 
 // VM returns VM name.
 func (s *Store) VM(ctx context.Context, name string) (fleet.VM, error) {
-	v, err := scanVM(s.db.QueryRowContext(ctx, `SELECT `+vmColumns+` FROM vms WHERE name = ?`, name))
+	v, err := scanVM(s.read().queryRow(ctx, `SELECT `+vmColumns+` FROM vms WHERE name = ?`, name))
 	if err != nil {
 		return v, notFound(err, fmt.Sprintf("vm %q", name))
 	}
@@ -55,49 +52,37 @@ func (s *Store) VM(ctx context.Context, name string) (fleet.VM, error) {
 
 // ListVMs returns the VMs of tenant (every VM for ""), by name.
 func (s *Store) ListVMs(ctx context.Context, tenant string) ([]fleet.VM, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+vmColumns+` FROM vms WHERE ? = '' OR tenant = ? ORDER BY name`, tenant, tenant)
-	if err != nil {
-		return nil, fmt.Errorf("listing vms: %w", err)
-	}
-	defer rows.Close()
-	var out []fleet.VM
-	for rows.Next() {
-		v, err := scanVM(rows)
-		if err != nil {
-			return nil, fmt.Errorf("reading a vm: %w", err)
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	rows, err := s.read().query(ctx, `SELECT `+vmColumns+` FROM vms WHERE ? = '' OR tenant = ? ORDER BY name`, tenant, tenant)
+	return scanAll(rows, err, "listing vms", "a vm", scanVM)
 }
 
 // UpdateVM replaces the settings and place of VM vm.Name (not its tenant or
 // creation time) and records ev.
 func (s *Store) UpdateVM(ctx context.Context, vm fleet.VM, ev fleet.Event) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE vms SET weight = ?, cap = ?, memory_bytes = ?, host = ?, gpu = ?,
+	return s.change(ctx, func(c conn) error {
+		res, err := c.exec(ctx, `UPDATE vms SET weight = ?, cap = ?, memory_bytes = ?, host = ?, gpu = ?,
 			updated = ?, generation = ? WHERE name = ?`,
 			vm.Weight, vm.Cap, vm.MemoryBytes, vm.Host, vm.GPU, nanos(vm.Updated), vm.Generation, vm.Name)
 		if err != nil {
-			return vmWriteError(vm, err)
+			return s.vmWriteError(vm, err)
 		}
 		if n, err := res.RowsAffected(); err != nil || n != 1 {
 			return fmt.Errorf("vm %q: %w", vm.Name, fleet.ErrNotFound)
 		}
-		return insertEvent(ctx, tx, ev)
+		return insertEvent(ctx, c, ev)
 	})
 }
 
 // DeleteVM removes VM name (its usage stays) and records ev.
 func (s *Store) DeleteVM(ctx context.Context, name string, ev fleet.Event) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM vms WHERE name = ?`, name)
+	return s.change(ctx, func(c conn) error {
+		res, err := c.exec(ctx, `DELETE FROM vms WHERE name = ?`, name)
 		if err != nil {
 			return fmt.Errorf("deleting vm %q: %w", name, err)
 		}
 		if n, err := res.RowsAffected(); err != nil || n != 1 {
 			return fmt.Errorf("vm %q: %w", name, fleet.ErrNotFound)
 		}
-		return insertEvent(ctx, tx, ev)
+		return insertEvent(ctx, c, ev)
 	})
 }
