@@ -266,7 +266,10 @@ type GPUReport struct {
 
 // Host defines model for Host.
 type Host struct {
-	Address       string    `json:"address"`
+	Address string `json:"address"`
+
+	// Draining An operator drains the host; it takes no new VMs, and those on it stay until moved.
+	Draining      bool      `json:"draining"`
 	Gpus          []GPU     `json:"gpus"`
 	LastHeartbeat time.Time `json:"last_heartbeat"`
 	Name          string    `json:"name"`
@@ -638,6 +641,17 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/hosts (the `ListHosts` operationId).
 	ListHosts(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// DeleteHost Retire a host (operator); its GPUs go with it, its usage stays.
+	//
+	// Refused with 409 conflict, naming them, while VMs are placed on the
+	// host: move (POST /v1/vms/{name}/move) or delete them first; drain
+	// the host beforehand so that no new VM lands there meanwhile. Stop
+	// the host's sluiced (or revoke its host token) before: a sluiced
+	// still running registers its host again at its next heartbeat.
+	//
+	// Corresponds with DELETE /v1/hosts/{name} (the `DeleteHost` operationId).
+	DeleteHost(ctx context.Context, name HostName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetHost One host (operator).
 	//
 	// Corresponds with GET /v1/hosts/{name} (the `GetHost` operationId).
@@ -664,6 +678,16 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/hosts/{name} (the `RegisterHost` operationId).
 	RegisterHost(ctx context.Context, name HostName, body RegisterHostJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DrainHost Drain a host (operator), so that it takes no new VMs; those on it stay until moved.
+	//
+	// Placement (spread and pack, and a VM's move) skips a draining host,
+	// and naming it as a VM's host is 409 conflict. A registration or a
+	// heartbeat does not end the draining; POST .../undrain does. Draining
+	// a draining host changes nothing.
+	//
+	// Corresponds with POST /v1/hosts/{name}/drain (the `DrainHost` operationId).
+	DrainHost(ctx context.Context, name HostName, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReportEndpointsWithBody The endpoints of the VMs a host runs now (host, operator).
 	//
@@ -697,6 +721,11 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/hosts/{name}/heartbeat (the `Heartbeat` operationId).
 	Heartbeat(ctx context.Context, name HostName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UndrainHost End the draining of a host (operator), which takes new VMs again.
+	//
+	// Corresponds with POST /v1/hosts/{name}/undrain (the `UndrainHost` operationId).
+	UndrainHost(ctx context.Context, name HostName, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTokens List tokens (operator). Secrets are never shown again.
 	//
@@ -883,6 +912,27 @@ func (c *Client) ListHosts(ctx context.Context, reqEditors ...RequestEditorFn) (
 	return c.Client.Do(req)
 }
 
+// DeleteHost Retire a host (operator); its GPUs go with it, its usage stays.
+//
+// Refused with 409 conflict, naming them, while VMs are placed on the
+// host: move (POST /v1/vms/{name}/move) or delete them first; drain
+// the host beforehand so that no new VM lands there meanwhile. Stop
+// the host's sluiced (or revoke its host token) before: a sluiced
+// still running registers its host again at its next heartbeat.
+//
+// Corresponds with DELETE /v1/hosts/{name} (the `DeleteHost` operationId).
+func (c *Client) DeleteHost(ctx context.Context, name HostName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteHostRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetHost One host (operator).
 //
 // Corresponds with GET /v1/hosts/{name} (the `GetHost` operationId).
@@ -930,6 +980,26 @@ func (c *Client) RegisterHostWithBody(ctx context.Context, name HostName, conten
 // Corresponds with PUT /v1/hosts/{name} (the `RegisterHost` operationId).
 func (c *Client) RegisterHost(ctx context.Context, name HostName, body RegisterHostJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRegisterHostRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DrainHost Drain a host (operator), so that it takes no new VMs; those on it stay until moved.
+//
+// Placement (spread and pack, and a VM's move) skips a draining host,
+// and naming it as a VM's host is 409 conflict. A registration or a
+// heartbeat does not end the draining; POST .../undrain does. Draining
+// a draining host changes nothing.
+//
+// Corresponds with POST /v1/hosts/{name}/drain (the `DrainHost` operationId).
+func (c *Client) DrainHost(ctx context.Context, name HostName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDrainHostRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -993,6 +1063,21 @@ func (c *Client) ReportEndpoints(ctx context.Context, name HostName, body Report
 // Corresponds with POST /v1/hosts/{name}/heartbeat (the `Heartbeat` operationId).
 func (c *Client) Heartbeat(ctx context.Context, name HostName, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewHeartbeatRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UndrainHost End the draining of a host (operator), which takes new VMs again.
+//
+// Corresponds with POST /v1/hosts/{name}/undrain (the `UndrainHost` operationId).
+func (c *Client) UndrainHost(ctx context.Context, name HostName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUndrainHostRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -1452,6 +1537,40 @@ func NewListHostsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewDeleteHostRequest constructs an http.Request for the DeleteHost method
+func NewDeleteHostRequest(server string, name HostName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/hosts/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetHostRequest constructs an http.Request for the GetHost method
 func NewGetHostRequest(server string, name HostName) (*http.Request, error) {
 	var err error
@@ -1533,6 +1652,40 @@ func NewRegisterHostRequestWithBody(server string, name HostName, contentType st
 	return req, nil
 }
 
+// NewDrainHostRequest constructs an http.Request for the DrainHost method
+func NewDrainHostRequest(server string, name HostName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/hosts/%s/drain", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewReportEndpointsRequest calls the generic ReportEndpoints builder with application/json body
 func NewReportEndpointsRequest(server string, name HostName, body ReportEndpointsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -1597,6 +1750,40 @@ func NewHeartbeatRequest(server string, name HostName) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/v1/hosts/%s/heartbeat", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUndrainHostRequest constructs an http.Request for the UndrainHost method
+func NewUndrainHostRequest(server string, name HostName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/hosts/%s/undrain", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -2380,6 +2567,19 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/hosts (the `ListHosts` operationId).
 	ListHostsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListHostsResponse, error)
 
+	// DeleteHostWithResponse Retire a host (operator); its GPUs go with it, its usage stays.
+	//
+	// Refused with 409 conflict, naming them, while VMs are placed on the
+	// host: move (POST /v1/vms/{name}/move) or delete them first; drain
+	// the host beforehand so that no new VM lands there meanwhile. Stop
+	// the host's sluiced (or revoke its host token) before: a sluiced
+	// still running registers its host again at its next heartbeat.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/hosts/{name} (the `DeleteHost` operationId).
+	DeleteHostWithResponse(ctx context.Context, name HostName, reqEditors ...RequestEditorFn) (*DeleteHostResponse, error)
+
 	// GetHostWithResponse One host (operator).
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2408,6 +2608,18 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/hosts/{name} (the `RegisterHost` operationId).
 	RegisterHostWithResponse(ctx context.Context, name HostName, body RegisterHostJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterHostResponse, error)
+
+	// DrainHostWithResponse Drain a host (operator), so that it takes no new VMs; those on it stay until moved.
+	//
+	// Placement (spread and pack, and a VM's move) skips a draining host,
+	// and naming it as a VM's host is 409 conflict. A registration or a
+	// heartbeat does not end the draining; POST .../undrain does. Draining
+	// a draining host changes nothing.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/hosts/{name}/drain (the `DrainHost` operationId).
+	DrainHostWithResponse(ctx context.Context, name HostName, reqEditors ...RequestEditorFn) (*DrainHostResponse, error)
 
 	// ReportEndpointsWithBodyWithResponse The endpoints of the VMs a host runs now (host, operator).
 	//
@@ -2443,6 +2655,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/hosts/{name}/heartbeat (the `Heartbeat` operationId).
 	HeartbeatWithResponse(ctx context.Context, name HostName, reqEditors ...RequestEditorFn) (*HeartbeatResponse, error)
+
+	// UndrainHostWithResponse End the draining of a host (operator), which takes new VMs again.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/hosts/{name}/undrain (the `UndrainHost` operationId).
+	UndrainHostWithResponse(ctx context.Context, name HostName, reqEditors ...RequestEditorFn) (*UndrainHostResponse, error)
 
 	// ListTokensWithResponse List tokens (operator). Secrets are never shown again.
 	//
@@ -2746,6 +2965,47 @@ func (r ListHostsResponse) ContentType() string {
 	return ""
 }
 
+type DeleteHostResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r DeleteHostResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteHostResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteHostResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteHostResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteHostResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetHostResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2842,6 +3102,54 @@ func (r RegisterHostResponse) ContentType() string {
 	return ""
 }
 
+type DrainHostResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Host
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DrainHostResponse) GetJSON200() *Host {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r DrainHostResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DrainHostResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DrainHostResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DrainHostResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DrainHostResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ReportEndpointsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2925,6 +3233,54 @@ func (r HeartbeatResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r HeartbeatResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type UndrainHostResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Host
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UndrainHostResponse) GetJSON200() *Host {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r UndrainHostResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r UndrainHostResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UndrainHostResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UndrainHostResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UndrainHostResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3621,6 +3977,25 @@ func (c *ClientWithResponses) ListHostsWithResponse(ctx context.Context, reqEdit
 	return ParseListHostsResponse(rsp)
 }
 
+// DeleteHostWithResponse Retire a host (operator); its GPUs go with it, its usage stays.
+//
+// Refused with 409 conflict, naming them, while VMs are placed on the
+// host: move (POST /v1/vms/{name}/move) or delete them first; drain
+// the host beforehand so that no new VM lands there meanwhile. Stop
+// the host's sluiced (or revoke its host token) before: a sluiced
+// still running registers its host again at its next heartbeat.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/hosts/{name} (the `DeleteHost` operationId).
+func (c *ClientWithResponses) DeleteHostWithResponse(ctx context.Context, name HostName, reqEditors ...RequestEditorFn) (*DeleteHostResponse, error) {
+	rsp, err := c.DeleteHost(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteHostResponse(rsp)
+}
+
 // GetHostWithResponse One host (operator).
 //
 // Returns a wrapper object for the known response body format(s).
@@ -3666,6 +4041,24 @@ func (c *ClientWithResponses) RegisterHostWithResponse(ctx context.Context, name
 		return nil, err
 	}
 	return ParseRegisterHostResponse(rsp)
+}
+
+// DrainHostWithResponse Drain a host (operator), so that it takes no new VMs; those on it stay until moved.
+//
+// Placement (spread and pack, and a VM's move) skips a draining host,
+// and naming it as a VM's host is 409 conflict. A registration or a
+// heartbeat does not end the draining; POST .../undrain does. Draining
+// a draining host changes nothing.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/hosts/{name}/drain (the `DrainHost` operationId).
+func (c *ClientWithResponses) DrainHostWithResponse(ctx context.Context, name HostName, reqEditors ...RequestEditorFn) (*DrainHostResponse, error) {
+	rsp, err := c.DrainHost(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDrainHostResponse(rsp)
 }
 
 // ReportEndpointsWithBodyWithResponse The endpoints of the VMs a host runs now (host, operator).
@@ -3719,6 +4112,19 @@ func (c *ClientWithResponses) HeartbeatWithResponse(ctx context.Context, name Ho
 		return nil, err
 	}
 	return ParseHeartbeatResponse(rsp)
+}
+
+// UndrainHostWithResponse End the draining of a host (operator), which takes new VMs again.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/hosts/{name}/undrain (the `UndrainHost` operationId).
+func (c *ClientWithResponses) UndrainHostWithResponse(ctx context.Context, name HostName, reqEditors ...RequestEditorFn) (*UndrainHostResponse, error) {
+	rsp, err := c.UndrainHost(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUndrainHostResponse(rsp)
 }
 
 // ListTokensWithResponse List tokens (operator). Secrets are never shown again.
@@ -4091,6 +4497,35 @@ func ParseListHostsResponse(rsp *http.Response) (*ListHostsResponse, error) {
 	return response, nil
 }
 
+// ParseDeleteHostResponse parses an HTTP response from a DeleteHostWithResponse call
+func ParseDeleteHostResponse(rsp *http.Response) (*DeleteHostResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteHostResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetHostResponse parses an HTTP response from a GetHostWithResponse call
 func ParseGetHostResponse(rsp *http.Response) (*GetHostResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4133,6 +4568,39 @@ func ParseRegisterHostResponse(rsp *http.Response) (*RegisterHostResponse, error
 	}
 
 	response := &RegisterHostResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Host
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDrainHostResponse parses an HTTP response from a DrainHostWithResponse call
+func ParseDrainHostResponse(rsp *http.Response) (*DrainHostResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DrainHostResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}
@@ -4202,6 +4670,39 @@ func ParseHeartbeatResponse(rsp *http.Response) (*HeartbeatResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest DesiredState
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseUndrainHostResponse parses an HTTP response from a UndrainHostWithResponse call
+func ParseUndrainHostResponse(rsp *http.Response) (*UndrainHostResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UndrainHostResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Host
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -4677,18 +5178,27 @@ type ServerInterface interface {
 	// ListHosts List hosts with their state and GPUs (operator).
 	// (GET /v1/hosts)
 	ListHosts(w http.ResponseWriter, r *http.Request)
+	// DeleteHost Retire a host (operator); its GPUs go with it, its usage stays.
+	// (DELETE /v1/hosts/{name})
+	DeleteHost(w http.ResponseWriter, r *http.Request, name HostName)
 	// GetHost One host (operator).
 	// (GET /v1/hosts/{name})
 	GetHost(w http.ResponseWriter, r *http.Request, name HostName)
 	// RegisterHost Register a host or refresh its address and GPU inventory (host, operator).
 	// (PUT /v1/hosts/{name})
 	RegisterHost(w http.ResponseWriter, r *http.Request, name HostName)
+	// DrainHost Drain a host (operator), so that it takes no new VMs; those on it stay until moved.
+	// (POST /v1/hosts/{name}/drain)
+	DrainHost(w http.ResponseWriter, r *http.Request, name HostName)
 	// ReportEndpoints The endpoints of the VMs a host runs now (host, operator).
 	// (PUT /v1/hosts/{name}/endpoints)
 	ReportEndpoints(w http.ResponseWriter, r *http.Request, name HostName)
 	// Heartbeat A registered host is alive (host, operator); answers the VMs it should run.
 	// (POST /v1/hosts/{name}/heartbeat)
 	Heartbeat(w http.ResponseWriter, r *http.Request, name HostName)
+	// UndrainHost End the draining of a host (operator), which takes new VMs again.
+	// (POST /v1/hosts/{name}/undrain)
+	UndrainHost(w http.ResponseWriter, r *http.Request, name HostName)
 	// ListTokens List tokens (operator). Secrets are never shown again.
 	// (GET /v1/tokens)
 	ListTokens(w http.ResponseWriter, r *http.Request)
@@ -4816,6 +5326,32 @@ func (siw *ServerInterfaceWrapper) ListHosts(w http.ResponseWriter, r *http.Requ
 	handler.ServeHTTP(w, r)
 }
 
+// DeleteHost operation middleware
+func (siw *ServerInterfaceWrapper) DeleteHost(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name HostName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", r.PathValue("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteHost(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetHost operation middleware
 func (siw *ServerInterfaceWrapper) GetHost(w http.ResponseWriter, r *http.Request) {
 
@@ -4868,6 +5404,32 @@ func (siw *ServerInterfaceWrapper) RegisterHost(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// DrainHost operation middleware
+func (siw *ServerInterfaceWrapper) DrainHost(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name HostName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", r.PathValue("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DrainHost(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ReportEndpoints operation middleware
 func (siw *ServerInterfaceWrapper) ReportEndpoints(w http.ResponseWriter, r *http.Request) {
 
@@ -4911,6 +5473,32 @@ func (siw *ServerInterfaceWrapper) Heartbeat(w http.ResponseWriter, r *http.Requ
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.Heartbeat(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UndrainHost operation middleware
+func (siw *ServerInterfaceWrapper) UndrainHost(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name HostName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", r.PathValue("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UndrainHost(w, r, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5503,8 +6091,11 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/tokens", wrapper.CreateToken)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v1/tokens/{id}", wrapper.RevokeToken)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/hosts", wrapper.ListHosts)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v1/hosts/{name}", wrapper.DeleteHost)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/hosts/{name}", wrapper.GetHost)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/hosts/{name}", wrapper.RegisterHost)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/hosts/{name}/drain", wrapper.DrainHost)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/hosts/{name}/undrain", wrapper.UndrainHost)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/hosts/{name}/heartbeat", wrapper.Heartbeat)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/hosts/{name}/endpoints", wrapper.ReportEndpoints)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/gpus", wrapper.ListGPUs)

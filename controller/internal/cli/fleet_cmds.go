@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -48,9 +50,13 @@ func newWhoamiCommand(a *app) *cobra.Command {
 func newHostCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "host",
-		Short: "List and inspect the fleet's hosts (controller, operator)",
+		Short: "List, inspect, drain and delete the fleet's hosts (controller, operator)",
 		Long: `The hosts that run sluiced and registered with sluice-controller, their
-state (down once they missed their heartbeats) and GPUs.`,
+state (down once they missed their heartbeats, draining while an operator
+drains them) and GPUs.
+
+To retire a host: drain it (no new VM is placed there), move its VMs
+elsewhere (vm move NAME), stop its sluiced, then delete it.`,
 		Args: groupArgs,
 		RunE: groupRun,
 	}
@@ -94,8 +100,79 @@ state (down once they missed their heartbeats) and GPUs.`,
 		},
 	}
 	get.Flags().BoolVar(&getJSON, "json", false, "print the host as JSON")
-	cmd.AddCommand(list, get)
+	cmd.AddCommand(list, get, newHostDrainCommand(a, true), newHostDrainCommand(a, false), newHostDeleteCommand(a))
 	return cmd
+}
+
+// newHostDrainCommand is "host drain" or, with drain false, "host undrain".
+func newHostDrainCommand(a *app, drain bool) *cobra.Command {
+	var asJSON bool
+	use, short := "drain NAME", "Drain a host: it takes no new VMs; those on it stay until moved"
+	if !drain {
+		use, short = "undrain NAME", "End a host's draining: it takes new VMs again"
+	}
+	cmd := &cobra.Command{
+		Use:     use,
+		Short:   short,
+		Example: `  sluicectl --controller http://ctl:7070 --token "$T" host ` + use,
+		Args:    argsNamed("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.fleetClient()
+			if err != nil {
+				return err
+			}
+			var h controllerapi.Host
+			if drain {
+				res, rerr := c.DrainHostWithResponse(cmd.Context(), args[0])
+				h, err = answer(res, res.GetJSON200(), rerr)
+			} else {
+				res, rerr := c.UndrainHostWithResponse(cmd.Context(), args[0])
+				h, err = answer(res, res.GetJSON200(), rerr)
+			}
+			if err != nil {
+				return fmt.Errorf("%s host %q: %w", strings.Fields(use)[0]+"ing", clean(args[0]), err)
+			}
+			return printOr(cmd, asJSON, h, func() string { return RenderHostTable([]controllerapi.Host{h}) })
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the host as JSON")
+	return cmd
+}
+
+func newHostDeleteCommand(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "delete NAME",
+		Aliases: []string{"rm"},
+		Short:   "Delete a host and its GPUs (refused while VMs are placed on it); its usage stays",
+		Long: `Delete a host and its GPUs from the controller; its usage stays. Refused
+while VMs are placed on it (move or delete them first). Stop the host's
+sluiced (or revoke its token) first: a running sluiced registers again.`,
+		Example: `  sluicectl --controller http://ctl:7070 --token "$T" host delete gpu-host-3`,
+		Args:    argsNamed("NAME"),
+		RunE: runNoContent(a, "deleting host %q", "host %q deleted",
+			func(ctx context.Context, c *controllerapi.ClientWithResponses, name string) (apiResponse, error) {
+				return c.DeleteHostWithResponse(ctx, name)
+			}),
+	}
+}
+
+// runNoContent is the RunE of a command that asks the controller for a
+// change of args[0] answered without a body: it prints done, or the error
+// after doing (both formats take the name).
+func runNoContent(a *app, doing, done string,
+	call func(context.Context, *controllerapi.ClientWithResponses, string) (apiResponse, error)) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		c, err := a.fleetClient()
+		if err != nil {
+			return err
+		}
+		res, err := call(cmd.Context(), c, args[0])
+		if _, err := answer[struct{}](res, nil, err); err != nil {
+			return fmt.Errorf(doing+": %w", clean(args[0]), err)
+		}
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), done+"\n", clean(args[0]))
+		return err
+	}
 }
 
 func newGPUCommand(a *app) *cobra.Command {
@@ -203,18 +280,10 @@ its secret is printed once, when it is created.`,
 		Use:   "revoke ID",
 		Short: "Revoke a token: it stops working at once",
 		Args:  argsNamed("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.fleetClient()
-			if err != nil {
-				return err
-			}
-			res, err := c.RevokeTokenWithResponse(cmd.Context(), args[0])
-			if _, err := answer[struct{}](res, nil, err); err != nil {
-				return fmt.Errorf("revoking token %q: %w", clean(args[0]), err)
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "token %s revoked\n", clean(args[0]))
-			return err
-		},
+		RunE: runNoContent(a, "revoking token %q", "token %s revoked",
+			func(ctx context.Context, c *controllerapi.ClientWithResponses, id string) (apiResponse, error) {
+				return c.RevokeTokenWithResponse(ctx, id)
+			}),
 	}
 	cmd.AddCommand(create, list, revoke)
 	return cmd

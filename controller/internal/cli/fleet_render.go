@@ -31,10 +31,19 @@ func RenderHostTable(hosts []controllerapi.Host) string {
 		{title: "ADDRESS"}, {title: "VERSION"}, {title: "LAST HEARTBEAT"}}
 	rows := make([][]string, 0, len(hosts))
 	for _, h := range hosts {
-		rows = append(rows, []string{clean(h.Name), clean(string(h.State)), strconv.Itoa(len(h.Gpus)), strconv.Itoa(h.Vms),
+		rows = append(rows, []string{clean(h.Name), hostState(h), strconv.Itoa(len(h.Gpus)), strconv.Itoa(h.Vms),
 			clean(h.Address), opt(h.Version), formatTime(h.LastHeartbeat)})
 	}
 	return renderTable(cols, rows)
+}
+
+// hostState is a host's STATE cell: up or down, and ",draining" when an
+// operator drains it.
+func hostState(h controllerapi.Host) string {
+	if h.Draining {
+		return clean(string(h.State)) + ",draining"
+	}
+	return clean(string(h.State))
 }
 
 // RenderGPUTable renders GPUs as the "gpu list" table.

@@ -114,7 +114,7 @@ func RenderFleetTop(s fleetSample) string {
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "HOST\tSTATE\tGPUS\tVMS\tLAST HEARTBEAT")
 		for _, h := range s.hosts {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", h.Name, h.State, len(h.Gpus), h.Vms, h.LastHeartbeat.UTC().Format(time.RFC3339))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", h.Name, hostState(h), len(h.Gpus), h.Vms, h.LastHeartbeat.UTC().Format(time.RFC3339))
 		}
 		tw.Flush()
 		b.WriteString("\n")

@@ -55,6 +55,7 @@ type Host struct {
 	Registered    time.Time
 	LastHeartbeat time.Time
 	Down          bool // missed its heartbeats
+	Draining      bool // takes no new VMs; those on it stay until moved
 	GPUs          []GPU
 }
 

@@ -34,6 +34,13 @@ func (t *endpointTable) set(host string, eps map[string]controllerapi.VMEndpoint
 	t.byHost[host] = eps
 }
 
+// drop forgets what host reported (a deleted host).
+func (t *endpointTable) drop(host string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.byHost, host)
+}
+
 func (t *endpointTable) get(host, vm string) (controllerapi.VMEndpoint, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -49,12 +49,24 @@ func (s *Server) view(ctx context.Context) (*fleetView, error) {
 	return v, nil
 }
 
-// candidates are the slots of up hosts that keep returns true for, with the
-// VM named except (if any) taken off its GPU, as if it were not placed.
+// refuseDraining is a conflict naming field when host is draining.
+func (v *fleetView) refuseDraining(field, host string) error {
+	for _, h := range v.hosts {
+		if h.Name == host && h.Draining {
+			return &apiError{status: http.StatusConflict, code: controllerapi.Conflict, field: field,
+				msg: fmt.Sprintf("host %q is draining: it takes no new VMs", host)}
+		}
+	}
+	return nil
+}
+
+// candidates are the slots of up hosts not draining that keep returns true
+// for, with the VM named except (if any) taken off its GPU, as if it were
+// not placed.
 func (v *fleetView) candidates(except *fleet.VM, keep func(placement.Slot) bool) []placement.Slot {
 	var out []placement.Slot
 	for _, h := range v.hosts {
-		if v.down[h.Name] {
+		if v.down[h.Name] || h.Draining {
 			continue
 		}
 		for _, g := range h.GPUs {
@@ -73,7 +85,7 @@ func (v *fleetView) candidates(except *fleet.VM, keep func(placement.Slot) bool)
 
 func (v *fleetView) apiHost(h fleet.Host) controllerapi.Host {
 	out := controllerapi.Host{Name: h.Name, Address: h.Address, Version: ptrIfSet(h.Version), State: controllerapi.Up,
-		Registered: h.Registered, LastHeartbeat: h.LastHeartbeat, Gpus: []controllerapi.GPU{}}
+		Draining: h.Draining, Registered: h.Registered, LastHeartbeat: h.LastHeartbeat, Gpus: []controllerapi.GPU{}}
 	if v.down[h.Name] {
 		out.State = controllerapi.Down
 	}
@@ -182,6 +194,70 @@ func (s *Server) hostNamed(ctx context.Context, name string) (controllerapi.Host
 			msg: fmt.Sprintf("host %q: not found", name)}
 	}
 	return v.apiHost(v.hosts[i]), nil
+}
+
+// DrainHost makes host name take no new VMs (operator).
+func (s *Server) DrainHost(w http.ResponseWriter, r *http.Request, name string) {
+	out, err := s.setDraining(r.Context(), name, true)
+	s.reply(w, r, http.StatusOK, out, err)
+}
+
+// UndrainHost makes host name take new VMs again (operator).
+func (s *Server) UndrainHost(w http.ResponseWriter, r *http.Request, name string) {
+	out, err := s.setDraining(r.Context(), name, false)
+	s.reply(w, r, http.StatusOK, out, err)
+}
+
+func (s *Server) setDraining(ctx context.Context, name string, draining bool) (controllerapi.Host, error) {
+	if err := requireOperator(principal(ctx)); err != nil {
+		return controllerapi.Host{}, err
+	}
+	// Under the capacity lock, so that a placement that read the host as
+	// open commits before the draining does.
+	unlock, err := s.lockCapacity(ctx)
+	if err != nil {
+		return controllerapi.Host{}, err
+	}
+	defer unlock()
+	vms, err := s.vmsOn(ctx, name)
+	if err != nil {
+		return controllerapi.Host{}, err
+	}
+	action, detail := "host.undrain", "takes new VMs again"
+	if draining {
+		action, detail = "host.drain", fmt.Sprintf("takes no new VMs; %d VMs stay until moved", len(vms))
+	}
+	if _, err := s.cfg.Store.SetDraining(ctx, name, draining, s.event(ctx, action, name, detail)); err != nil {
+		return controllerapi.Host{}, withField(err, "name")
+	}
+	return s.hostNamed(ctx, name)
+}
+
+// DeleteHost retires host name and its GPUs (operator); refused while VMs
+// are placed on it. Its usage stays.
+func (s *Server) DeleteHost(w http.ResponseWriter, r *http.Request, name string) {
+	err := func() error {
+		ctx := r.Context()
+		if err := requireOperator(principal(ctx)); err != nil {
+			return err
+		}
+		unlock, err := s.lockCapacity(ctx)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		h, err := s.cfg.Store.Host(ctx, name)
+		if err != nil {
+			return withField(err, "name")
+		}
+		ev := s.event(ctx, "host.delete", name, fmt.Sprintf("address %s, %d GPUs", h.Address, len(h.GPUs)))
+		if err := s.cfg.Store.DeleteHost(ctx, name, ev); err != nil {
+			return withField(err, "name")
+		}
+		s.endpoints.drop(name)
+		return nil
+	}()
+	s.reply(w, r, http.StatusNoContent, nil, err)
 }
 
 // ListGPUs lists every GPU with what is placed on it (operator).

@@ -44,6 +44,8 @@ type Store interface {
 	MarkDown(ctx context.Context, name string, staleBefore time.Time, ev fleet.Event) (changed bool, err error)
 	Host(ctx context.Context, name string) (fleet.Host, error)
 	ListHosts(ctx context.Context) ([]fleet.Host, error)
+	SetDraining(ctx context.Context, name string, draining bool, ev fleet.Event) (changed bool, err error)
+	DeleteHost(ctx context.Context, name string, ev fleet.Event) error
 
 	CreateVM(ctx context.Context, vm fleet.VM, ev fleet.Event) error
 	VM(ctx context.Context, name string) (fleet.VM, error)

@@ -130,6 +130,9 @@ func (s *Server) CreateVM(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return controllerapi.VM{}, err
 		}
+		if err := v.refuseDraining("host", host); err != nil {
+			return controllerapi.VM{}, err
+		}
 		slot, err := placement.Pick(policy, v.candidates(nil, func(sl placement.Slot) bool { return host == "" || sl.Host == host }),
 			vm.MemoryBytes, s.cfg.MaxVMsPerGPU)
 		if err != nil {
@@ -286,6 +289,11 @@ func (s *Server) MoveVM(w http.ResponseWriter, r *http.Request, name string) {
 		v, err := s.view(ctx)
 		if err != nil {
 			return controllerapi.VM{}, err
+		}
+		if req.Host != nil {
+			if err := v.refuseDraining("host", *req.Host); err != nil {
+				return controllerapi.VM{}, err
+			}
 		}
 		keep := func(sl placement.Slot) bool {
 			if sl.Host == old.Host && sl.GPU == old.GPU {

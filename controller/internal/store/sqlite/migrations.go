@@ -77,4 +77,6 @@ var migrations = []string{
 	ALTER TABLE gpus ADD COLUMN sriov_totalvfs INTEGER;
 	ALTER TABLE gpus ADD COLUMN sriov_numvfs INTEGER;
 	ALTER TABLE gpus ADD COLUMN vfs TEXT NOT NULL DEFAULT '[]';`,
+	// 3: a draining host takes no new VMs.
+	`ALTER TABLE hosts ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;`,
 }

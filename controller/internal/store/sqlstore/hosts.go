@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sluice-gpu/sluice/controller/internal/fleet"
@@ -111,6 +112,52 @@ func (s *Store) MarkDown(ctx context.Context, name string, staleBefore time.Time
 	return changed, err
 }
 
+// SetDraining starts (draining) or ends the draining of host name and
+// records ev; changed is false, and no event recorded, when the host was so
+// already.
+func (s *Store) SetDraining(ctx context.Context, name string, draining bool, ev fleet.Event) (changed bool, err error) {
+	err = s.change(ctx, func(c conn) error {
+		var was bool
+		if err := c.queryRow(ctx, `SELECT draining FROM hosts WHERE name = ?`, name).Scan(&was); err != nil {
+			return notFound(err, fmt.Sprintf("host %q", name))
+		}
+		if changed = was != draining; !changed {
+			return nil
+		}
+		if _, err := c.exec(ctx, `UPDATE hosts SET draining = ? WHERE name = ?`, draining, name); err != nil {
+			return fmt.Errorf("setting the draining of host %q: %w", name, err)
+		}
+		return insertEvent(ctx, c, ev)
+	})
+	return changed, err
+}
+
+// DeleteHost removes host name and its GPUs (its usage stays) and records
+// ev. A host that VMs are placed on stays: fleet.ErrConflict naming them.
+func (s *Store) DeleteHost(ctx context.Context, name string, ev fleet.Event) error {
+	return s.change(ctx, func(c conn) error {
+		rows, err := c.query(ctx, `SELECT name FROM vms WHERE host = ? ORDER BY name`, name)
+		vms, err := scanAll(rows, err, fmt.Sprintf("listing the VMs on host %q", name), "a VM",
+			func(row scanner) (vm string, err error) { return vm, row.Scan(&vm) })
+		if err != nil {
+			return err
+		}
+		if len(vms) > 0 {
+			return fmt.Errorf("host %q holds %d VM(s), %s: move or delete them first: %w", name, len(vms), strings.Join(vms, ", "), fleet.ErrConflict)
+		}
+		if _, err := c.exec(ctx, `DELETE FROM gpus WHERE host = ?`, name); err != nil {
+			if s.d.class(err) == ForeignKeyFailure { // a VM placed there since
+				return fmt.Errorf("host %q holds a VM: move or delete it first: %w", name, fleet.ErrConflict)
+			}
+			return fmt.Errorf("removing the GPUs of host %q: %w", name, err)
+		}
+		if err := deleteNamed(ctx, c, "hosts", name, fmt.Sprintf("host %q", name)); err != nil {
+			return err
+		}
+		return insertEvent(ctx, c, ev)
+	})
+}
+
 // Host returns host name with its GPUs.
 func (s *Store) Host(ctx context.Context, name string) (fleet.Host, error) {
 	hosts, err := s.hosts(ctx, name)
@@ -128,12 +175,12 @@ func (s *Store) ListHosts(ctx context.Context) ([]fleet.Host, error) { return s.
 
 // hosts returns host name, or every host for "".
 func (s *Store) hosts(ctx context.Context, name string) ([]fleet.Host, error) {
-	rows, err := s.read().query(ctx, `SELECT name, address, version, registered, last_heartbeat, down FROM hosts
+	rows, err := s.read().query(ctx, `SELECT name, address, version, registered, last_heartbeat, down, draining FROM hosts
 		WHERE ? = '' OR name = ? ORDER BY name`, name, name)
 	out, err := scanAll(rows, err, "listing hosts", "a host", func(row scanner) (fleet.Host, error) {
 		var h fleet.Host
 		var reg, hb int64
-		err := row.Scan(&h.Name, &h.Address, &h.Version, &reg, &hb, &h.Down)
+		err := row.Scan(&h.Name, &h.Address, &h.Version, &reg, &hb, &h.Down, &h.Draining)
 		h.Registered, h.LastHeartbeat = fromNanos(reg), fromNanos(hb)
 		return h, err
 	})

@@ -41,6 +41,19 @@ func (s *Store) vmWriteError(vm fleet.VM, err error) error {
 	return fmt.Errorf("storing vm %q: %w", vm.Name, err)
 }
 
+// deleteNamed deletes the row of table named name; fleet.ErrNotFound
+// naming what when there is none.
+func deleteNamed(ctx context.Context, c conn, table, name, what string) error {
+	res, err := c.exec(ctx, `DELETE FROM `+table+` WHERE name = ?`, name)
+	if err != nil {
+		return fmt.Errorf("deleting %s: %w", what, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("%s: %w", what, fleet.ErrNotFound)
+	}
+	return nil
+}
+
 // VM returns VM name.
 func (s *Store) VM(ctx context.Context, name string) (fleet.VM, error) {
 	v, err := scanVM(s.read().queryRow(ctx, `SELECT `+vmColumns+` FROM vms WHERE name = ?`, name))
@@ -76,12 +89,8 @@ func (s *Store) UpdateVM(ctx context.Context, vm fleet.VM, ev fleet.Event) error
 // DeleteVM removes VM name (its usage stays) and records ev.
 func (s *Store) DeleteVM(ctx context.Context, name string, ev fleet.Event) error {
 	return s.change(ctx, func(c conn) error {
-		res, err := c.exec(ctx, `DELETE FROM vms WHERE name = ?`, name)
-		if err != nil {
-			return fmt.Errorf("deleting vm %q: %w", name, err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return fmt.Errorf("vm %q: %w", name, fleet.ErrNotFound)
+		if err := deleteNamed(ctx, c, "vms", name, fmt.Sprintf("vm %q", name)); err != nil {
+			return err
 		}
 		return insertEvent(ctx, c, ev)
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -274,5 +275,81 @@ func testUpdateAndDeleteVM(t *testing.T, db DB) {
 	evs, _ := s.ListEvents(ctx, time.Time{}, 100)
 	if len(evs) != 4 {
 		t.Fatalf("%d events, want 4 (register, create, update, delete)", len(evs))
+	}
+}
+
+// testDrainAndDeleteHost: a host drains and undrains (an event each time it
+// changes, none when it does not), keeps its draining through a
+// registration, and is deleted with its GPUs only once no VM is placed on
+// it; its usage stays.
+func testDrainAndDeleteHost(t *testing.T, db DB) {
+	s := db.Open(t)
+	ctx := context.Background()
+	if err := s.RegisterHost(ctx, hostWithGPUs("h1", 100, 100), ev("host.register", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := s.Host(ctx, "h1"); h.Draining {
+		t.Fatal("a new host is draining")
+	}
+	if changed, err := s.SetDraining(ctx, "h1", true, ev("host.drain", "h1")); err != nil || !changed {
+		t.Fatalf("drain: %v, %v", changed, err)
+	}
+	if changed, err := s.SetDraining(ctx, "h1", true, ev("host.drain", "h1")); err != nil || changed {
+		t.Fatalf("drain twice: %v, %v", changed, err)
+	}
+	if _, err := s.SetDraining(ctx, "nope", true, ev("host.drain", "nope")); !errors.Is(err, fleet.ErrNotFound) {
+		t.Fatalf("draining an unknown host: %v", err)
+	}
+	if err := s.RegisterHost(ctx, hostWithGPUs("h1", 100, 100), ev("host.register", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	if hosts, err := s.ListHosts(ctx); err != nil || len(hosts) != 1 || !hosts[0].Draining {
+		t.Fatalf("hosts after a registration of a draining host: %+v, %v", hosts, err)
+	}
+	for _, name := range []string{"b", "a"} {
+		vm := fleet.VM{Name: name, Tenant: "acme", Weight: 1, Host: "h1", GPU: 1, Created: t0, Updated: t0, Generation: 1}
+		if err := s.CreateVM(ctx, vm, ev("vm.create", name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := s.IngestUsage(ctx, []fleet.UsageInterval{{Host: "h1", VM: "a", Seq: 1, Start: t0, End: t0.Add(time.Second), GPUNs: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.DeleteHost(ctx, "h1", ev("host.delete", "h1"))
+	if !errors.Is(err, fleet.ErrConflict) || !strings.Contains(err.Error(), "2 VM(s), a, b:") {
+		t.Fatalf("deleting a host with VMs: %v; want a conflict naming a and b", err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if err := s.DeleteVM(ctx, name, ev("vm.delete", name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteHost(ctx, "h1", ev("host.delete", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Host(ctx, "h1"); !errors.Is(err, fleet.ErrNotFound) {
+		t.Fatalf("a deleted host: %v", err)
+	}
+	if err := s.DeleteHost(ctx, "h1", ev("host.delete", "h1")); !errors.Is(err, fleet.ErrNotFound) {
+		t.Fatalf("deleting twice: %v", err)
+	}
+	if u, err := s.QueryUsage(ctx, fleet.UsageQuery{VM: "a"}); err != nil || len(u) != 1 || u[0].Host != "h1" {
+		t.Fatalf("usage of a deleted host: %+v, %v", u, err)
+	}
+	// The name may register again, as a new host with new GPUs.
+	if err := s.RegisterHost(ctx, hostWithGPUs("h1", 300), ev("host.register", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := s.Host(ctx, "h1"); err != nil || h.Draining || len(h.GPUs) != 1 || h.GPUs[0].MemoryBytes != 300 {
+		t.Fatalf("host registered again: %+v, %v", h, err)
+	}
+	evs, _ := s.ListEvents(ctx, time.Time{}, 100)
+	var actions []string
+	for _, e := range evs {
+		actions = append(actions, e.Action)
+	}
+	want := "host.register host.delete vm.delete vm.delete vm.create vm.create host.register host.drain host.register"
+	if got := strings.Join(actions, " "); got != want {
+		t.Fatalf("events, newest first:\n%s\nwant\n%s", got, want)
 	}
 }

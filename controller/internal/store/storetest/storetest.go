@@ -46,6 +46,7 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"HeartbeatAndMarkDown", testHeartbeatAndMarkDown},
 		{"UsageIngestionIsIdempotentAcrossReopen", testUsageIngestionIsIdempotentAcrossReopen},
 		{"UpdateAndDeleteVM", testUpdateAndDeleteVM},
+		{"DrainAndDeleteHost", testDrainAndDeleteHost},
 		{"ConcurrentIngestionCountsOnce", testConcurrentIngestionCountsOnce},
 		{"ConcurrentCreateOfOneNameCreatesOnce", testConcurrentCreateOfOneNameCreatesOnce},
 		{"CapacityLockExcludesAcrossStores", testCapacityLockExcludesAcrossStores},
