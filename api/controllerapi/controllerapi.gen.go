@@ -694,9 +694,10 @@ type ClientInterface interface {
 	// A sluiced joined to the controller sends this after every sync: for
 	// each VM the controller placed on it and it runs, the ivshmem server
 	// socket and the device settings a libvirt domain needs. It replaces
-	// what the host reported before. The controller keeps it in memory
-	// only (it is the host's run-time state, sent again every interval),
-	// to answer GET /v1/vms/{name}/domain.xml.
+	// what the host reported before. The controller stores it (a restart,
+	// or another controller on the same database, still answers) to answer
+	// GET /v1/vms/{name}/domain.xml; it is the host's run-time state, sent
+	// again every interval, so it is not in the audit log.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -708,9 +709,10 @@ type ClientInterface interface {
 	// A sluiced joined to the controller sends this after every sync: for
 	// each VM the controller placed on it and it runs, the ivshmem server
 	// socket and the device settings a libvirt domain needs. It replaces
-	// what the host reported before. The controller keeps it in memory
-	// only (it is the host's run-time state, sent again every interval),
-	// to answer GET /v1/vms/{name}/domain.xml.
+	// what the host reported before. The controller stores it (a restart,
+	// or another controller on the same database, still answers) to answer
+	// GET /v1/vms/{name}/domain.xml; it is the host's run-time state, sent
+	// again every interval, so it is not in the audit log.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1015,9 +1017,10 @@ func (c *Client) DrainHost(ctx context.Context, name HostName, reqEditors ...Req
 // A sluiced joined to the controller sends this after every sync: for
 // each VM the controller placed on it and it runs, the ivshmem server
 // socket and the device settings a libvirt domain needs. It replaces
-// what the host reported before. The controller keeps it in memory
-// only (it is the host's run-time state, sent again every interval),
-// to answer GET /v1/vms/{name}/domain.xml.
+// what the host reported before. The controller stores it (a restart,
+// or another controller on the same database, still answers) to answer
+// GET /v1/vms/{name}/domain.xml; it is the host's run-time state, sent
+// again every interval, so it is not in the audit log.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1039,9 +1042,10 @@ func (c *Client) ReportEndpointsWithBody(ctx context.Context, name HostName, con
 // A sluiced joined to the controller sends this after every sync: for
 // each VM the controller placed on it and it runs, the ivshmem server
 // socket and the device settings a libvirt domain needs. It replaces
-// what the host reported before. The controller keeps it in memory
-// only (it is the host's run-time state, sent again every interval),
-// to answer GET /v1/vms/{name}/domain.xml.
+// what the host reported before. The controller stores it (a restart,
+// or another controller on the same database, still answers) to answer
+// GET /v1/vms/{name}/domain.xml; it is the host's run-time state, sent
+// again every interval, so it is not in the audit log.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2626,9 +2630,10 @@ type ClientWithResponsesInterface interface {
 	// A sluiced joined to the controller sends this after every sync: for
 	// each VM the controller placed on it and it runs, the ivshmem server
 	// socket and the device settings a libvirt domain needs. It replaces
-	// what the host reported before. The controller keeps it in memory
-	// only (it is the host's run-time state, sent again every interval),
-	// to answer GET /v1/vms/{name}/domain.xml.
+	// what the host reported before. The controller stores it (a restart,
+	// or another controller on the same database, still answers) to answer
+	// GET /v1/vms/{name}/domain.xml; it is the host's run-time state, sent
+	// again every interval, so it is not in the audit log.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2640,9 +2645,10 @@ type ClientWithResponsesInterface interface {
 	// A sluiced joined to the controller sends this after every sync: for
 	// each VM the controller placed on it and it runs, the ivshmem server
 	// socket and the device settings a libvirt domain needs. It replaces
-	// what the host reported before. The controller keeps it in memory
-	// only (it is the host's run-time state, sent again every interval),
-	// to answer GET /v1/vms/{name}/domain.xml.
+	// what the host reported before. The controller stores it (a restart,
+	// or another controller on the same database, still answers) to answer
+	// GET /v1/vms/{name}/domain.xml; it is the host's run-time state, sent
+	// again every interval, so it is not in the audit log.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4066,9 +4072,10 @@ func (c *ClientWithResponses) DrainHostWithResponse(ctx context.Context, name Ho
 // A sluiced joined to the controller sends this after every sync: for
 // each VM the controller placed on it and it runs, the ivshmem server
 // socket and the device settings a libvirt domain needs. It replaces
-// what the host reported before. The controller keeps it in memory
-// only (it is the host's run-time state, sent again every interval),
-// to answer GET /v1/vms/{name}/domain.xml.
+// what the host reported before. The controller stores it (a restart,
+// or another controller on the same database, still answers) to answer
+// GET /v1/vms/{name}/domain.xml; it is the host's run-time state, sent
+// again every interval, so it is not in the audit log.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4086,9 +4093,10 @@ func (c *ClientWithResponses) ReportEndpointsWithBodyWithResponse(ctx context.Co
 // A sluiced joined to the controller sends this after every sync: for
 // each VM the controller placed on it and it runs, the ivshmem server
 // socket and the device settings a libvirt domain needs. It replaces
-// what the host reported before. The controller keeps it in memory
-// only (it is the host's run-time state, sent again every interval),
-// to answer GET /v1/vms/{name}/domain.xml.
+// what the host reported before. The controller stores it (a restart,
+// or another controller on the same database, still answers) to answer
+// GET /v1/vms/{name}/domain.xml; it is the host's run-time state, sent
+// again every interval, so it is not in the audit log.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -103,6 +103,17 @@ func DecodeVFs(s string) ([]VF, error) {
 	return vfs, nil
 }
 
+// Endpoint is what a host last reported of a VM it runs: the device a
+// libvirt domain needs (the ivshmem server socket, MSI vectors, volume,
+// settings). It is the host's run-time state, reported again every
+// interval; the store keeps it whole, so that a restarted controller, or
+// another one on the same database, answers the VM's domain.xml.
+type Endpoint struct {
+	Host   string
+	VM     string
+	Report string // JSON: the API's VMEndpoint as the host sent it
+}
+
 // VM is a VM's desired settings and place.
 type VM struct {
 	Name        string

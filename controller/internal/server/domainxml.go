@@ -1,10 +1,11 @@
 package server
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"sync"
 
 	"github.com/sluice-gpu/sluice/api/controllerapi"
 	"github.com/sluice-gpu/sluice/controller/internal/fleet"
@@ -16,37 +17,6 @@ const (
 	DefaultGuestImage = "/var/lib/sluice/guest" // holds vmlinux and initramfs.gz (make guest-image)
 	serialLogDir      = "/var/log/libvirt/qemu"
 )
-
-// endpointTable is host -> VM -> the endpoint the host reported last. It is
-// run-time state the hosts send again every sync, so it is not stored: after
-// a restart of the controller it fills again within an interval.
-type endpointTable struct {
-	mu     sync.Mutex
-	byHost map[string]map[string]controllerapi.VMEndpoint
-}
-
-func (t *endpointTable) set(host string, eps map[string]controllerapi.VMEndpoint) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.byHost == nil {
-		t.byHost = map[string]map[string]controllerapi.VMEndpoint{}
-	}
-	t.byHost[host] = eps
-}
-
-// drop forgets what host reported (a deleted host).
-func (t *endpointTable) drop(host string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.byHost, host)
-}
-
-func (t *endpointTable) get(host, vm string) (controllerapi.VMEndpoint, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	ep, ok := t.byHost[host][vm]
-	return ep, ok
-}
 
 // ReportEndpoints replaces what a host reported of its VMs' endpoints.
 func (s *Server) ReportEndpoints(w http.ResponseWriter, r *http.Request, name string) {
@@ -66,7 +36,7 @@ func (s *Server) ReportEndpoints(w http.ResponseWriter, r *http.Request, name st
 		if req.Vms == nil {
 			return invalid("vms", "field vms is required")
 		}
-		eps := make(map[string]controllerapi.VMEndpoint, len(req.Vms))
+		byVM := make(map[string]controllerapi.VMEndpoint, len(req.Vms))
 		for i, ep := range req.Vms {
 			f := func(field string) string { return fmt.Sprintf("vms[%d].%s", i, field) }
 			if err := checkName(f("vm"), ep.Vm); err != nil {
@@ -81,13 +51,17 @@ func (s *Server) ReportEndpoints(w http.ResponseWriter, r *http.Request, name st
 			if ep.Volume != nil && !filepath.IsAbs(*ep.Volume) {
 				return invalid(f("volume"), "field %s %q: want an absolute path", f("volume"), *ep.Volume)
 			}
-			eps[ep.Vm] = ep
+			byVM[ep.Vm] = ep // a VM reported twice: the last
 		}
-		if _, err := s.cfg.Store.Host(ctx, name); err != nil {
-			return withField(err, "name")
+		eps := make([]fleet.Endpoint, 0, len(byVM))
+		for vm, ep := range byVM {
+			b, err := json.Marshal(ep)
+			if err != nil {
+				return fmt.Errorf("encoding the endpoint of vm %q: %w", vm, err)
+			}
+			eps = append(eps, fleet.Endpoint{Host: name, VM: vm, Report: string(b)})
 		}
-		s.endpoints.set(name, eps)
-		return nil
+		return withField(s.cfg.Store.SetEndpoints(ctx, name, eps), "name")
 	}()
 	s.reply(w, r, http.StatusNoContent, nil, err)
 }
@@ -113,10 +87,17 @@ func (s *Server) GetVMDomainXML(w http.ResponseWriter, r *http.Request, name str
 		if err != nil {
 			return nil, err
 		}
-		ep, ok := s.endpoints.get(vm.Host, vm.Name)
-		if !ok {
+		stored, err := s.cfg.Store.Endpoint(ctx, vm.Host, vm.Name)
+		if errors.Is(err, fleet.ErrNotFound) {
 			return nil, &apiError{status: http.StatusConflict, code: controllerapi.Conflict, field: "name",
 				msg: fmt.Sprintf("vm %q: its host %s has not reported its endpoint yet (sluiced creates the VM at its next sync)", vm.Name, vm.Host)}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the endpoint of vm %q: %w", vm.Name, err)
+		}
+		var ep controllerapi.VMEndpoint
+		if err := json.Unmarshal([]byte(stored.Report), &ep); err != nil {
+			return nil, fmt.Errorf("decoding the stored endpoint of vm %q: %w", vm.Name, err)
 		}
 		info := vmInfo(ep)
 		if !whole {

@@ -89,6 +89,30 @@ func TestDomainXML(t *testing.T) {
 	}
 }
 
+// TestDomainXMLSurvivesRestart: the endpoints are stored, so a restarted
+// controller answers the same before the host reports again, and a deleted
+// host's go with it.
+func TestDomainXMLSurvivesRestart(t *testing.T) {
+	e := withWeb(t)
+	e.must(204, "PUT", "/v1/hosts/h1/endpoints", e.h1, webEndpoints, nil)
+	before := e.do("GET", "/v1/vms/web/domain.xml?whole=true", e.acme, "")
+	if before.status != 200 {
+		t.Fatalf("before the restart: %d %s", before.status, before.body)
+	}
+	e.stop()
+	e.start()
+	if r := e.do("GET", "/v1/vms/web/domain.xml?whole=true", e.acme, ""); r.status != 200 || string(r.body) != string(before.body) {
+		t.Fatalf("after the restart: %d %s\nwant %s", r.status, r.body, before.body)
+	}
+	e.must(204, "DELETE", "/v1/vms/web", e.acme, "", nil)
+	e.must(204, "DELETE", "/v1/hosts/h1", e.op, "", nil)
+	e.registerHost("h1", 8*gib)
+	e.createVM(e.op, `{"name":"web","tenant":"acme","host":"h1"}`)
+	if r := e.do("GET", "/v1/vms/web/domain.xml", e.acme, ""); r.status != http.StatusConflict {
+		t.Fatalf("a new web on a host registered again, not reported yet: %d %s", r.status, r.body)
+	}
+}
+
 // TestDomainXMLRejects: bad parameters and reports are 400 naming what is
 // wrong, a host reports only for itself, and a new report replaces the old.
 func TestDomainXMLRejects(t *testing.T) {

@@ -254,7 +254,6 @@ func (s *Server) DeleteHost(w http.ResponseWriter, r *http.Request, name string)
 		if err := s.cfg.Store.DeleteHost(ctx, name, ev); err != nil {
 			return withField(err, "name")
 		}
-		s.endpoints.drop(name)
 		return nil
 	}()
 	s.reply(w, r, http.StatusNoContent, nil, err)

@@ -46,6 +46,8 @@ type Store interface {
 	ListHosts(ctx context.Context) ([]fleet.Host, error)
 	SetDraining(ctx context.Context, name string, draining bool, ev fleet.Event) (changed bool, err error)
 	DeleteHost(ctx context.Context, name string, ev fleet.Event) error
+	SetEndpoints(ctx context.Context, host string, eps []fleet.Endpoint) error
+	Endpoint(ctx context.Context, host, vm string) (fleet.Endpoint, error)
 
 	CreateVM(ctx context.Context, vm fleet.VM, ev fleet.Event) error
 	VM(ctx context.Context, name string) (fleet.VM, error)
@@ -82,9 +84,6 @@ type Server struct {
 	cfg     Config
 	mu      sync.Mutex // serialises capacity-dependent mutations
 	metrics *ctlmetrics.Metrics
-	// endpoints is what hosts last reported of their VMs' endpoints
-	// (domainxml.go), in memory only.
-	endpoints endpointTable
 }
 
 var _ controllerapi.ServerInterface = (*Server)(nil)

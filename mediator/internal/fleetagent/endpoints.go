@@ -12,7 +12,7 @@ import (
 
 // reportEndpoints tells the controller the endpoints of the managed VMs the
 // host runs, for their libvirt XML (GET /v1/vms/{name}/domain.xml). It is
-// sent every sync: the controller keeps it in memory only.
+// sent every sync, and replaces what the controller stored of the last.
 func (a *Agent) reportEndpoints(ctx context.Context) error {
 	local, err := a.local.ListVMs(ctx)
 	if err != nil {

@@ -1,5 +1,7 @@
 package sqlite
 
+import "github.com/sluice-gpu/sluice/controller/internal/store/sqlstore"
+
 // migrations are the schema's versions, applied in order, each once, in a
 // transaction with its row in schema_migrations. Never change one that has
 // shipped: add the next.
@@ -79,4 +81,6 @@ var migrations = []string{
 	ALTER TABLE gpus ADD COLUMN vfs TEXT NOT NULL DEFAULT '[]';`,
 	// 3: a draining host takes no new VMs.
 	`ALTER TABLE hosts ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;`,
+	// 4: the endpoints the hosts report of their VMs, for domain.xml.
+	sqlstore.MigrationEndpoints,
 }

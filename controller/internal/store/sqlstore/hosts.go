@@ -145,6 +145,9 @@ func (s *Store) DeleteHost(ctx context.Context, name string, ev fleet.Event) err
 		if len(vms) > 0 {
 			return fmt.Errorf("host %q holds %d VM(s), %s: move or delete them first: %w", name, len(vms), strings.Join(vms, ", "), fleet.ErrConflict)
 		}
+		if _, err := c.exec(ctx, `DELETE FROM endpoints WHERE host = ?`, name); err != nil {
+			return fmt.Errorf("removing the endpoints of host %q: %w", name, err)
+		}
 		if _, err := c.exec(ctx, `DELETE FROM gpus WHERE host = ?`, name); err != nil {
 			if s.d.class(err) == ForeignKeyFailure { // a VM placed there since
 				return fmt.Errorf("host %q holds a VM: move or delete it first: %w", name, fleet.ErrConflict)

@@ -353,3 +353,58 @@ func testDrainAndDeleteHost(t *testing.T, db DB) {
 		t.Fatalf("events, newest first:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// testEndpointsSurviveReopen: a host's report of its VMs' endpoints is
+// stored (a restarted controller answers domain.xml), replaced whole by the
+// next, and goes with its host.
+func testEndpointsSurviveReopen(t *testing.T, db DB) {
+	s := db.Open(t)
+	ctx := context.Background()
+	ep := func(vm, report string) fleet.Endpoint { return fleet.Endpoint{Host: "h1", VM: vm, Report: report} }
+	if err := s.SetEndpoints(ctx, "h1", []fleet.Endpoint{ep("a", `{}`)}); !errors.Is(err, fleet.ErrNotFound) {
+		t.Fatalf("endpoints of an unknown host: %v", err)
+	}
+	if err := s.RegisterHost(ctx, hostWithGPUs("h1", 100), ev("host.register", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Endpoint(ctx, "h1", "a"); !errors.Is(err, fleet.ErrNotFound) {
+		t.Fatalf("an endpoint not reported: %v", err)
+	}
+	first := []fleet.Endpoint{ep("a", `{"vm":"a","endpoint":"/run/a.sock","vectors":3}`), ep("b", `{"vm":"b","endpoint":"/run/b.sock","vectors":1}`)}
+	for range 2 { // the same report again changes nothing
+		if err := s.SetEndpoints(ctx, "h1", first); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	s = db.Open(t)
+	for _, want := range first {
+		if got, err := s.Endpoint(ctx, "h1", want.VM); err != nil || got != want {
+			t.Fatalf("endpoint of %s after reopen: %+v, %v; want %+v", want.VM, got, err, want)
+		}
+	}
+	// The next report replaces the whole: a is gone, b changed.
+	b2 := ep("b", `{"vm":"b","endpoint":"/run/b2.sock","vectors":1}`)
+	if err := s.SetEndpoints(ctx, "h1", []fleet.Endpoint{b2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Endpoint(ctx, "h1", "a"); !errors.Is(err, fleet.ErrNotFound) {
+		t.Fatalf("an endpoint no longer reported: %v", err)
+	}
+	if got, err := s.Endpoint(ctx, "h1", "b"); err != nil || got != b2 {
+		t.Fatalf("a changed endpoint: %+v, %v", got, err)
+	}
+	// No audit event: it is run-time state.
+	if evs, _ := s.ListEvents(ctx, time.Time{}, 100); len(evs) != 1 {
+		t.Fatalf("%d events, want the registration only", len(evs))
+	}
+	if err := s.DeleteHost(ctx, "h1", ev("host.delete", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RegisterHost(ctx, hostWithGPUs("h1", 100), ev("host.register", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Endpoint(ctx, "h1", "b"); !errors.Is(err, fleet.ErrNotFound) {
+		t.Fatalf("an endpoint of a deleted host: %v", err)
+	}
+}

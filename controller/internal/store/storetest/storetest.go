@@ -47,6 +47,7 @@ func Run(t *testing.T, newDB func(t *testing.T) DB) {
 		{"UsageIngestionIsIdempotentAcrossReopen", testUsageIngestionIsIdempotentAcrossReopen},
 		{"UpdateAndDeleteVM", testUpdateAndDeleteVM},
 		{"DrainAndDeleteHost", testDrainAndDeleteHost},
+		{"EndpointsSurviveReopen", testEndpointsSurviveReopen},
 		{"ConcurrentIngestionCountsOnce", testConcurrentIngestionCountsOnce},
 		{"ConcurrentCreateOfOneNameCreatesOnce", testConcurrentCreateOfOneNameCreatesOnce},
 		{"CapacityLockExcludesAcrossStores", testCapacityLockExcludesAcrossStores},
