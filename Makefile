@@ -74,7 +74,7 @@ e2e: ## end-to-end suite: real binaries, QEMU guests, libvirtd (E2E_LABELS=proce
 lint: vet ## go vet, gofmt and staticcheck
 	$(GO) run $(STATICCHECK) ./...
 
-demo: build ## run two process guests on the simulated GPU and watch them (DEMO_SECONDS=20)
+demo: build ## two process guests (10x kernel skew) on the simulated GPU, unscheduled then under dfq, summed up side by side (DEMO_SECONDS=20, both phases)
 	DEMO_SECONDS=$(DEMO_SECONDS) BIN=$(BIN) deploy/demo.sh
 
 bench: sluicectl ## run the Go benchmarks and every bench/specs/*.yaml; JSON and tables into bench/results/

@@ -24,6 +24,7 @@ type Percentiles struct {
 type ThrottleResult struct {
 	Workload       string      `json:"workload"`
 	KernelUs       float64     `json:"kernel_us"`
+	Depth          int         `json:"depth"` // kernels kept in flight
 	Kernels        uint64      `json:"kernels"`
 	Errors         uint64      `json:"errors"`
 	ElapsedNs      int64       `json:"elapsed_ns"`

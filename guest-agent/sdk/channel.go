@@ -66,6 +66,9 @@ func (c *Channel) SetPoll(p Poll) error {
 // Index is the channel's number, which is also its doorbell vector.
 func (c *Channel) Index() int { return int(c.idx) }
 
+// Entries is how many records the channel's ring holds.
+func (c *Channel) Entries() int { return int(c.entries) }
+
 // Put is the free-running index the next submitted record gets.
 func (c *Channel) Put() uint32 { return c.put }
 

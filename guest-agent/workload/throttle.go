@@ -20,10 +20,40 @@ type ThrottleConfig struct {
 	// channel reset); one more ends the run with the error.
 	MaxErrors int
 	// Depth is how many kernels are kept in flight (default 1: LoGA's
-	// throttle waits for each kernel). A deeper queue keeps the GPU busy
-	// across the guest's own completion latency; Sleep then follows each
-	// completion before the next submit.
+	// throttle waits for each kernel, unless InFlight says otherwise). A
+	// deeper queue keeps the GPU busy across the guest's own completion
+	// latency; Sleep then follows each completion before the next submit.
 	Depth int
+	// InFlight, with Depth 0 and no Sleep, keeps as many kernels in flight
+	// as make this much GPU time (at least one, at most the ring's
+	// entries): kernels back to back at any length keep the GPU busy across
+	// the same completion latency. 0: one kernel.
+	InFlight time.Duration
+}
+
+// DefaultInFlight is sluice-agent's default GPU time in flight for kernels
+// back to back (run throttle --inflight). A guest sees each completion late
+// (a process guest polls with sleeps that the Go runtime rounds up to about
+// a millisecond; a TCG guest takes milliseconds from a completion to its
+// next doorbell), so with little in flight it cannot keep the GPU busy on
+// its own: when the scheduler holds the other VMs the GPU idles, and dfq,
+// being work-conserving, releases them. With a fixed 16 kernels in flight, a
+// guest of 100 µs kernels (1.6 ms in flight) got 31-35% of the GPU under dfq
+// beside one of 1 ms kernels (16 ms), the GPU 97% busy; with 20 ms each
+// (200 and 20 kernels), 49-52%, the GPU busy throughout (make demo, sim,
+// wall clock, 2 cores).
+const DefaultInFlight = 20 * time.Millisecond
+
+// depth is how many kernels Throttle keeps in flight on a ring of entries.
+func (c ThrottleConfig) depth(entries int) int {
+	if c.Depth > 0 {
+		return c.Depth
+	}
+	if c.Sleep > 0 || c.InFlight <= 0 {
+		return 1
+	}
+	n := (c.InFlight + c.Kernel - 1) / c.Kernel
+	return int(min(n, time.Duration(max(entries, 1))))
 }
 
 // Validate checks that the run is bounded and well formed.
@@ -31,8 +61,8 @@ func (c ThrottleConfig) Validate() error {
 	switch {
 	case c.Kernel <= 0:
 		return fmt.Errorf("throttle kernel of %v: must be positive", c.Kernel)
-	case c.Sleep < 0 || c.Duration < 0 || c.Kernels < 0 || c.MaxErrors < 0 || c.Depth < 0:
-		return errors.New("throttle sleep, duration, kernels, depth and max errors must not be negative")
+	case c.Sleep < 0 || c.Duration < 0 || c.Kernels < 0 || c.MaxErrors < 0 || c.Depth < 0 || c.InFlight < 0:
+		return errors.New("throttle sleep, duration, kernels, depth, in-flight time and max errors must not be negative")
 	case c.Duration == 0 && c.Kernels == 0:
 		return errors.New("throttle run needs a duration or a kernel count")
 	}
@@ -46,6 +76,7 @@ type ThrottleResult struct {
 	Channel        int     `json:"channel"`
 	KernelUs       float64 `json:"kernel_us"`
 	SleepUs        float64 `json:"sleep_us"`
+	Depth          int     `json:"depth"` // kernels kept in flight
 	Kernels        int     `json:"kernels"`
 	Errors         int     `json:"errors"`
 	ElapsedNs      int64   `json:"elapsed_ns"`
@@ -80,7 +111,8 @@ func Throttle(ctx context.Context, ch *sdk.Channel, cfg ThrottleConfig) (res Thr
 		res.SubmittedGPUNs = int64(len(turnaround)) * int64(cfg.Kernel)
 		res.TurnaroundNs = Summarize(turnaround)
 	}()
-	depth := max(cfg.Depth, 1)
+	depth := cfg.depth(ch.Entries())
+	res.Depth = depth
 	type flight struct {
 		idx uint32
 		t0  time.Time

@@ -268,3 +268,37 @@ func TestMemset(t *testing.T) {
 		t.Error("handles past MaxHandle validate")
 	}
 }
+
+// TestThrottleInFlight: kernels back to back are kept InFlight deep (at most
+// the ring's entries), an explicit Depth wins, and a throttle with sleeps
+// waits for each kernel, as LoGA's does.
+func TestThrottleInFlight(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		cfg  workload.ThrottleConfig
+		want int
+	}{
+		{"in flight", workload.ThrottleConfig{Kernel: time.Millisecond, InFlight: 20 * time.Millisecond}, 20},
+		{"rounded up", workload.ThrottleConfig{Kernel: 300 * time.Microsecond, InFlight: time.Millisecond}, 4},
+		{"the ring's entries at most", workload.ThrottleConfig{Kernel: 10 * time.Microsecond, InFlight: 20 * time.Millisecond}, -1},
+		{"depth given", workload.ThrottleConfig{Kernel: time.Millisecond, Depth: 3, InFlight: 20 * time.Millisecond}, 3},
+		{"with sleeps", workload.ThrottleConfig{Kernel: time.Millisecond, Sleep: time.Microsecond, InFlight: 20 * time.Millisecond}, 1},
+		{"no in-flight time", workload.ThrottleConfig{Kernel: time.Millisecond}, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, c := openChannel(t, sdktest.Config{}, 0)
+			want := tt.want
+			if want < 0 {
+				want = c.Entries()
+			}
+			tt.cfg.Kernels = 2 * want
+			res, err := workload.Throttle(testCtx(t), c, tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Depth != want || res.Kernels != 2*want {
+				t.Errorf("depth %d, %d kernels; want depth %d, %d kernels", res.Depth, res.Kernels, want, 2*want)
+			}
+		})
+	}
+}

@@ -66,7 +66,13 @@ func newThrottleCmd(g *globals) *cobra.Command {
 		Short: "LoGA's throttle benchmark: spin kernels of N µs with M µs sleeps between them",
 		Long: `Repeat: submit a THROTTLE kernel of --kernel-us µs, wait for its completion,
 sleep --sleep-us µs; until --duration has elapsed or --kernels kernels have
-completed. Reports each kernel's turnaround (submit to completion observed).`,
+completed. Reports each kernel's turnaround (submit to completion observed).
+
+Kernels back to back (--sleep-us 0) are kept --inflight of GPU time deep
+(20ms: 200 kernels of 100 µs, 20 of 1 ms; at most the ring's entries), so
+that the GPU stays busy although the guest sees each completion late;
+--depth N keeps N kernels in flight instead (--depth 1 waits for each, as
+LoGA's throttle does, and is the default with --sleep-us).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Kernel = time.Duration(kernelUs) * time.Microsecond
@@ -88,14 +94,15 @@ completed. Reports each kernel's turnaround (submit to completion observed).`,
 	fl.Int64Var(&sleepUs, "sleep-us", 0, "sleep between a completion and the next kernel in µs")
 	fl.DurationVar(&cfg.Duration, "duration", 10*time.Second, "stop after this long; 0: no time limit (as when only --kernels is given)")
 	fl.IntVar(&cfg.Kernels, "kernels", 0, "stop after this many completed kernels (0: no count limit)")
-	fl.IntVar(&cfg.Depth, "depth", 1, "kernels kept in flight (1: wait for each, as LoGA's throttle does; more keeps the GPU busy across completion latency)")
+	fl.IntVar(&cfg.Depth, "depth", 0, "kernels kept in flight (0: --inflight's worth, or 1 with --sleep-us; 1: wait for each, as LoGA's throttle does)")
+	fl.DurationVar(&cfg.InFlight, "inflight", workload.DefaultInFlight, "GPU time kept in flight with --depth 0 and --sleep-us 0")
 	fl.IntVar(&cfg.MaxErrors, "max-errors", 0, "failed kernels tolerated (each followed by a channel reset)")
 	return cmd
 }
 
 func printThrottle(w io.Writer, r workload.ThrottleResult) {
-	fmt.Fprintf(w, "throttle on channel %d: %d kernels of %g µs, sleep %g µs, %d errors, in %v\n",
-		r.Channel, r.Kernels, r.KernelUs, r.SleepUs, r.Errors, time.Duration(r.ElapsedNs))
+	fmt.Fprintf(w, "throttle on channel %d: %d kernels of %g µs, sleep %g µs, depth %d, %d errors, in %v\n",
+		r.Channel, r.Kernels, r.KernelUs, r.SleepUs, r.Depth, r.Errors, time.Duration(r.ElapsedNs))
 	fmt.Fprintf(w, "submitted GPU time %v\n", time.Duration(r.SubmittedGPUNs))
 	printSummary(w, "turnaround", r.TurnaroundNs)
 }
