@@ -90,12 +90,19 @@ func (s *Scheduler) advance(busy map[uint32]int64, elapsed int64) bool {
 		vm.lag = min(vm.lag+d, maxLag)
 	}
 	u := float64(total) / float64(elapsed)
-	if s.periods == 0 {
+	switch {
+	case n == 0:
+		// Idle: the next periods start the load afresh (LoadSmoothing).
+		s.load, s.fresh = u, FreshPeriods
+	case s.fresh > 0:
 		s.load = u
-	} else {
+		s.fresh--
+		if u >= s.cfg.Saturation {
+			s.fresh = 0
+		}
+	default:
 		s.load += LoadSmoothing * (u - s.load)
 	}
-	s.periods++
 	saturated := u >= s.cfg.Saturation && s.load >= s.cfg.Saturation
 	adv := s.tsysAdvance(saturated, deltas)
 	for _, vm := range s.vms {

@@ -55,7 +55,21 @@ func ParsePolicy(s string) (Policy, error) {
 // smoothed, bench/specs/nooveruse-*.yaml). The price: a GPU going from two
 // thirds busy to saturated counts as saturated after seven periods; one
 // saturated already (the usual case for a hog) holds at once.
+//
+// After a period in which no VM was active (and at the start) the load is
+// each period's own, unsmoothed, for up to FreshPeriods periods with work or
+// until one saturates: an idle GPU's history says nothing about the work that
+// arrives. Smoothed from the idle periods' zero, two process guests that
+// started together on the sim's wall clock (make demo) ran about ten periods
+// unheld, the long-kernel VM taking 90% of the GPU, before the load counted
+// as saturated (their first period is partial); now one.
 const LoadSmoothing = 0.25
+
+// FreshPeriods is how many periods with work after an idle one take their own
+// load as the smoothed load (LoadSmoothing). The price of not smoothing
+// them: a GPU that starts two thirds busy holds VMs in one of them if its
+// poll phase happens to see the GPU fully busy.
+const FreshPeriods = 3
 
 // DefaultThresholdDiv divides the coming period's length into the default
 // dfq threshold. Accounting charges a VM that started mid-period as if it had
@@ -198,7 +212,7 @@ type Scheduler struct {
 	tsys       int64
 	vms        map[uint32]*vmState
 	load       float64 // smoothed GPU load: charges ÷ period length
-	periods    int64   // periods of positive length seen
+	fresh      int     // periods with work to come that take their own load (FreshPeriods)
 	// timeslice: the VM whose turn it is and how many periods it has had.
 	turn     uint32
 	hasTurn  bool
@@ -213,7 +227,8 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, fmt.Errorf("creating scheduler: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	return &Scheduler{cfg: cfg, policy: cfg.Policy, nextPolicy: cfg.Policy, vms: map[uint32]*vmState{}}, nil
+	return &Scheduler{cfg: cfg, policy: cfg.Policy, nextPolicy: cfg.Policy, vms: map[uint32]*vmState{},
+		fresh: FreshPeriods}, nil
 }
 
 func checkWeight(w uint32) error {
