@@ -296,8 +296,8 @@ func identsIn(f *ast.File, fn string) map[string]bool {
 // C opcode names are the Go names.
 func TestCTables(t *testing.T) {
 	sizes := map[string]uint64{
-		"header": HeaderSize, "channel": ChannelDescSize, "slot": SyscallSlotSize, "reloc": RelocSize,
-		"prog": ProgArgsBaseSize, "prog/sys_one": SysOneBlobSize, "prog/sweep": SweepBlobSize, "prog/wc": WCBlobSize,
+		"header": HeaderSize, "channel": ChannelDescSize, "slot": SyscallSlotSize, "ring": SyscallRingEntrySize, "reloc": RelocSize,
+		"prog": ProgArgsBaseSize, "prog/sys_one": SysOneBlobSize, "prog/null": NullBlobSize, "prog/sweep": SweepBlobSize, "prog/wc": WCBlobSize,
 	}
 	groups := make(map[string][]cField)
 	for _, f := range cFields() {
@@ -306,7 +306,7 @@ func TestCTables(t *testing.T) {
 		}
 		groups[f.group] = append(groups[f.group], f)
 	}
-	const views = 4 + 2*7 + 1 + 4 // header, channel, slot, reloc; record and payload views; raw; programs
+	const views = 5 + 2*7 + 1 + 5 // header, channel, slot, ring entry, reloc; record and payload views; raw; programs
 	if len(groups) != views {
 		t.Errorf("%d struct views, want %d", len(groups), views)
 	}

@@ -42,6 +42,9 @@ const (
 	// FeatureResultWord: a FINISHED slot holds its errno at SysFinErrno too,
 	// stored with the state word (syscall.go).
 	FeatureResultWord uint64 = 1 << 2
+	// FeatureSyscallRing: the host consumes the syscall area's request ring
+	// (sysring.go), which follows the slots.
+	FeatureSyscallRing uint64 = 1 << 3
 )
 
 // Header is the first part of the region, written by the host when the

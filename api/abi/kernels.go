@@ -104,9 +104,19 @@ const (
 	// after the result is read and the slot freed (after the second
 	// barrier); of a non-blocking one, to the ring (the host frees the
 	// slot). Times are %globaltimer ns, saturated at 2^32-1.
-	KernelSysNull  = "sluice_sys_null"
-	NullOutPerCall = 4 // u32 round-trip ns per call, out[caller*iterations + i]
-	NullBlobSize   = 32
+	//
+	//	32 u64 ring        0, or 0 with RelocSyscallRing: the calls go through
+	//	                   the request ring (sysring.go), its claim counter there
+	//	40 u32 ring_slots  the area's slot count (the ring's length), with ring
+	//	44 u32 pad         zero
+	//
+	// A blob of 32 bytes (before the ring) makes its calls through the slots.
+	KernelSysNull     = "sluice_sys_null"
+	NullOutPerCall    = 4 // u32 round-trip ns per call, out[caller*iterations + i]
+	NullRing          = 32
+	NullRingSlots     = 40
+	NullBlobSizeSlots = 32
+	NullBlobSize      = 48
 	// KernelPreadSwp reads [0, file_size) in chunks: chunk k covers
 	// [k*chunk, min((k+1)*chunk, file_size)); with N callers, caller c
 	// preads chunks c, c+N, c+2N, ... in order into its buffer buf + c*chunk,

@@ -146,13 +146,14 @@ func (l Layout) HeapRange(off, n uint64) bool {
 	return off <= l.HeapSize && n <= l.HeapSize-off
 }
 
-// SyscallAreaSize is the size of a syscall area with n slots: the ready bitmap
-// (one bit a slot, in a page of its own) followed by the slots.
+// SyscallAreaSize is the size of a syscall area with n slots: the ready map
+// (a page of its own), the slots, and the request ring of n entries
+// (FeatureSyscallRing, sysring.go).
 func SyscallAreaSize(n int) uint64 {
 	if n == 0 {
 		return 0
 	}
-	return PageSize + uint64(n)*SyscallSlotSize
+	return PageSize + uint64(n)*(SyscallSlotSize+SyscallRingEntrySize)
 }
 
 func isPow2(v uint64) bool { return v != 0 && bits.OnesCount64(v) == 1 }

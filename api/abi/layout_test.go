@@ -72,7 +72,7 @@ func TestNewLayoutDefault(t *testing.T) {
 		ChannelsOff: PageSize,
 		RingsOff:    2 * PageSize, // 4 descriptors fit in one page
 		SyscallOff:  2*PageSize + 4*256*RecordSize,
-		SyscallSize: 17 * PageSize, // bitmap page + 1024 slots of 64 bytes
+		SyscallSize: 33 * PageSize, // ready map page + 1024 slots and 1024 ring entries of 64 bytes
 	}
 	want.HeapOff = want.SyscallOff + want.SyscallSize
 	want.HeapSize = want.RegionSize - want.HeapOff
@@ -118,9 +118,9 @@ func TestNewLayoutTightFit(t *testing.T) {
 	if _, err := NewLayout(tooBig); !errors.Is(err, ErrLayout) {
 		t.Errorf("NewLayout(%+v) = %v, want ErrLayout", tooBig, err)
 	}
-	// The syscall area counts too: 64 slots take the bitmap page and one
-	// page of slots.
-	withSys := LayoutConfig{RegionSize: MinRegionSize, Channels: 11, RingEntries: 64, SyscallSlots: 64}
+	// The syscall area counts too: 64 slots take the ready map page, one
+	// page of slots and one of ring entries.
+	withSys := LayoutConfig{RegionSize: MinRegionSize, Channels: 10, RingEntries: 64, SyscallSlots: 64}
 	l, err = NewLayout(withSys)
 	if err != nil || l.HeapSize != PageSize {
 		t.Errorf("NewLayout(%+v) = heap %d, %v; want one heap page", withSys, l.HeapSize, err)
@@ -287,8 +287,8 @@ func TestSyscallAreaSize(t *testing.T) {
 		want uint64
 	}{
 		{0, 0},
-		{64, PageSize + PageSize},
-		{MaxSyscallSlots, PageSize + MaxSyscallSlots*SyscallSlotSize},
+		{64, PageSize + 2*PageSize},
+		{MaxSyscallSlots, PageSize + MaxSyscallSlots*(SyscallSlotSize+SyscallRingEntrySize)},
 	} {
 		if got := SyscallAreaSize(tc.n); got != tc.want {
 			t.Errorf("SyscallAreaSize(%d) = %d, want %d", tc.n, got, tc.want)

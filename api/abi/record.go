@@ -57,6 +57,10 @@ const (
 	// device-visible address of the VM's syscall area (Layout.SyscallOff), so
 	// that a kernel can make system calls through its slots.
 	RelocSyscall uint32 = 3
+	// RelocSyscallRing (FeatureSyscallRing): the u64 at the offset must be 0
+	// and becomes the device-visible address of the VM's request ring claim
+	// counter (a u64 in device memory, sysring.go).
+	RelocSyscallRing uint32 = 4
 )
 
 // Field offsets within a record. Every record starts with opcode, flags and

@@ -207,6 +207,11 @@ type SyscallStats struct {
 	// the host core it held. Served calls per second of it is what one
 	// poller core serves.
 	PollerBusyNs int64 `json:"poller_busy_ns"`
+	// The request ring: calls read from it, entries that named no slot of
+	// the area (dropped), positions claimed and never written (skipped).
+	RingCalls   uint64 `json:"ring_calls"`
+	RingBad     uint64 `json:"ring_bad"`
+	RingSkipped uint64 `json:"ring_skipped"`
 }
 
 // Stats is a snapshot for live views: sample it twice and divide the deltas

@@ -86,6 +86,10 @@ func NewRunner(ctx context.Context, dev *sdk.Device, o Options) (*Runner, error)
 // Slots is the VM's syscall slot count.
 func (r *Runner) Slots() int { return int(r.dev.Layout().SyscallSlots) }
 
+// Ring reports whether the host reads the syscall area's request ring
+// (abi.FeatureSyscallRing), so that programs may call through it.
+func (r *Runner) Ring() bool { return r.dev.Header().Features&abi.FeatureSyscallRing != 0 }
+
 // run submits cmds and waits for the last.
 func (r *Runner) run(ctx context.Context, cmds ...abi.Command) error {
 	idx, err := r.ch.Submit(ctx, cmds...)
@@ -156,6 +160,7 @@ type Launch struct {
 	Out        uint64 // heap offset of the program's results
 	Specific   []byte // the blob from abi.ProgSpecific on
 	HeapRelocs []uint32
+	RingRelocs []uint32 // fields relocated to the request ring's claim counter (abi.RelocSyscallRing)
 }
 
 // callers is how many callers the launch has, by granularity (at most: a
@@ -194,6 +199,9 @@ func (r *Runner) Launch(ctx context.Context, l Launch) error {
 	relocs := [][2]uint32{{abi.ProgSys, abi.RelocSyscall}, {abi.ProgOut, abi.RelocHeap}}
 	for _, off := range l.HeapRelocs {
 		relocs = append(relocs, [2]uint32{off, abi.RelocHeap})
+	}
+	for _, off := range l.RingRelocs {
+		relocs = append(relocs, [2]uint32{off, abi.RelocSyscallRing})
 	}
 	for _, rl := range relocs {
 		blob = le.AppendUint32(blob, rl[0])

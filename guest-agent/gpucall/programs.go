@@ -57,6 +57,10 @@ type NullRun struct {
 type NullOptions struct {
 	Flags    uint8
 	OwnSlots bool
+	// Slots makes the calls through the slots even where the host reads
+	// the request ring (abi.FeatureSyscallRing): by default they go
+	// through the ring there.
+	Slots bool
 }
 
 // Null makes iterations null calls from each of grid×block work-items at
@@ -74,11 +78,17 @@ func (r *Runner) Null(ctx context.Context, grid, block uint32, granularity uint8
 	if err != nil {
 		return NullRun{}, err
 	}
-	start := time.Now()
-	if err := r.Launch(ctx, Launch{
+	l := Launch{
 		Kernel: abi.KernelSysNull, Grid: grid, Block: block, Granularity: granularity,
 		Flags: o.Flags, Iterations: iterations, Out: out, OwnSlots: o.OwnSlots,
-	}); err != nil {
+		Specific: make([]byte, abi.NullBlobSize-abi.ProgArgsBaseSize),
+	}
+	if r.Ring() && !o.Slots {
+		le.PutUint32(l.Specific[abi.NullRingSlots-abi.ProgArgsBaseSize:], uint32(r.Slots()))
+		l.RingRelocs = []uint32{abi.NullRing}
+	}
+	start := time.Now()
+	if err := r.Launch(ctx, l); err != nil {
 		return NullRun{}, err
 	}
 	run := NullRun{Callers: callers, Iterations: int(iterations), Wall: time.Since(start)}

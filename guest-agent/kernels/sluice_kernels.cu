@@ -123,13 +123,17 @@ extern "C" __global__ void sluice_sys_one(struct sluice_sys_one_args a)
 }
 
 /* sluice_sys_null: iterations null calls per caller, each one's round trip
- * in ns at out[caller * iterations + i]. */
-extern "C" __global__ void sluice_sys_null(struct sluice_prog_args p)
+ * in ns at out[caller * iterations + i]; through the request ring when the
+ * blob names its claim counter. */
+extern "C" __global__ void sluice_sys_null(struct sluice_sys_null_args a)
 {
+	const struct sluice_prog_args p = a.prog;
 	struct caller c;
 	uint32_t i;
 	if (!whoami(&p, &c) || (!c.calls && !c.strong))
 		return;
+	if (a.ring && a.ring_slots)
+		sluice_sys_caller_use_ring(&c.sc, (uint64_t *)a.ring, a.ring_slots);
 	for (i = 0; i < p.iterations; i++) {
 		uint64_t t0 = globaltimer(), dt;
 		call(&c, &p, SLUICE_SYS_NULL, p.flags, 0);

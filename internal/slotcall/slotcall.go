@@ -29,9 +29,9 @@ type Area struct {
 	timeout time.Duration
 }
 
-// New views area, a whole syscall area (the bitmap page, then slots of
-// abi.SyscallSlotSize bytes, at most abi.MaxSyscallSlots of them: bytes
-// beyond are ignored). area must be 8-byte aligned, as every mapping is.
+// New views area, a whole syscall area (the ready map page, then slots of
+// abi.SyscallSlotSize bytes and as many request ring entries, at most
+// abi.MaxSyscallSlots of them: bytes beyond are ignored). area must be 8-byte aligned, as every mapping is.
 func New(area []byte) (*Area, error) {
 	if len(area) > 0 && !aligned(area) {
 		return nil, fmt.Errorf("slotcall: syscall area not 8-byte aligned")
@@ -59,7 +59,7 @@ func slotsIn(n int) uint32 {
 	if n < abi.SyscallSlotsOff {
 		return 0
 	}
-	return uint32(min((n-abi.SyscallSlotsOff)/abi.SyscallSlotSize, abi.MaxSyscallSlots))
+	return uint32(min((n-abi.SyscallSlotsOff)/(abi.SyscallSlotSize+abi.SyscallRingEntrySize), abi.MaxSyscallSlots))
 }
 
 // WithStop returns a copy of a whose waits end with ErrAborted once stop is

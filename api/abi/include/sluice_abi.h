@@ -118,6 +118,7 @@ extern "C" {
 #define SLUICE_FEATURE_SYSCALLS UINT64_C(0x1)    /* the syscall area is served */
 #define SLUICE_FEATURE_READY_MAP UINT64_C(0x2)   /* the host scans the ready map (hint bytes), the state words now and then */
 #define SLUICE_FEATURE_RESULT_WORD UINT64_C(0x4) /* a FINISHED slot holds its errno at SLUICE_SYS_FIN_ERRNO too */
+#define SLUICE_FEATURE_SYSCALL_RING UINT64_C(0x8) /* the host consumes the request ring after the slots */
 
 /* Byte offsets of the header's fields. */
 #define SLUICE_HDR_MAGIC 0
@@ -264,6 +265,7 @@ struct sluice_channel {
 #define SLUICE_RELOC_BUFFER 1 /* the u64 at arg_offset is a buffer handle: becomes its device address */
 #define SLUICE_RELOC_HEAP 2   /* the u64 at arg_offset is a heap offset: becomes its device address */
 #define SLUICE_RELOC_SYSCALL 3 /* 1.1: the u64 at arg_offset is 0: becomes the syscall area's device address */
+#define SLUICE_RELOC_SYSCALL_RING 4 /* SLUICE_FEATURE_SYSCALL_RING: the u64 is 0: becomes the ring's claim counter */
 
 /* Byte offsets within a record. Every record starts with opcode, flags and
  * handle; the rest is the opcode's payload. Bytes a payload does not use,
@@ -440,6 +442,36 @@ struct sluice_reloc {
 #define SLUICE_SLOT_PROCESSING 3 /* the host copied it out and serves it */
 #define SLUICE_SLOT_FINISHED 4   /* the result is in args[0] (value) and args[1] (errno) */
 
+/* The request ring (SLUICE_FEATURE_SYSCALL_RING) follows the slots: as
+ * many entries as slots, entry pos % slots for position pos. A caller holding
+ * slot i (FREE|s) stores PROCESSING|s and bytes 4..7 (number, flags,
+ * context) into it, claims pos by fetch-and-add on the VM's claim counter
+ * (device memory on a GPU: SLUICE_RELOC_SYSCALL_RING), writes bytes 4..63 of
+ * the entry and stores tag = pos + 1 with release ordering. The host reads
+ * the entries in order and serves each as a call taken from slot|seq; the
+ * result comes in the slot as for a slot call (a non-blocking call's slot is
+ * freed, FREE|s+1, once its entry is read). The caller holds its slot until
+ * then, so the ring never laps the host. */
+#define SLUICE_SYSCALL_RING_ENTRY_SIZE 64
+#define SLUICE_SYSCALL_RING_HOLE_NS 50000000 /* a claimed entry not written this long, later ones ready: skipped */
+#define SLUICE_RING_TAG 0
+#define SLUICE_RING_NUMBER 4
+#define SLUICE_RING_FLAGS 6
+#define SLUICE_RING_CONTEXT 7
+#define SLUICE_RING_ARGS 8
+#define SLUICE_RING_SLOT 56
+#define SLUICE_RING_SEQ 60
+
+struct sluice_syscall_ring_entry {
+	uint32_t tag;     /* pos + 1, stored last (release) */
+	uint16_t number;  /* as in the slot */
+	uint8_t flags;
+	uint8_t context;
+	uint64_t args[6];
+	uint32_t slot;    /* the caller's slot: where the result goes */
+	uint32_t seq;     /* the slot's sequence number for this call */
+};
+
 struct sluice_syscall_slot {
 	uint32_t state;   /* state | sequence << 8 */
 	uint16_t number;  /* SLUICE_SYS_* call, or a fastcall number with SLUICE_SYS_FLAG_FASTCALL */
@@ -573,10 +605,21 @@ struct sluice_sys_one_args {
 };
 
 /* sluice_sys_null: iterations null calls per caller; out: u32 round-trip ns
- * per call at out[caller * iterations + i]. The blob is the base alone. */
+ * per call at out[caller * iterations + i]. With a blob of the base alone
+ * (SLUICE_NULL_BLOB_SIZE_SLOTS) the calls go through the slots. */
 #define SLUICE_KERNEL_SYS_NULL "sluice_sys_null"
 #define SLUICE_NULL_OUT_PER_CALL 4
-#define SLUICE_NULL_BLOB_SIZE 32
+#define SLUICE_NULL_RING 32       /* u64 0 with SLUICE_RELOC_SYSCALL_RING: the calls go through the ring */
+#define SLUICE_NULL_RING_SLOTS 40 /* u32 the area's slot count (the ring's length) */
+#define SLUICE_NULL_BLOB_SIZE_SLOTS 32 /* a blob of the base alone: the calls go through the slots */
+#define SLUICE_NULL_BLOB_SIZE 48
+
+struct sluice_sys_null_args {
+	struct sluice_prog_args prog;
+	uint64_t ring;       /* 0, or the ring's claim counter (SLUICE_RELOC_SYSCALL_RING) */
+	uint32_t ring_slots; /* with ring: the area's slot count */
+	uint32_t pad;        /* zero */
+};
 
 /* sluice_pread_sweep: the callers pread a file chunk by chunk; out per
  * caller: u64 bytes read, u64 failed calls, u64 sum of the bytes read. */
@@ -641,6 +684,8 @@ SLUICE_STATIC_ASSERT(sizeof(struct sluice_cmd) == SLUICE_RECORD_SIZE, "sluice_cm
 SLUICE_STATIC_ASSERT(offsetof(struct sluice_cmd, u) == SLUICE_REC_ARG0, "sluice_cmd payload offset");
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_reloc) == SLUICE_RELOC_SIZE, "sluice_reloc size");
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_syscall_slot) == SLUICE_SYSCALL_SLOT_SIZE, "sluice_syscall_slot size");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_syscall_ring_entry) == SLUICE_SYSCALL_RING_ENTRY_SIZE,
+                     "sluice_syscall_ring_entry size");
 SLUICE_STATIC_ASSERT(offsetof(struct sluice_syscall_slot, cookie) == SLUICE_SYS_COOKIE, "sluice_syscall_slot layout");
 SLUICE_STATIC_ASSERT(offsetof(struct sluice_syscall_slot, context) == SLUICE_SYS_CONTEXT, "sluice_syscall_slot layout");
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_prog_args) == SLUICE_PROG_ARGS_BASE_SIZE, "sluice_prog_args size");
@@ -706,6 +751,19 @@ SLUICE_INLINE struct sluice_syscall_slot *sluice_syscall_slot_at(void *base, con
 {
 	return (struct sluice_syscall_slot *)((uint8_t *)base + hdr->syscall_off + SLUICE_SYSCALL_SLOTS_OFF +
 	                                      (uint64_t)i * SLUICE_SYSCALL_SLOT_SIZE);
+}
+
+/* The request ring's offset in an area of slots slots (relative to
+ * header.syscall_off), and its entry for position pos. */
+SLUICE_INLINE uint64_t sluice_syscall_ring_off(uint32_t slots)
+{
+	return SLUICE_SYSCALL_SLOTS_OFF + (uint64_t)slots * SLUICE_SYSCALL_SLOT_SIZE;
+}
+
+SLUICE_INLINE struct sluice_syscall_ring_entry *sluice_syscall_ring_entry_in(void *sys, uint32_t slots, uint64_t pos)
+{
+	return (struct sluice_syscall_ring_entry *)((uint8_t *)sys + sluice_syscall_ring_off(slots) +
+	                                            pos % slots * SLUICE_SYSCALL_RING_ENTRY_SIZE);
 }
 
 SLUICE_INLINE uint64_t *sluice_syscall_bitmap(void *base, const struct sluice_header *hdr)

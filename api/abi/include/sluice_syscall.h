@@ -385,6 +385,12 @@ struct sluice_sys_caller {
 	uint8_t owned;  /* the caller alone uses the slot (SLUICE_PROG_OWN_SLOTS) */
 	uint8_t known;  /* owned: the slot is known to be FREE|seq */
 	uint8_t pad[2];
+	/* The request ring (sluice_sys_caller_use_ring); ring_ctr NULL: the
+	 * calls go through the slot. */
+	uint64_t *ring_ctr;  /* the VM's claim counter */
+	uint8_t *sys;        /* the area */
+	uint32_t index;      /* the slot's index */
+	uint32_t ring_slots; /* the area's slot count: the ring's length */
 };
 
 /* The caller of slot i of the area at sys, with its ready hint; owned:
@@ -398,17 +404,65 @@ SLUICE_SYS_FN struct sluice_sys_caller sluice_sys_caller_at(void *sys, uint32_t 
 	c.owned = owned ? 1 : 0;
 	c.known = 0;
 	c.pad[0] = c.pad[1] = 0;
+	c.ring_ctr = 0;
+	c.sys = (uint8_t *)sys;
+	c.index = i;
+	c.ring_slots = 0;
 	return c;
 }
 
-/* Take c's slot (sluice_sys_claim); an owner waits for FREE only when it
- * does not know the slot's sequence number, and takes no lock. Returns the
- * sequence number. */
-SLUICE_SYS_FN uint32_t sluice_sys_claim_as(struct sluice_sys_caller *c)
+/* Make c's calls through the request ring of its area, which has slots
+ * slots, with the VM's claim counter ctr (SLUICE_RELOC_SYSCALL_RING on a GPU).
+ * The host must announce SLUICE_FEATURE_SYSCALL_RING. */
+SLUICE_SYS_FN void sluice_sys_caller_use_ring(struct sluice_sys_caller *c, uint64_t *ctr, uint32_t slots)
+{
+	c->ring_ctr = ctr;
+	c->ring_slots = slots;
+}
+
+/* Claim a position of the request ring: fetch-and-add on the claim counter
+ * (on a GPU in device memory, at GPU scope: only GPU threads add to it). */
+SLUICE_SYS_FN uint64_t sluice_sys_ring_claim(uint64_t *ctr)
+{
+#ifdef __CUDA_ARCH__
+	uint64_t pos;
+	asm volatile("atom.relaxed.gpu.add.u64 %0, [%1], 1;" : "=l"(pos) : "l"(ctr) : "memory");
+	return pos;
+#else
+	return __atomic_fetch_add(ctr, 1, __ATOMIC_RELAXED);
+#endif
+}
+
+/* Hand the call of c's claimed slot (sequence seq) to the host through the
+ * ring: the slot's first 8 bytes become PROCESSING|seq and the call word
+ * (what the host's result compare-and-swaps from), then a position is
+ * claimed, its entry written and its tag stored last, with release ordering. */
+SLUICE_SYS_FN void sluice_sys_ring_publish(struct sluice_sys_caller *c, uint32_t seq, uint16_t number, uint8_t flags,
+                                           uint8_t context, const uint64_t *args)
+{
+	uint32_t cw = (uint32_t)number | (uint32_t)flags << 16 | (uint32_t)context << 24;
+	uint64_t pos;
+	void *e;
+	volatile uint64_t *w;
+	int i;
+	*(volatile uint64_t *)(void *)c->slot = (uint64_t)sluice_slot_word(SLUICE_SLOT_PROCESSING, seq) | (uint64_t)cw << 32;
+	pos = sluice_sys_ring_claim(c->ring_ctr);
+	e = sluice_syscall_ring_entry_in(c->sys, c->ring_slots, pos);
+	/* The entry as words: bytes 4..7 (number, flags, context), the
+	 * arguments, then slot and seq in one store each; the tag last. */
+	w = (volatile uint64_t *)e;
+	((volatile uint32_t *)e)[1] = cw;
+	for (i = 0; i < SLUICE_SYS_ARG_COUNT; i++)
+		w[1 + i] = args ? args[i] : 0;
+	w[7] = (uint64_t)c->index | (uint64_t)seq << 32;
+	sluice_sys_store_release((uint32_t *)e, (uint32_t)(pos + 1));
+}
+
+/* An owner's sequence number for its next call: the slot's, read once it
+ * is FREE, when the owner does not know it. */
+SLUICE_SYS_FN uint32_t sluice_sys_owned_seq(struct sluice_sys_caller *c)
 {
 	uint32_t w, ns = 0;
-	if (!c->owned)
-		return sluice_sys_claim(c->slot);
 	if (!c->known) {
 		for (;;) {
 			w = sluice_sys_load_acquire(&c->slot->state);
@@ -419,6 +473,17 @@ SLUICE_SYS_FN uint32_t sluice_sys_claim_as(struct sluice_sys_caller *c)
 		c->seq = sluice_slot_seq(w);
 		c->known = 1;
 	}
+	return c->seq;
+}
+
+/* Take c's slot (sluice_sys_claim); an owner waits for FREE only when it
+ * does not know the slot's sequence number, and takes no lock. Returns the
+ * sequence number. */
+SLUICE_SYS_FN uint32_t sluice_sys_claim_as(struct sluice_sys_caller *c)
+{
+	if (!c->owned)
+		return sluice_sys_claim(c->slot);
+	sluice_sys_owned_seq(c);
 	/* The owner alone writes the word while it is FREE. */
 	((volatile struct sluice_syscall_slot *)c->slot)->state = sluice_slot_word(SLUICE_SLOT_POPULATING, c->seq);
 	return c->seq;
@@ -469,9 +534,24 @@ SLUICE_SYS_FN struct sluice_sysret sluice_syscall_as(struct sluice_sys_caller *c
                                                      uint8_t context, const uint64_t *args)
 {
 	struct sluice_sysret r = {0, 0};
-	uint32_t seq = sluice_sys_claim_as(c);
-	sluice_sys_populate(c->slot, number, flags, context, args);
-	sluice_sys_ring_as(c, seq, flags);
+	/* An owner going through the ring needs no POPULATING: its next store
+	 * to the slot is PROCESSING. */
+	uint32_t seq = c->ring_ctr && c->owned ? sluice_sys_owned_seq(c) : sluice_sys_claim_as(c);
+	if (c->ring_ctr) {
+		sluice_sys_ring_publish(c, seq, number, flags, context, args);
+		if (!(flags & SLUICE_SYS_FLAG_BLOCKING)) {
+			/* The host frees the slot once it read the entry. */
+			if (c->owned)
+				c->known = 0;
+#ifdef __CUDA_ARCH__
+			else
+				sluice_sys_unlock(c->slot);
+#endif
+		}
+	} else {
+		sluice_sys_populate(c->slot, number, flags, context, args);
+		sluice_sys_ring_as(c, seq, flags);
+	}
 	if (flags & SLUICE_SYS_FLAG_BLOCKING)
 		r = sluice_sys_wait_as(c, seq);
 	return r;
@@ -544,7 +624,7 @@ SLUICE_DEV_FN struct sluice_sysret sluice_syscall_work_group(struct sluice_sysca
                                                              uint8_t flags, uint8_t context, const uint64_t *args,
                                                              uint8_t ordering)
 {
-	struct sluice_sys_caller c = {slot, 0, 0, 0, 0, {0, 0}};
+	struct sluice_sys_caller c = {slot, 0, 0, 0, 0, {0, 0}, 0, 0, 0, 0};
 	return sluice_syscall_work_group_as(&c, number, flags, context, args, ordering);
 }
 

@@ -23,16 +23,19 @@ import (
 // iterations blocking SysNull calls (or, with the fastcall flag, the curried
 // call numbered SysNull).
 type benchNull struct {
-	Callers    int     `json:"callers"`
-	Grid       uint32  `json:"grid"`
-	Block      uint32  `json:"block"`
-	Iterations uint32  `json:"iterations"`
-	Calls      int     `json:"calls"`
-	WallS      float64 `json:"wall_s"` // the launch, submit to completion
-	CallsPerS  float64 `json:"calls_per_s"`
-	P50Ns      uint32  `json:"p50_ns"` // per-call round trips on the GPU's %globaltimer
-	P99Ns      uint32  `json:"p99_ns"`
-	MaxNs      uint32  `json:"max_ns"`
+	Callers    int    `json:"callers"`
+	Grid       uint32 `json:"grid"`
+	Block      uint32 `json:"block"`
+	Iterations uint32 `json:"iterations"`
+	Calls      int    `json:"calls"`
+	// Path is how the calls reached the host: "ring" (the request ring)
+	// or "slots".
+	Path      string  `json:"path"`
+	WallS     float64 `json:"wall_s"` // the launch, submit to completion
+	CallsPerS float64 `json:"calls_per_s"`
+	P50Ns     uint32  `json:"p50_ns"` // per-call round trips on the GPU's %globaltimer
+	P99Ns     uint32  `json:"p99_ns"`
+	MaxNs     uint32  `json:"max_ns"`
 	hostCPU
 }
 
@@ -117,6 +120,7 @@ func newSyscallBenchCmd(g *globals) *cobra.Command {
 		phaseCallers []int
 		phaseIters   uint32
 		shared       bool
+		path         string
 	)
 	cmd := &cobra.Command{
 		Use:   "syscall-bench",
@@ -141,6 +145,9 @@ between runs and tell them apart with --label.`,
       --pread-path /bench.bin --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if path != "ring" && path != "slots" {
+				return fmt.Errorf("--path %q: want ring or slots", path)
+			}
 			return withRunner(cmd, g, &f, func(ctx context.Context, r *gpucall.Runner) error {
 				res := benchResult{Label: label, Slots: r.Slots()}
 				// A first launch pays for what is done once (the module's
@@ -159,7 +166,7 @@ between runs and tell them apart with --label.`,
 						return fmt.Errorf("--callers %d is not a multiple of --block-max %d", n, blockMax)
 					}
 					iters := uint32(max(1, calls/n))
-					m, err := benchNullRun(ctx, r, grid, block, iters, abi.SysFlagBlocking, shared, pids)
+					m, err := benchNullRun(ctx, r, grid, block, iters, abi.SysFlagBlocking, shared, path == "slots", pids)
 					r.Reset()
 					if err != nil {
 						return fmt.Errorf("%d callers: %w", n, err)
@@ -201,6 +208,7 @@ between runs and tell them apart with --label.`,
 	fl.IntVar(&preadCalls, "pread-calls", 16384, "4 KiB preads per pread run")
 	fl.IntVar(&preadCallers, "pread-callers", 32, "concurrent callers of the pread runs (one work-group)")
 	fl.IntSliceVar(&phases, "phases", nil, "diagnostic: run sluice_sys_null_phases in each of these modes (bits: 1 no lock, 2 known seq, 4 spin, 8 relaxed free, 16 no ready hint, 32 old result read; PTX only)")
+	fl.StringVar(&path, "path", "ring", "how the null runs' calls reach the host: ring (the request ring, where the host reads it; else slots) or slots")
 	fl.BoolVar(&shared, "shared-slots", false, "the null runs' callers take turns under the lock instead of owning their slots (the benchmark owns the VM's slots while it runs; run no other GPU program of the VM meanwhile)")
 	fl.IntSliceVar(&phaseCallers, "phase-callers", []int{1, 32, 1024}, "callers of the --phases runs")
 	fl.Uint32Var(&phaseIters, "phase-iterations", 50, "calls per caller of the --phases runs")
@@ -208,11 +216,14 @@ between runs and tell them apart with --label.`,
 }
 
 // benchNullRun launches the null program with flags and measures it.
-func benchNullRun(ctx context.Context, r *gpucall.Runner, grid, block, iters uint32, flags uint8, shared bool, pids []int) (benchNull, error) {
+func benchNullRun(ctx context.Context, r *gpucall.Runner, grid, block, iters uint32, flags uint8, shared, slots bool, pids []int) (benchNull, error) {
 	callers := int(grid * block)
-	m := benchNull{Callers: callers, Grid: grid, Block: block, Iterations: iters, Calls: callers * int(iters)}
+	m := benchNull{Callers: callers, Grid: grid, Block: block, Iterations: iters, Calls: callers * int(iters), Path: "slots"}
+	if r.Ring() && !slots {
+		m.Path = "ring"
+	}
 	before := readCPU(pids)
-	run, err := r.Null(ctx, grid, block, abi.ProgWorkItem, iters, gpucall.NullOptions{Flags: flags, OwnSlots: !shared})
+	run, err := r.Null(ctx, grid, block, abi.ProgWorkItem, iters, gpucall.NullOptions{Flags: flags, OwnSlots: !shared, Slots: slots})
 	after := readCPU(pids)
 	if err != nil {
 		return m, err
@@ -341,7 +352,9 @@ func benchPreads(ctx context.Context, r *gpucall.Runner, f *gpuFlags, res *bench
 		res.Note = strings.TrimSpace(res.Note + fmt.Sprintf(" no fastcall numbered %#x could be had (got %#x): no fastcall run", abi.SysNull, num))
 		return nil
 	}
-	m, err := benchNullRun(ctx, r, 1, block, uint32(iters), abi.SysFlagBlocking|abi.SysFlagFastcall, false, pids)
+	// Through the slots, as the generic program's preads go: the two differ
+	// in the call's path on the host alone.
+	m, err := benchNullRun(ctx, r, 1, block, uint32(iters), abi.SysFlagBlocking|abi.SysFlagFastcall, false, true, pids)
 	if err != nil {
 		// The sim's null program refuses the fastcall flag; the PTX takes it.
 		res.Note = strings.TrimSpace(res.Note + " fastcall pread: " + err.Error())
@@ -450,8 +463,8 @@ func printBench(w io.Writer, res benchResult) {
 		fmt.Fprintf(w, "%s (%d slots)\n", res.Label, res.Slots)
 	}
 	for _, m := range res.Null {
-		fmt.Fprintf(w, "null  %5d callers (%dx%d): %7d calls  p50 %6.1f us  p99 %7.1f us  %9.0f calls/s  host CPU %.0f ns/call\n",
-			m.Callers, m.Grid, m.Block, m.Calls, float64(m.P50Ns)/1e3, float64(m.P99Ns)/1e3, m.CallsPerS, m.HostCPUNsCall)
+		fmt.Fprintf(w, "null  %5d callers (%dx%d, %-5s): %7d calls  p50 %6.1f us  p99 %7.1f us  %9.0f calls/s  host CPU %.0f ns/call\n",
+			m.Callers, m.Grid, m.Block, m.Path, m.Calls, float64(m.P50Ns)/1e3, float64(m.P99Ns)/1e3, m.CallsPerS, m.HostCPUNsCall)
 	}
 	for _, p := range res.Pread {
 		fmt.Fprintf(w, "pread 4 KiB %-8s %3d callers: %7d calls  %9.0f calls/s  host CPU %.0f ns/call\n",

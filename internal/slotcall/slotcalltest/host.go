@@ -1,7 +1,8 @@
 // Package slotcalltest is a fake host side of the syscall-slot protocol for
-// tests: a goroutine that scans a syscall area for READY slots, copies and
-// validates them as the mediator does (abi.DecodeSlot), and answers them with
-// a function of the test's.
+// tests: a goroutine that scans a syscall area for READY slots and reads its
+// request ring (abi.FeatureSyscallRing) in order, copies and validates each
+// call as the mediator does (abi.DecodeSlot, abi.DecodeRingEntry), and
+// answers it with a function of the test's.
 package slotcalltest
 
 import (
@@ -42,6 +43,8 @@ type Host struct {
 
 	served, nonBlocking, rejected atomic.Int64
 	maxReady                      atomic.Int64
+	ring                          atomic.Int64
+	head                          uint64 // the request ring's next position (loop's)
 }
 
 // Start serves area (a whole syscall area, as slotcall.New takes) with
@@ -75,6 +78,10 @@ func (h *Host) NonBlocking() int64 { return h.nonBlocking.Load() }
 func (h *Host) Rejected() int64    { return h.rejected.Load() }
 func (h *Host) MaxReady() int64    { return h.maxReady.Load() }
 
+// Ring is the number of calls read from the request ring (counted in Served
+// too).
+func (h *Host) Ring() int64 { return h.ring.Load() }
+
 func (h *Host) loop() {
 	defer h.done.Done()
 	var ready []uint32
@@ -85,7 +92,11 @@ func (h *Host) loop() {
 			return
 		default:
 		}
+		ringed := h.drainRing()
 		ready = h.scan(ready[:0])
+		if ringed > 0 {
+			idle = 0
+		}
 		if int64(len(ready)) > h.maxReady.Load() {
 			h.maxReady.Store(int64(len(ready)))
 		}
@@ -109,6 +120,48 @@ func (h *Host) loop() {
 		for _, i := range ready {
 			h.take(i)
 		}
+	}
+}
+
+// drainRing serves the request ring's ready entries from the head, in
+// order, and returns how many.
+func (h *Host) drainRing() int {
+	n := 0
+	for {
+		off := h.off + abi.RingEntryOff(int(h.slots), h.head)
+		if h.r.Load32(off+abi.RingTag) != uint32(h.head+1) {
+			return n
+		}
+		var b [abi.SyscallRingEntrySize]byte
+		h.r.CopyOut(b[:], off)
+		e, errno := abi.DecodeRingEntry(b[:], h.slots)
+		if e.Tag != uint32(h.head+1) {
+			return n
+		}
+		h.head++
+		n++
+		h.ring.Add(1)
+		if errno == abi.ErrnoFAULT {
+			h.rejected.Add(1)
+			continue
+		}
+		base := h.off + abi.SlotOff(e.Slot)
+		processing := abi.SlotWord(abi.SlotProcessing, e.Call.Seq)
+		if !e.Call.Blocking() {
+			// Freed before it is counted: a test that waits for the count
+			// then reads the slot.
+			h.r.CompareAndSwap32(base, processing, abi.SlotWord(abi.SlotFree, abi.NextSeq(e.Call.Seq)))
+			h.served.Add(1)
+			h.nonBlocking.Add(1)
+			if errno == 0 {
+				h.serve(e.Slot, e.Call)
+			} else {
+				h.rejected.Add(1)
+			}
+			continue
+		}
+		h.served.Add(1)
+		h.finish(base, e.Slot, e.Call, errno)
 	}
 }
 
@@ -152,6 +205,12 @@ func (h *Host) take(i uint32) {
 		return
 	}
 	h.served.Add(1)
+	h.finish(base, i, s, errno)
+}
+
+// finish serves the PROCESSING blocking call s of slot i (at base), whose
+// decoding gave errno, and writes its result.
+func (h *Host) finish(base uint64, i uint32, s abi.Slot, errno abi.Errno) {
 	res := slotcall.Result{Ret: -1, Errno: errno}
 	if errno == 0 {
 		if h.o.Delay > 0 {

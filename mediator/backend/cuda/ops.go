@@ -223,14 +223,18 @@ func (w *worker) relocate(args, relocs []byte) abi.ErrorCode {
 				return abi.ErrHeapRange
 			}
 			le.PutUint64(args[off:], uint64(w.heapDev)+val)
-		case abi.RelocSyscall:
+		case abi.RelocSyscall, abi.RelocSyscallRing:
+			dev := w.sysDev
+			if kind == abi.RelocSyscallRing {
+				dev = w.ringDev
+			}
 			if val != 0 {
 				return abi.ErrBadRecord
 			}
-			if w.sysDev == 0 {
+			if dev == 0 {
 				return abi.ErrUnsupported
 			}
-			le.PutUint64(args[off:], uint64(w.sysDev))
+			le.PutUint64(args[off:], uint64(dev))
 		default:
 			return abi.ErrBadRecord
 		}

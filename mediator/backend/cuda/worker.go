@@ -57,6 +57,7 @@ type worker struct {
 	sharedDev devptr // the shared block's GPU area's device address
 	heapDev   devptr // the registered heap's; 0 without a heap
 	sysDev    devptr // the registered syscall area's; 0 without one
+	ringDev   devptr // the request ring's claim counter (device memory); 0 without a syscall area
 
 	bufs    map[uint32]buffer
 	memUsed uint64 // bytes of bufs, published at offMemUsed
@@ -210,7 +211,36 @@ func (w *worker) create() (err error) {
 		dev := w.sharedDev + devptr(base-w.blk.l.gpuOff)
 		w.chans = append(w.chans, &wchan{idx: i, stream: s, base: base, dev: dev, last: end, seenEnd: end})
 	}
+	if w.sysDev != 0 && len(w.chans) > 0 {
+		if w.ringDev, err = w.ringCounter(w.chans[0].stream); err != nil {
+			return fmt.Errorf("allocating the request ring's claim counter: %w", err)
+		}
+	}
 	return nil
+}
+
+// ringCounter allocates the VM's request ring claim counter
+// (abi.RelocSyscallRing): a u64 of device memory, where the callers'
+// fetch-and-adds stay on the GPU, zeroed and ready before it returns
+// (positions count from 0, as the forwarder's head does).
+func (w *worker) ringCounter(s cuStream) (devptr, error) {
+	p, err := w.d.MemAllocAsync(8, s)
+	if err != nil {
+		return 0, err
+	}
+	if err := w.d.MemsetD8Async(p, 0, 8, s); err != nil {
+		return 0, err
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Microsecond) {
+		switch err := w.d.StreamQuery(s); {
+		case err == nil:
+			return p, nil
+		case !errors.Is(err, errNotReady):
+			return 0, err
+		case time.Now().After(deadline):
+			return 0, errors.New("the stream did not zero it within 10 s")
+		}
+	}
 }
 
 // run serves the ring until the mediator says stop, its socket closes or

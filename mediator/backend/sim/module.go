@@ -97,7 +97,8 @@ func prepareLaunch(v *simVM, c *abi.Command, resident int) (*launch, abi.ErrorCo
 // device addresses: RelocHeap checks the heap offset and leaves it (a heap
 // "device address" is the offset itself); RelocSyscall, whose u64 must be 0,
 // marks the field as the VM's syscall area (a VM without one:
-// ErrUnsupported); RelocBuffer is ErrUnsupported (no program takes a device
+// ErrUnsupported), and RelocSyscallRing (u64 0 too) as its request ring's
+// claim counter, one per VM; RelocBuffer is ErrUnsupported (no program takes a device
 // buffer). A relocation outside the args or of an unknown kind is
 // ErrBadRecord, a heap offset outside the heap ErrHeapRange.
 func (l *launch) relocate(relocs []byte, v *simVM) abi.ErrorCode {
@@ -121,6 +122,14 @@ func (l *launch) relocate(relocs []byte, v *simVM) abi.ErrorCode {
 				return abi.ErrUnsupported
 			}
 			l.area = v.area
+		case abi.RelocSyscallRing:
+			if val != 0 {
+				return abi.ErrBadRecord
+			}
+			if v.area == nil {
+				return abi.ErrUnsupported
+			}
+			l.ringCtr = &v.ringCtr
 		case abi.RelocBuffer:
 			return abi.ErrUnsupported
 		default:

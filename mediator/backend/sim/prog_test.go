@@ -71,7 +71,10 @@ func TestLaunchValidation(t *testing.T) {
 		{"sys not zero", abi.KernelSysNull, 1, with(null, abi.ProgSys, 1), std, abi.ErrBadRecord},
 		{"buffer reloc", abi.KernelSysNull, 1, null, append(std, [2]uint32{16, abi.RelocBuffer}), abi.ErrUnsupported},
 		{"unknown reloc", abi.KernelSysNull, 1, null, append(std, [2]uint32{16, 9}), abi.ErrBadRecord},
-		{"reloc past args", abi.KernelSysNull, 1, null, append(std, [2]uint32{28, abi.RelocHeap}), abi.ErrBadRecord},
+		{"ring length not the area's", abi.KernelSysNull, 1, with(null, abi.NullRingSlots, u32(63)...), append(std, [2]uint32{abi.NullRing, abi.RelocSyscallRing}), abi.ErrBadRecord},
+		{"ring counter not zero", abi.KernelSysNull, 1, with(with(null, abi.NullRingSlots, u32(64)...), abi.NullRing, 1), append(std, [2]uint32{abi.NullRing, abi.RelocSyscallRing}), abi.ErrBadRecord},
+		{"ring", abi.KernelSysNull, 1, with(with(null, abi.NullRingSlots, u32(64)...), abi.ProgFirstSlot, u32(10)...), append(std, [2]uint32{abi.NullRing, abi.RelocSyscallRing}), abi.OK}, // slots no case used (nothing serves them)
+		{"reloc past args", abi.KernelSysNull, 1, null, append(std, [2]uint32{uint32(len(null)) - 4, abi.RelocHeap}), abi.ErrBadRecord},
 		{"slots past area", abi.KernelSysNull, 1, with(null, abi.ProgFirstSlot, u32(61)...), std, abi.ErrBadRecord},
 		{"granularity", abi.KernelSysNull, 1, with(null, abi.ProgGranularity, 3), std, abi.ErrBadRecord},
 		{"ordering", abi.KernelSysNull, 1, with(null, abi.ProgOrdering, 2), std, abi.ErrBadRecord},
@@ -139,35 +142,50 @@ func slotState(area []byte, i uint32) (abi.SlotState, uint32) {
 func TestNull(t *testing.T) {
 	for _, g := range grans {
 		for _, flags := range []uint8{abi.SysFlagBlocking, 0} {
-			t.Run(fmt.Sprintf("%s flags %d", g.name, flags), func(t *testing.T) {
-				e := newProgEnv(t, newSim(t, "wall", nil), 64, newFakeFS(nil, nil).serve, slotcalltest.Options{})
-				const grid, block, iters, slots = 4, 8, 3, 5 // slots shared: callers take turns
-				callers := map[uint8]int{abi.ProgWorkItem: grid * block, abi.ProgWorkGroup: grid, abi.ProgKernel: 1}[g.gran]
-				b := prog{slots: slots, gran: g.gran, order: g.order, flags: flags, iterations: iters}.blob(abi.NullBlobSize)
-				if c := e.launch(abi.KernelSysNull, grid, block, b, stdRelocs()); c.Code != abi.OK {
-					t.Fatalf("%+v", c)
-				}
-				for i := range callers * iters {
-					if ns := binary.LittleEndian.Uint32(e.heap[hOut+4*i:]); ns == 0 {
-						t.Errorf("call %d: no round trip", i)
-					}
-				}
-				if ns := binary.LittleEndian.Uint32(e.heap[hOut+4*callers*iters:]); ns != 0 {
-					t.Errorf("wrote past its out: %d", ns)
-				}
-				if flags == 0 { // the host frees the last ones after the program ended, maybe
-					waitFor(t, func() bool { return e.host.NonBlocking() == int64(callers*iters) })
-				}
-				total := uint32(0)
-				for i := range uint32(slots) {
-					_, seq := slotState(e.area, i)
-					total += seq
-				}
-				if total != uint32(callers*iters) || e.host.Served() != int64(callers*iters) {
-					t.Errorf("%d calls, slots advanced by %d, %d served", callers*iters, total, e.host.Served())
-				}
-			})
+			for _, ring := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s flags %d ring %v", g.name, flags, ring), func(t *testing.T) {
+					testNull(t, g.gran, g.order, flags, ring)
+				})
+			}
 		}
+	}
+}
+
+// testNull runs the null program through the slots or the request ring.
+func testNull(t *testing.T, gran, order, flags uint8, ring bool) {
+	e := newProgEnv(t, newSim(t, "wall", nil), 64, newFakeFS(nil, nil).serve, slotcalltest.Options{})
+	const grid, block, iters, slots = 4, 8, 3, 5 // slots shared: callers take turns
+	callers := map[uint8]int{abi.ProgWorkItem: grid * block, abi.ProgWorkGroup: grid, abi.ProgKernel: 1}[gran]
+	b := prog{slots: slots, gran: gran, order: order, flags: flags, iterations: iters}.blob(abi.NullBlobSize)
+	relocs := stdRelocs()
+	if ring {
+		binary.LittleEndian.PutUint32(b[abi.NullRingSlots:], 64)
+		relocs = append(relocs, [2]uint32{abi.NullRing, abi.RelocSyscallRing})
+	}
+	if c := e.launch(abi.KernelSysNull, grid, block, b, relocs); c.Code != abi.OK {
+		t.Fatalf("%+v", c)
+	}
+	for i := range callers * iters {
+		if ns := binary.LittleEndian.Uint32(e.heap[hOut+4*i:]); ns == 0 {
+			t.Errorf("call %d: no round trip", i)
+		}
+	}
+	if ns := binary.LittleEndian.Uint32(e.heap[hOut+4*callers*iters:]); ns != 0 {
+		t.Errorf("wrote past its out: %d", ns)
+	}
+	if flags == 0 { // the host frees the last ones after the program ended, maybe
+		waitFor(t, func() bool { return e.host.NonBlocking() == int64(callers*iters) })
+	}
+	total := uint32(0)
+	for i := range uint32(slots) {
+		_, seq := slotState(e.area, i)
+		total += seq
+	}
+	if total != uint32(callers*iters) || e.host.Served() != int64(callers*iters) {
+		t.Errorf("%d calls, slots advanced by %d, %d served", callers*iters, total, e.host.Served())
+	}
+	if want := map[bool]int64{true: int64(callers * iters)}[ring]; e.host.Ring() != want {
+		t.Errorf("%d calls through the ring, want %d", e.host.Ring(), want)
 	}
 }
 

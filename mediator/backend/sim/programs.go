@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"sync/atomic"
+
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/internal/slotcall"
 )
@@ -22,7 +24,7 @@ type program struct {
 var programs = map[string]*program{
 	abi.KernelSysOne: {blobSize: abi.SysOneBlobSize, heapFields: []int{abi.ProgOut}, fastcall: true,
 		check: checkSysOne, call: callSysOne},
-	abi.KernelSysNull: {blobSize: abi.NullBlobSize, heapFields: []int{abi.ProgOut},
+	abi.KernelSysNull: {blobSize: abi.NullBlobSizeSlots, heapFields: []int{abi.ProgOut},
 		check: checkNull, call: callNull},
 	abi.KernelPreadSwp: {blobSize: abi.SweepBlobSize, heapFields: []int{abi.ProgOut, abi.SweepHeap},
 		check: checkSweep, call: callSweep},
@@ -55,6 +57,8 @@ type launch struct {
 	relocs   []reloc
 	heap     []byte
 	area     *slotcall.Area // the VM's syscall area, once RelocSyscall named it
+	ringCtr  *atomic.Uint64 // its request ring's claim counter, once RelocSyscallRing named it
+	useRing  bool           // the program's calls go through the ring (checkNull)
 	resident int            // work-items resident at once
 	groups   int            // work-groups in the grid
 	items    int            // work-items per work-group

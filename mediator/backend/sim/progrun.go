@@ -111,6 +111,9 @@ func (l *launch) call(c int, req slotcall.Request) (slotcall.Result, error) {
 	defer l.inCall.Add(-1)
 	l.calls.Add(1)
 	req.Context = l.a.context
+	if l.useRing {
+		return l.area.RingCall(l.slot(c), l.ringCtr, req)
+	}
 	return l.area.Call(l.slot(c), req)
 }
 

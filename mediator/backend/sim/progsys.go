@@ -40,6 +40,16 @@ func callSysOne(l *launch, c int) error {
 // out[caller*iterations + i].
 
 func checkNull(l *launch) abi.ErrorCode {
+	// A blob with the ring fields, its counter relocated and its length the
+	// area's: the calls go through the request ring. The PTX program only
+	// looks at ring and ring_slots being nonzero: a wrong ring_slots there
+	// mixes up the launch's own calls; the sim refuses it.
+	if len(l.blob) >= abi.NullBlobSize && l.relocated(abi.NullRing, abi.RelocSyscallRing) {
+		if l.u32(abi.NullRingSlots) != l.area.Slots() {
+			return abi.ErrBadRecord
+		}
+		l.useRing = true
+	}
 	return l.heapRange(l.a.out, l.callers()*int(l.a.iterations), abi.NullOutPerCall)
 }
 

@@ -22,6 +22,7 @@ type simVM struct {
 	bufs     map[uint32]*buffer
 	mods     map[uint32]struct{} // loaded modules (abi.ModuleSim)
 	area     *slotcall.Area      // the syscall area, nil without one
+	ringCtr  atomic.Uint64       // the request ring's claim counter (the sim's "device memory")
 	stats    *vmStats
 	closed   bool
 	quota    uint64       // device memory the VM may hold, 0: no quota

@@ -86,5 +86,6 @@ func syscallStats(s syscalls.Stats) *hostapi.SyscallStats {
 		ScanPasses: s.ScanPasses, ScanNs: int64(s.ScanTime), Served: s.Served,
 		ServiceNs: int64(s.ServiceTime), ServiceMaxNs: int64(s.ServiceMax),
 		PollerBusyNs: int64(s.PollerBusy),
+		RingCalls:    s.Ring, RingBad: s.RingBad, RingSkipped: s.RingSkipped,
 	}
 }

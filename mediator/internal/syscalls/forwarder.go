@@ -106,6 +106,7 @@ type Forwarder struct {
 	tally     tally
 	cand      []uint32
 	states    []uint32
+	reqRing   ringState // the request ring's head (sysring.go)
 
 	fastMu sync.RWMutex // guards fast; held (read) across a fastcall's I/O
 	fast   fastTable

@@ -85,3 +85,33 @@ func closePromptly(t *testing.T, f *Forwarder) {
 		t.Fatal("Close hangs")
 	}
 }
+
+// FuzzForwarderRing publishes arbitrary request ring entries (their tags
+// made right, so the poller reads them) and checks that the forwarder never
+// panics, never answers into a slot the entry could not name, and closes
+// promptly.
+func FuzzForwarderRing(f *testing.F) {
+	var seed [3 * abi.SyscallRingEntrySize]byte
+	abi.EncodeRingEntry(seed[:], abi.RingEntry{Slot: 1, Call: abi.Slot{Number: abi.SysNull, Flags: abi.SysFlagBlocking}})
+	abi.EncodeRingEntry(seed[abi.SyscallRingEntrySize:], abi.RingEntry{Slot: 1 << 30, Call: abi.Slot{Number: abi.SysNull}})
+	abi.EncodeRingEntry(seed[2*abi.SyscallRingEntrySize:], abi.RingEntry{Slot: 2, Call: abi.Slot{Number: 0xffff, Flags: abi.SysFlagFastcall}})
+	f.Add(seed[:])
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		r := newRig(t, DefaultConfig(), false)
+		n := min(len(raw)/abi.SyscallRingEntrySize, 4)
+		for pos := range uint64(n) {
+			b := append([]byte(nil), raw[pos*abi.SyscallRingEntrySize:(pos+1)*abi.SyscallRingEntrySize]...)
+			b[0], b[1], b[2], b[3] = 0, 0, 0, 0
+			r.area.CopyIn(abi.RingEntryOff(rigSlots, pos), b)
+			r.area.Store32(abi.RingEntryOff(rigSlots, pos)+abi.RingTag, uint32(pos+1))
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for r.f.Stats().Ring < uint64(n) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d entries read", r.f.Stats().Ring, n)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		closePromptly(t, r.f)
+	})
+}

@@ -172,8 +172,8 @@ func (f *Forwarder) sleep(t *time.Timer, d time.Duration) bool {
 	return true
 }
 
-// scan takes READY slots until batch has max calls: from the ready map's
-// hints (readymap.go), and from a sweep of every state word that starts
+// scan takes calls until batch has max: from the request ring (sysring.go),
+// from the ready map's hints (readymap.go), and from a sweep of every state word that starts
 // every sweepNs and reads sweepChunk slots per pass; a pass after a wakeup
 // from idle (whole), or any pass without the ready map, sweeps every slot.
 // Calls the forwarder serves itself (fastcalls, revocations, malformed
@@ -181,6 +181,7 @@ func (f *Forwarder) sleep(t *time.Timer, d time.Duration) bool {
 // start is the pass's start (ns since t0).
 func (f *Forwarder) scan(batch []proxyproto.Request, max int, next *uint32, p *sock, whole bool, start int64) []proxyproto.Request {
 	f.passAt = start
+	batch = f.scanRing(batch, max, p)
 	if f.readyMap {
 		batch = f.scanHints(batch, max, next, p)
 	}
@@ -242,11 +243,18 @@ func (f *Forwarder) serveSlot(batch []proxyproto.Request, i uint32, p *sock) []p
 		return batch
 	}
 	f.tally.count(&s)
+	return f.dispatch(batch, i, &s, errno)
+}
+
+// dispatch serves a call taken from slot i (or read from the request ring
+// for it) whose decoding gave errno: refused or answered here, or appended
+// to batch for the proxy.
+func (f *Forwarder) dispatch(batch []proxyproto.Request, i uint32, s *abi.Slot, errno abi.Errno) []proxyproto.Request {
 	if errno != 0 {
-		f.answer(i, &s, -1, errno)
+		f.answer(i, s, -1, errno)
 		return batch
 	}
-	if f.serveLocally(i, &s) {
+	if f.serveLocally(i, s) {
 		return batch
 	}
 	// The request is written in place (the poller's batch has room: its

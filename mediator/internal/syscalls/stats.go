@@ -21,6 +21,9 @@ type stats struct {
 	passNs      atomic.Int64  // their time
 	fullScans   atomic.Uint64 // sweeps of every state word started (readymap.go)
 	hinted      atomic.Uint64 // READY slots found through their ready hint
+	ring        atomic.Uint64 // calls read from the request ring
+	ringBad     atomic.Uint64 // ring entries naming no slot of the area (dropped)
+	ringSkipped atomic.Uint64 // ring positions skipped: claimed, never written
 	served      atomic.Uint64 // blocking calls finished (result written)
 	serviceNs   atomic.Int64  // their time from READY seen to FINISHED written
 	serviceMax  atomic.Int64
@@ -42,8 +45,8 @@ func (s *stats) init() {
 // tally is what a scan pass counts, flushed into stats at its end: the
 // poller's path then makes no atomic add per call for them.
 type tally struct {
-	taken, hinted uint64
-	byCall        []uint64 // as stats.byCall
+	taken, hinted, ring uint64
+	byCall              []uint64 // as stats.byCall
 }
 
 func (t *tally) count(sl *abi.Slot) {
@@ -61,18 +64,19 @@ func (t *tally) count(sl *abi.Slot) {
 // flushTally adds the pass's counts to the stats.
 func (f *Forwarder) flushTally() {
 	t := &f.tally
-	if t.taken == 0 && t.hinted == 0 {
+	if t.taken == 0 && t.hinted == 0 && t.ring == 0 {
 		return
 	}
 	f.stats.taken.Add(t.taken)
 	f.stats.hinted.Add(t.hinted)
+	f.stats.ring.Add(t.ring)
 	for i, n := range t.byCall {
 		if n != 0 {
 			f.stats.byCall[i].Add(n)
 			t.byCall[i] = 0
 		}
 	}
-	t.taken, t.hinted = 0, 0
+	t.taken, t.hinted, t.ring = 0, 0, 0
 }
 
 // maxService raises serviceMax to d.
@@ -113,8 +117,11 @@ type Stats struct {
 	// FINISHED written (the host's share of a round trip).
 	ScanPasses  uint64        `json:"scan_passes"`
 	ScanTime    time.Duration `json:"scan_ns"`
-	FullScans   uint64        `json:"full_scans"`  // sweeps of every state word started (the passes read the ready map)
-	Hinted      uint64        `json:"ready_hints"` // READY slots found through their ready-map hint
+	FullScans   uint64        `json:"full_scans"`   // sweeps of every state word started (the passes read the ready map)
+	Hinted      uint64        `json:"ready_hints"`  // READY slots found through their ready-map hint
+	Ring        uint64        `json:"ring_calls"`   // calls read from the request ring
+	RingBad     uint64        `json:"ring_bad"`     // ring entries naming no slot of the area (dropped)
+	RingSkipped uint64        `json:"ring_skipped"` // ring positions claimed and never written, skipped
 	Served      uint64        `json:"served"`
 	ServiceTime time.Duration `json:"service_ns"`
 	ServiceMax  time.Duration `json:"service_max_ns"`
@@ -141,6 +148,9 @@ func (f *Forwarder) Stats() Stats {
 		ScanTime:      time.Duration(f.stats.passNs.Load()),
 		FullScans:     f.stats.fullScans.Load(),
 		Hinted:        f.stats.hinted.Load(),
+		Ring:          f.stats.ring.Load(),
+		RingBad:       f.stats.ringBad.Load(),
+		RingSkipped:   f.stats.ringSkipped.Load(),
 		Served:        f.stats.served.Load(),
 		ServiceTime:   time.Duration(f.stats.serviceNs.Load()),
 		ServiceMax:    time.Duration(f.stats.serviceMax.Load()),

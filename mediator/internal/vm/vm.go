@@ -189,7 +189,7 @@ func (v *VM) writeHeader(heartbeat uint64) {
 	var b [abi.HeaderSize]byte
 	var features uint64
 	if v.serveSyscalls() {
-		features |= abi.FeatureSyscalls | abi.FeatureReadyMap | abi.FeatureResultWord
+		features |= abi.FeatureSyscalls | abi.FeatureReadyMap | abi.FeatureResultWord | abi.FeatureSyscallRing
 	}
 	abi.EncodeHeader(b[:], abi.Header{
 		VersionMajor: abi.VersionMajor,
