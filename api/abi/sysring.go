@@ -89,31 +89,42 @@ type RingEntry struct {
 }
 
 // DecodeRingEntry decodes an entry copied out of the ring (b holds at least
-// SyscallRingEntrySize bytes) of an area with slots slots. Like DecodeSlot it
-// checks what the entry alone can tell: its slot lies in the area and its
-// sequence number fits the state word (ErrnoFAULT otherwise: there is no
+// SyscallRingEntrySize bytes) of an area with slots slots: DecodeRingWords
+// of its little-endian words.
+func DecodeRingEntry(b []byte, slots uint32) (RingEntry, Errno) {
+	_ = b[SyscallRingEntrySize-1]
+	var w [SyscallRingEntrySize / 8]uint64
+	for i := range w {
+		w[i] = binary.LittleEndian.Uint64(b[8*i:])
+	}
+	var e RingEntry
+	errno := DecodeRingWords(&w, slots, &e)
+	return e, errno
+}
+
+// DecodeRingWords decodes an entry copied out of the ring as its eight
+// words (as the host loads them, with no byte copy) into e. Like DecodeSlot
+// it checks what the entry alone can tell: its slot lies in the area and
+// its sequence number fits the state word (ErrnoFAULT otherwise: there is no
 // slot to answer in), the flags are known (ErrnoINVAL) and the number names
 // a call (ErrnoNOSYS). Whether the entry is the one the host waits for (its
 // tag) is the caller's check.
-func DecodeRingEntry(b []byte, slots uint32) (RingEntry, Errno) {
-	_ = b[SyscallRingEntrySize-1]
-	le := binary.LittleEndian
-	e := RingEntry{Tag: le.Uint32(b[RingTag:]), Slot: le.Uint32(b[RingSlot:])}
-	seq := le.Uint32(b[RingSeq:])
-	e.Call = Slot{State: SlotProcessing, Seq: seq & SlotSeqMask, Number: le.Uint16(b[RingNumber:]),
-		Flags: b[RingFlags], Context: b[RingContext]}
-	for i := range e.Call.Args {
-		e.Call.Args[i] = le.Uint64(b[RingArgs+8*i:])
-	}
+func DecodeRingWords(w *[SyscallRingEntrySize / 8]uint64, slots uint32, e *RingEntry) Errno {
+	call := uint32(w[0] >> 32)
+	e.Tag, e.Slot = uint32(w[0]), uint32(w[7])
+	seq := uint32(w[7] >> 32)
+	c := &e.Call
+	c.State, c.Seq, c.Number, c.Flags, c.Context, c.Cookie = SlotProcessing, seq&SlotSeqMask, uint16(call), uint8(call>>16), uint8(call>>24), 0
+	copy(c.Args[:], w[1:7])
 	switch {
 	case e.Slot >= slots || seq > SlotSeqMask:
-		return e, ErrnoFAULT
-	case e.Call.Flags&^sysFlagsKnown != 0:
-		return e, ErrnoINVAL
-	case !e.Call.Fastcall() && LookupCall(e.Call.Number) == nil:
-		return e, ErrnoNOSYS
+		return ErrnoFAULT
+	case c.Flags&^sysFlagsKnown != 0:
+		return ErrnoINVAL
+	case !c.Fastcall() && LookupCall(c.Number) == nil:
+		return ErrnoNOSYS
 	}
-	return e, 0
+	return 0
 }
 
 // EncodeRingEntry writes e into b (SyscallRingEntrySize bytes), tag

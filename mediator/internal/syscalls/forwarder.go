@@ -107,6 +107,9 @@ type Forwarder struct {
 	cand      []uint32
 	states    []uint32
 	reqRing   ringState // the request ring's head (sysring.go)
+	ringView  []uint64 // the request ring's words (sysring.go)
+	ringWords [ringWords]uint64
+	ringEntry abi.RingEntry
 
 	fastMu sync.RWMutex // guards fast; held (read) across a fastcall's I/O
 	fast   fastTable
@@ -144,6 +147,7 @@ func New(spec Spec, cfg Config) (*Forwarder, error) {
 		f.log = slog.Default()
 	}
 	f.hints = spec.Area.Words64(abi.SyscallReadyMapOff, uint64(spec.Slots+7)/8)
+	f.ringView = spec.Area.Words64(abi.SyscallRingOff(spec.Slots), uint64(spec.Slots)*ringWords)
 	f.log = f.log.With("vm", spec.Name)
 	f.cfg.Store(&cfg)
 	f.stats.init()

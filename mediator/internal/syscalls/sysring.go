@@ -1,6 +1,7 @@
 package syscalls
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
@@ -22,6 +23,8 @@ import (
 const (
 	ringLookNs    = int64(time.Millisecond)
 	ringLookAhead = 64
+	ringPrefetch  = 4 // entries ahead of the head touched while it is served
+	ringWords     = abi.SyscallRingEntrySize / 8
 )
 
 // ringState is the poller's own.
@@ -39,17 +42,28 @@ func (f *Forwarder) scanRing(batch []proxyproto.Request, max int, p *sock) []pro
 	r := &f.reqRing
 	slots := uint32(f.spec.Slots)
 	for len(batch) < max {
-		off := abi.SyscallRingOff(f.spec.Slots) + uint64(r.idx)*abi.SyscallRingEntrySize // no division per call
+		ent := f.ringView[r.idx*ringWords : r.idx*ringWords+ringWords : r.idx*ringWords+ringWords] // no division per call
 		want := uint32(r.head + 1)
-		if f.spec.Area.Load32(off+abi.RingTag) != want {
+		if uint32(atomic.LoadUint64(&ent[0])) != want {
 			if f.ringHole() {
 				continue
 			}
 			return batch
 		}
-		var raw [abi.SyscallRingEntrySize]byte
-		f.spec.Area.CopyOut(raw[:], off)
-		e, errno := abi.DecodeRingEntry(raw[:], slots)
+		// The next entries' lines are on their way while this one is
+		// served (a load nothing waits for).
+		ahead := r.idx + ringPrefetch
+		if ahead >= slots { // no division: slots (a multiple of 64) > ringPrefetch
+			ahead -= slots
+		}
+		_ = atomic.LoadUint64(&f.ringView[ahead*ringWords])
+		// The copy: the entry's words, loaded once each.
+		w := &f.ringWords
+		for i := range w {
+			w[i] = atomic.LoadUint64(&ent[i])
+		}
+		e := &f.ringEntry
+		errno := abi.DecodeRingWords(w, slots, e)
 		if e.Tag != want {
 			return batch // rewritten under us: the next pass looks again
 		}
