@@ -9,10 +9,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sluice-gpu/sluice/internal/cpuprofile"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 	"unsafe"
@@ -41,6 +43,13 @@ joins for it). Descriptors:
 Before serving it pivots into --volume (which becomes "/"), sets its resource
 limits, no_new_privs, Landlock and a seccomp allowlist. On any setup failure
 it sends sluiced a Fatal message with the reason and exits 1.
+
+Environment (diagnostics; sluiced's environment reaches its proxies):
+  SLUICE_PROXY_CPU_PROFILE=PATH  write a Go CPU profile of the proxy's first
+                                 SLUICE_PROXY_CPU_PROFILE_SECONDS (default 10)
+                                 to PATH.<vm>.<start ns>, created before the
+                                 sandbox (sluiced stops a proxy with SIGKILL,
+                                 so the profile ends on its own)
 
 Flags:
 `
@@ -118,6 +127,13 @@ func run(args []string) int {
 	heap, err := mapHeap(o.heapOff, o.heapSize)
 	if err != nil {
 		return fatal(conn, err, 1)
+	}
+	if path := os.Getenv("SLUICE_PROXY_CPU_PROFILE"); path != "" {
+		stop, err := proxyProfile(path, o.vm)
+		if err != nil {
+			return fatal(conn, err, 1)
+		}
+		defer stop()
 	}
 	cfg := proxy.DefaultServeConfig()
 	cfg.Spin, cfg.ContextSpin = o.spin, o.contextSpin
@@ -224,4 +240,24 @@ func probe(name string) error {
 		return fmt.Errorf("probe %s: unknown", name)
 	}
 	return fmt.Errorf("probe %s: errno %d", name, int(e))
+}
+
+// proxyProfile starts the diagnostic CPU profile of SLUICE_PROXY_CPU_PROFILE:
+// the file is created on the host, before the sandbox hides the host's
+// paths, and the profile ends after SLUICE_PROXY_CPU_PROFILE_SECONDS.
+func proxyProfile(path, vm string) (func(), error) {
+	secs := 10
+	if v := os.Getenv("SLUICE_PROXY_CPU_PROFILE_SECONDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("SLUICE_PROXY_CPU_PROFILE_SECONDS=%q: want seconds > 0", v)
+		}
+		secs = n
+	}
+	stop, err := cpuprofile.Start(fmt.Sprintf("%s.%s.%d", path, vm, time.Now().UnixNano()))
+	if err != nil {
+		return nil, err
+	}
+	time.AfterFunc(time.Duration(secs)*time.Second, stop)
+	return stop, nil
 }

@@ -9,11 +9,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sluice-gpu/sluice/internal/cpuprofile"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -79,7 +79,7 @@ func run(args []string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel}))
 	slog.SetDefault(log) // backends log through the default logger
 	if path := os.Getenv("SLUICE_CPU_PROFILE"); path != "" {
-		stop, err := startProfile(path)
+		stop, err := cpuprofile.Start(path)
 		if err != nil {
 			log.Error("starting the CPU profile", "err", err)
 			return 1
@@ -243,21 +243,6 @@ func parseAll(args []string) (daemon.Config, slog.Level, controllerFlags, error)
 }
 
 // startProfile writes a CPU profile to path until the returned func runs.
-func startProfile(path string) (func(), error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
-}
-
 func env(key, def string) string {
 	if v := os.Getenv(key); v != "" {
 		return v
