@@ -47,18 +47,31 @@ func TestCSyscallProtocol(t *testing.T) {
 			cc := requireTool(t, tc.compiler)
 			bin := filepath.Join(t.TempDir(), "syscall_guest")
 			compile(t, cc, append(tc.args, "-O2", "-pthread", "-I", inc, "-o", bin, src)...)
-			runSyscallGuest(t, bin, 8, 200, 4, false)
-			runSyscallGuest(t, bin, 4, 200, 4, true)
+			runSyscallGuest(t, bin, 8, 200, 4, guestShared)
+			runSyscallGuest(t, bin, 4, 200, 4, guestOwned)
+			runSyscallGuest(t, bin, 4, 200, 4, guestRing)
 		})
 	}
 }
 
-// guestSlots is the syscall area a guest program maps: the bitmap page,
-// then the slots; the guest uses the first used of them, the rest must stay
-// untouched.
+// How the guest's threads call: sharing slots, each owning one, or each
+// owning one and calling through the request ring.
+const (
+	guestShared = iota
+	guestOwned
+	guestRing
+)
+
+// guestSlots is the syscall area a guest program maps: the ready map page,
+// then the slots (and with ring, the request ring of total entries); the
+// guest uses the first used of them, the rest must stay untouched.
 type guestSlots struct {
 	mem     []byte
 	used    int
+	total   int        // the area's slots (the ring's length)
+	ring    bool       // the guest calls through the request ring
+	head    uint64     // the ring's next position
+	seen    []hostCall // every call the host took
 	initSeq []uint32
 	nextSeq []uint32 // the sequence number each slot's next call must carry
 	calls   []int    // calls per slot
@@ -74,14 +87,14 @@ type hostCall struct {
 	s    Slot
 }
 
-func runSyscallGuest(t *testing.T, bin string, threads, calls, slots int, owned bool) {
+func runSyscallGuest(t *testing.T, bin string, threads, calls, slots, mode int) {
 	const spare = 2 // slots past the guest's, which must stay zero
 	f, err := os.Create(filepath.Join(t.TempDir(), "syscall-area"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	size := int(SlotOff(uint32(slots + spare)))
+	size := int(SyscallAreaSize(slots + spare))
 	if err := f.Truncate(int64(size)); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +103,7 @@ func runSyscallGuest(t *testing.T, bin string, threads, calls, slots int, owned 
 		t.Fatal(err)
 	}
 	defer syscall.Munmap(mem)
-	g := &guestSlots{mem: mem, used: slots, initSeq: make([]uint32, slots), nextSeq: make([]uint32, slots), calls: make([]int, slots)}
+	g := &guestSlots{mem: mem, used: slots, total: slots + spare, ring: mode == guestRing, initSeq: make([]uint32, slots), nextSeq: make([]uint32, slots), calls: make([]int, slots)}
 	for i := range slots {
 		// Slot 1 wraps its 24-bit sequence number during the run.
 		g.initSeq[i] = uint32(100 * i)
@@ -104,8 +117,11 @@ func runSyscallGuest(t *testing.T, bin string, threads, calls, slots int, owned 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	args := []string{f.Name(), itoa(uint64(threads)), itoa(uint64(calls)), itoa(uint64(slots))}
-	if owned {
+	switch mode {
+	case guestOwned:
 		args = append(args, "1")
+	case guestRing:
+		args = append(args, "2", itoa(uint64(slots+spare)))
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var out strings.Builder
@@ -145,7 +161,7 @@ func runSyscallGuest(t *testing.T, bin string, threads, calls, slots int, owned 
 			t.Errorf("thread %d call %d on slot %d, want %d", th, i, c.slot, int(th)%slots)
 		case c.s.Blocking() != (i%4 != 3):
 			t.Errorf("thread %d call %d: blocking %v", th, i, c.s.Blocking())
-		case c.s.Context != uint8(th%3) || c.s.Cookie != th<<32|i || c.s.Args[5] != 0xa5a5a5a5a5a5a5a5:
+		case c.s.Context != uint8(th%3) || (mode != guestRing && c.s.Cookie != th<<32|i) || c.s.Args[5] != 0xa5a5a5a5a5a5a5a5:
 			t.Errorf("thread %d call %d: %v cookie %#x args %x", th, i, c.s, c.s.Cookie, c.s.Args)
 		}
 		if !c.s.Blocking() {
@@ -156,9 +172,12 @@ func runSyscallGuest(t *testing.T, bin string, threads, calls, slots int, owned 
 		t.Errorf("%d non-blocking calls, want %d", nonBlocking, want)
 	}
 	// Owned callers set their slots' ready hints (this host never clears
-	// them); nothing else does.
+	// them); nothing else does (ring callers need none).
+	if mode == guestRing && g.head != uint64(threads*calls) {
+		t.Errorf("%d calls through the ring, want %d", g.head, threads*calls)
+	}
 	for i := range slots + spare {
-		if set := mem[SyscallReadyMapOff+i] != 0; set != (owned && i < threads) {
+		if set := mem[SyscallReadyMapOff+i] != 0; set != (mode == guestOwned && i < threads) {
 			t.Errorf("ready hint of slot %d: %v", i, set)
 		}
 	}
@@ -184,13 +203,12 @@ func runSyscallGuest(t *testing.T, bin string, threads, calls, slots int, owned 
 func (g *guestSlots) serve(t *testing.T, exited <-chan error) ([]hostCall, error) {
 	t.Helper()
 	var (
-		seen    []hostCall
 		waitErr error
 		done    bool
 	)
 	le := binary.LittleEndian
 	for {
-		var taken []hostCall
+		taken := g.drainRing(t)
 		for i := range g.used {
 			w := atomic.LoadUint32(g.state(i))
 			if st, _ := SplitSlotWord(w); st != SlotReady {
@@ -209,7 +227,7 @@ func (g *guestSlots) serve(t *testing.T, exited <-chan error) ([]hostCall, error
 			}
 			g.nextSeq[i] = NextSeq(s.Seq)
 			g.calls[i]++
-			seen = append(seen, hostCall{i, s})
+			g.seen = append(g.seen, hostCall{i, s})
 			next := SlotWord(SlotProcessing, s.Seq)
 			if !s.Blocking() {
 				next = SlotWord(SlotFree, NextSeq(s.Seq))
@@ -239,7 +257,7 @@ func (g *guestSlots) serve(t *testing.T, exited <-chan error) ([]hostCall, error
 			continue
 		}
 		if done && !g.anyReady() {
-			return seen, waitErr
+			return g.seen, waitErr
 		}
 		select {
 		case waitErr = <-exited:
@@ -257,7 +275,49 @@ func (g *guestSlots) word64p(i int) *uint64 {
 
 func (g *guestSlots) word64(i int) uint64 { return atomic.LoadUint64(g.word64p(i)) }
 
+// drainRing takes the request ring's entries from the head, in order, as
+// the host does (copy, validate, serve as taken from the slot each names),
+// and returns the blocking ones to answer; a non-blocking call's slot is
+// freed at once.
+func (g *guestSlots) drainRing(t *testing.T) []hostCall {
+	t.Helper()
+	var taken []hostCall
+	for g.ring {
+		off := RingEntryOff(g.total, g.head)
+		if atomic.LoadUint32((*uint32)(unsafe.Pointer(&g.mem[off]))) != uint32(g.head+1) {
+			return taken
+		}
+		var b [SyscallRingEntrySize]byte
+		copy(b[:], g.mem[off:])
+		e, errno := DecodeRingEntry(b[:], uint32(g.total))
+		i := int(e.Slot)
+		if errno != 0 || e.Tag != uint32(g.head+1) || i >= g.used || e.Call.Number != SysNull {
+			t.Fatalf("ring position %d: %+v (errno %d)", g.head, e, errno)
+		}
+		g.head++
+		s := e.Call
+		if s.Seq != g.nextSeq[i] {
+			t.Fatalf("slot %d: ring call with seq %d, want %d", i, s.Seq, g.nextSeq[i])
+		}
+		if w := g.word64(i); w != uint64(SlotWord(SlotProcessing, s.Seq))|uint64(CallWord(&s))<<32 {
+			t.Fatalf("slot %d of a ring call: %#x, want PROCESSING|%d and the call word", i, w, s.Seq)
+		}
+		g.nextSeq[i] = NextSeq(s.Seq)
+		g.calls[i]++
+		g.seen = append(g.seen, hostCall{i, s})
+		if s.Blocking() {
+			taken = append(taken, hostCall{i, s})
+		} else if !atomic.CompareAndSwapUint32(g.state(i), SlotWord(SlotProcessing, s.Seq), SlotWord(SlotFree, NextSeq(s.Seq))) {
+			t.Fatalf("slot %d changed under the host while its ring call was read", i)
+		}
+	}
+	return taken
+}
+
 func (g *guestSlots) anyReady() bool {
+	if g.ring && atomic.LoadUint32((*uint32)(unsafe.Pointer(&g.mem[RingEntryOff(g.total, g.head)]))) == uint32(g.head+1) {
+		return true
+	}
 	for i := range g.used {
 		if st, _ := SplitSlotWord(atomic.LoadUint32(g.state(i))); st == SlotReady {
 			return true

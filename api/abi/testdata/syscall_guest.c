@@ -3,7 +3,7 @@
  * calls through sluice_syscall.h on a syscall area the Go test maps too and
  * serves.
  *
- *   syscall_guest FILE THREADS CALLS SLOTS [OWNED]
+ *   syscall_guest FILE THREADS CALLS SLOTS [OWNED [AREA_SLOTS]]
  *
  * FILE holds the syscall area (bitmap page, then the slots). Thread t makes
  * CALLS calls on slot t % SLOTS, so threads share slots and take turns. Call
@@ -13,8 +13,10 @@
  * Thread 0 uses the step-by-step functions and polls; the others
  * sluice_syscall. With OWNED 1 (THREADS <= SLOTS) every thread calls through
  * a caller handle that owns its slot and sets the ready hint
- * (sluice_sys_claim_as, _ring_as, _wait_as). Exit status 0 when every
- * blocking call got its own answer.
+ * (sluice_sys_claim_as, _ring_as, _wait_as). With OWNED 2 they call through
+ * the request ring instead (sluice_sys_caller_use_ring, sluice_syscall_as;
+ * the area then has AREA_SLOTS slots and the ring after them; the cookie is
+ * not carried). Exit status 0 when every blocking call got its own answer.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
@@ -30,7 +32,8 @@
 #include "sluice_syscall.h"
 
 static void *sys_area;
-static uint32_t ncalls, nslots, owned;
+static uint32_t ncalls, nslots, owned, area_slots;
+static uint64_t ring_ctr; /* the claim counter every ring caller shares */
 
 struct worker {
 	pthread_t th;
@@ -50,7 +53,10 @@ static void *work(void *arg)
 		uint64_t args[SLUICE_SYS_ARG_COUNT] = {w->id, i, want_errno(w->id, i), 0, 0, UINT64_C(0xa5a5a5a5a5a5a5a5)};
 		uint8_t flags = (uint8_t)(i % 4 == 3 ? 0 : SLUICE_SYS_FLAG_BLOCKING);
 		struct sluice_sysret r = {0, 0};
-		if (owned) {
+		if (owned == 2) {
+			sluice_sys_caller_use_ring(&c, &ring_ctr, area_slots);
+			r = sluice_syscall_as(&c, SLUICE_SYS_NULL, flags, (uint8_t)(w->id % 3), args);
+		} else if (owned) {
 			uint32_t seq = sluice_sys_claim_as(&c);
 			sluice_sys_populate(slot, SLUICE_SYS_NULL, flags, (uint8_t)(w->id % 3), args);
 			slot->cookie = ((uint64_t)w->id << 32) | i;
@@ -107,17 +113,20 @@ int main(int argc, char **argv)
 	uint32_t n, t, bad = 0;
 	size_t size;
 	int fd;
-	if (argc != 5 && argc != 6) {
-		fprintf(stderr, "usage: %s FILE THREADS CALLS SLOTS [OWNED]\n", argv[0]);
+	if (argc < 5 || argc > 7) {
+		fprintf(stderr, "usage: %s FILE THREADS CALLS SLOTS [OWNED [AREA_SLOTS]]\n", argv[0]);
 		return 2;
 	}
 	n = (uint32_t)strtoul(argv[2], NULL, 10);
 	ncalls = (uint32_t)strtoul(argv[3], NULL, 10);
 	nslots = (uint32_t)strtoul(argv[4], NULL, 10);
-	owned = argc == 6 ? (uint32_t)strtoul(argv[5], NULL, 10) : 0;
-	if (owned && n > nslots)
+	owned = argc >= 6 ? (uint32_t)strtoul(argv[5], NULL, 10) : 0;
+	area_slots = argc == 7 ? (uint32_t)strtoul(argv[6], NULL, 10) : nslots;
+	if ((owned && n > nslots) || area_slots < nslots)
 		return 2;
 	size = SLUICE_SYSCALL_SLOTS_OFF + (size_t)nslots * SLUICE_SYSCALL_SLOT_SIZE;
+	if (owned == 2)
+		size = (size_t)sluice_syscall_ring_off(area_slots) + (size_t)area_slots * SLUICE_SYSCALL_RING_ENTRY_SIZE;
 	fd = open(argv[1], O_RDWR);
 	if (fd < 0 || n == 0 || nslots == 0) {
 		perror(argv[1]);
