@@ -107,7 +107,7 @@ type Forwarder struct {
 	cand      []uint32
 	states    []uint32
 	reqRing   ringState // the request ring's head (sysring.go)
-	ringView  []uint64 // the request ring's words (sysring.go)
+	ringView  []uint64  // the request ring's words (sysring.go)
 	ringWords [ringWords]uint64
 	ringEntry abi.RingEntry
 
