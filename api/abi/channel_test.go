@@ -147,3 +147,30 @@ func TestSlotWord(t *testing.T) {
 		t.Error("slot fields do not tile the slot")
 	}
 }
+
+func TestWakeWord(t *testing.T) {
+	w := WakeWord(7, 100)
+	if w&WakeArmed == 0 || w&WakePeerMask != 7 || uint32(w>>WakeIndexShift) != 100 || w&(0x7fff<<16) != 0 {
+		t.Fatalf("WakeWord(7, 100) = %#x", w)
+	}
+	for _, tc := range []struct {
+		w      uint64
+		get    uint32
+		failed bool
+		due    bool
+	}{
+		{0, 1000, true, false},                // polling: never signalled
+		{WakeWord(7, 100), 100, false, false}, // record 100 not done
+		{WakeWord(7, 100), 101, false, true},
+		{WakeWord(7, 100), 5000, false, true},
+		{WakeWord(7, 100), 99, true, true},        // failed: wake to see the error
+		{WakeWord(7, 0xffffffff), 0, false, true}, // wraps
+		{WakeWord(7, 0xffffffff), 0xffffffff, false, false},
+		{WakeWord(7, 100) &^ WakeArmed, 200, true, false}, // disarmed by the host's signal
+	} {
+		peer, due := WakeDue(tc.w, tc.get, tc.failed)
+		if due != tc.due || (due && peer != 7) {
+			t.Errorf("WakeDue(%#x, %d, %v) = %d, %v; want due %v", tc.w, tc.get, tc.failed, peer, due, tc.due)
+		}
+	}
+}

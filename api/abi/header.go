@@ -45,6 +45,10 @@ const (
 	// FeatureSyscallRing: the host consumes the syscall area's request ring
 	// (sysring.go), which follows the slots.
 	FeatureSyscallRing uint64 = 1 << 3
+	// FeatureWake: the host honours the channels' wake words (ChWake,
+	// channel.go): it signals a sleeping guest's eventfd for the channel's
+	// vector when the record it waits for completes or the channel fails.
+	FeatureWake uint64 = 1 << 4
 )
 
 // Header is the first part of the region, written by the host when the

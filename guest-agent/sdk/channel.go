@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 )
@@ -38,6 +39,7 @@ type Channel struct {
 	entries uint32
 	put     uint32
 	poll    Poll
+	sleeps  atomic.Uint64 // waits that slept on the eventfd
 }
 
 func newChannel(d *Device, idx uint32) *Channel {
@@ -155,6 +157,7 @@ func (c *Channel) space() (uint32, error) {
 }
 
 func (c *Channel) waitSpace(ctx context.Context) error {
+	// Any completion frees space: sleep until get passes the one seen.
 	err := c.poll.until(ctx, func() (bool, error) {
 		free, err := c.space()
 		if err != nil || free > 0 {
@@ -164,7 +167,7 @@ func (c *Channel) waitSpace(ctx context.Context) error {
 			return true, &ChannelError{Channel: c.idx, Code: code, Index: at}
 		}
 		return false, nil
-	})
+	}, c.sleeper(c.Get))
 	if err != nil {
 		return fmt.Errorf("waiting for ring space: %w", err)
 	}
@@ -189,11 +192,48 @@ func (c *Channel) Done(idx uint32) (bool, error) {
 	return int32(get-(idx+1)) >= 0, nil
 }
 
-// Wait polls until record idx completes, the channel fails at or before it
-// (a *ChannelError), or ctx ends. Records dropped by a Reset count as
-// completed.
+// Wait waits until record idx completes, the channel fails at or before it
+// (a *ChannelError), or ctx ends: it polls, or sleeps until the host signals
+// (see Poll). Records dropped by a Reset count as completed.
 func (c *Channel) Wait(ctx context.Context, idx uint32) error {
-	return c.poll.until(ctx, func() (bool, error) { return c.Done(idx) })
+	return c.poll.until(ctx, func() (bool, error) { return c.Done(idx) }, c.sleeper(func() uint32 { return idx }))
+}
+
+// Sleeps is how many times a wait of this channel slept until the host
+// signalled (0 where the host cannot wake waiters: see Poll).
+func (c *Channel) Sleeps() uint64 { return c.sleeps.Load() }
+
+// sleeper is the channel's sleeper for a wait until get passes index(), or
+// nil where the waiter polls.
+func (c *Channel) sleeper(index func() uint32) sleeper {
+	irq := c.d.irq
+	if irq == nil || c.poll.NoWake {
+		return nil
+	}
+	return func(ctx context.Context, cond func() (bool, error)) (bool, error) {
+		vec := int(c.idx)
+		// A signal left from a sleep that found its record done on the
+		// second look would only wake this one early: drop it.
+		if err := irq.ClearVector(vec); err != nil {
+			return false, err
+		}
+		wake := c.desc + abi.ChWake
+		// Sequentially consistent, as the host's store of get and load of
+		// the word are: either the look below sees the completion, or the
+		// host sees the word armed (abi.WakeDue).
+		c.d.r.Store64(wake, abi.WakeWord(irq.ID(), index()))
+		if done, err := cond(); done || err != nil {
+			c.d.r.Store64(wake, 0)
+			return done, err
+		}
+		c.sleeps.Add(1)
+		err := irq.WaitVector(ctx, vec)
+		c.d.r.Store64(wake, 0)
+		if err != nil {
+			return false, err
+		}
+		return cond()
+	}
 }
 
 // Sync submits nothing and waits until every record submitted so far has
@@ -214,9 +254,11 @@ func (c *Channel) Reset(ctx context.Context) error {
 	if err := c.d.Doorbell(int(c.idx)); err != nil {
 		return err
 	}
+	// The host publishes the acknowledgement with get: sleep until any
+	// publication (an index before the get seen).
 	err := c.poll.until(ctx, func() (bool, error) {
 		return c.load32(abi.ChResetAck) == want, nil
-	})
+	}, c.sleeper(func() uint32 { return c.Get() - 1 }))
 	if err != nil {
 		return fmt.Errorf("resetting channel %d: %w", c.idx, err)
 	}

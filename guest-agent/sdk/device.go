@@ -29,6 +29,7 @@ type Device struct {
 	r      *shm.Region
 	hdr    abi.Header
 	poll   Poll
+	irq    Interrupts // nil: the host cannot wake waiters, they poll
 	mu     sync.Mutex
 	chans  []*Channel
 	closed bool
@@ -57,6 +58,9 @@ func Open(t Transport, opts ...Option) (*Device, error) {
 		return nil, err
 	}
 	d.hdr = hdr
+	if irq, ok := t.(Interrupts); ok && hdr.Features&abi.FeatureWake != 0 {
+		d.irq = irq
+	}
 	d.r = shm.New(region)
 	d.chans = make([]*Channel, hdr.Layout.Channels)
 	return d, nil

@@ -6,8 +6,10 @@
 // The guest owns each channel's put index and the records behind it; the host
 // owns get, fence and the error. A Channel writes records, publishes put with
 // an atomic store after them, and rings the channel's doorbell. Completion is
-// observed by polling get (a short busy-poll, then yielding, then sleeping:
-// see Poll), never by interrupts.
+// observed in get: after a short busy-poll, a waiter sleeps on its ivshmem
+// eventfd until the host signals it where the host and the transport allow
+// (abi.FeatureWake, Interrupts: process guests), and otherwise keeps polling,
+// yielding, then sleeping between polls (see Poll).
 //
 // The host is trusted with the guest's own work but the header is still
 // validated before any offset in it is used, and indices the host publishes

@@ -7,26 +7,43 @@ import (
 	"time"
 )
 
-// Poll says how a waiter polls shared memory for the host's progress: it
-// busy-polls for Spin, then yields the processor between polls until
-// Spin+Yield have passed, then sleeps between polls, doubling the sleep from
-// a microsecond up to MaxSleep. Short round trips (a few µs) finish in the
-// spin phase; long commands cost little CPU once the waiter sleeps.
+// Poll says how a waiter waits for the host's progress.
+//
+// Where the host can signal the guest (the header announces
+// abi.FeatureWake and the transport implements Interrupts: a process
+// guest), the waiter busy-polls shared memory for WakeSpin, then arms the
+// channel's wake word, looks once more and sleeps on its eventfd until the
+// host signals that the record it waits for completed (or the channel
+// failed); it disarms when it wakes. A waiter that polls leaves the word
+// clear, so the host does not signal it (virtio's event index idea). NoWake
+// keeps polling.
+//
+// Otherwise (a QEMU guest, an old host, NoWake) it polls: it busy-polls for
+// Spin, then yields the processor between polls until Spin+Yield have
+// passed, then sleeps between polls, doubling the sleep from a microsecond
+// up to MaxSleep. Short round trips (a few µs) finish in the spin phase;
+// long commands cost little CPU once the waiter sleeps, but a sleeping
+// poller sees a completion as late as its timer fires (about a millisecond
+// late on loaded machines).
 type Poll struct {
 	Spin     time.Duration // busy-poll budget; 0 skips busy polling
 	Yield    time.Duration // runtime.Gosched phase after Spin
 	MaxSleep time.Duration // longest sleep between polls afterwards; at least 1µs
+	WakeSpin time.Duration // with host wakeups: busy-poll this long, then sleep on the eventfd
+	NoWake   bool          // poll even where the host could wake the waiter
 }
 
 // DefaultPoll spins 50µs, yields for 200µs more, then sleeps up to 200µs
-// between polls, which bounds how late a long command's completion is seen.
+// between polls, which bounds how late a long command's completion is seen;
+// where the host wakes waiters it spins 20µs and then sleeps until woken.
 func DefaultPoll() Poll {
-	return Poll{Spin: 50 * time.Microsecond, Yield: 200 * time.Microsecond, MaxSleep: 200 * time.Microsecond}
+	return Poll{Spin: 50 * time.Microsecond, Yield: 200 * time.Microsecond, MaxSleep: 200 * time.Microsecond,
+		WakeSpin: 20 * time.Microsecond}
 }
 
 // Validate rejects negative durations.
 func (p Poll) Validate() error {
-	if p.Spin < 0 || p.Yield < 0 || p.MaxSleep < 0 {
+	if p.Spin < 0 || p.Yield < 0 || p.MaxSleep < 0 || p.WakeSpin < 0 {
 		return fmt.Errorf("poll %+v: durations must not be negative", p)
 	}
 	return nil
@@ -36,10 +53,19 @@ func (p Poll) Validate() error {
 // context: both cost more than a load of shared memory.
 const spinCheck = 64
 
-// until polls cond until it reports done or an error, or ctx ends.
-func (p Poll) until(ctx context.Context, cond func() (bool, error)) error {
+// sleeper arms the channel's wake word, looks at cond once more and, if it
+// is not done, blocks until the host signals or ctx ends; it reports cond's
+// result after waking.
+type sleeper func(ctx context.Context, cond func() (bool, error)) (bool, error)
+
+// until polls cond until it reports done or an error, or ctx ends. With a
+// sleeper, it busy-polls for WakeSpin and then sleeps until woken instead.
+func (p Poll) until(ctx context.Context, cond func() (bool, error), sl sleeper) error {
 	if done, err := cond(); done || err != nil {
 		return err
+	}
+	if sl != nil {
+		return p.spinThenSleep(ctx, cond, sl)
 	}
 	start := time.Now()
 	sleep := time.Microsecond
@@ -99,5 +125,31 @@ func ctxDone(ctx context.Context) error {
 		return ctx.Err()
 	default:
 		return nil
+	}
+}
+
+// spinThenSleep busy-polls cond for WakeSpin, then sleeps until the host
+// signals, as often as it takes.
+func (p Poll) spinThenSleep(ctx context.Context, cond func() (bool, error), sleep sleeper) error {
+	start := time.Now()
+	for i := 1; ; i++ {
+		if done, err := cond(); done || err != nil {
+			return err
+		}
+		if i%spinCheck != 0 {
+			continue
+		}
+		if err := ctxDone(ctx); err != nil {
+			return err
+		}
+		if time.Since(start) >= p.WakeSpin {
+			break
+		}
+		runtime.Gosched() // see until
+	}
+	for {
+		if done, err := sleep(ctx, cond); done || err != nil {
+			return err
+		}
 	}
 }

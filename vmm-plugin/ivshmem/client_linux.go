@@ -28,6 +28,7 @@ type Client struct {
 	mu     sync.RWMutex
 	closed bool             // under mu
 	peers  map[uint16][]int // peer id -> its eventfds, by vector; under mu
+	cancel []int            // WaitVector's cancellation eventfds by vector (-1: none yet); under mu
 
 	done      chan struct{} // closed when the reader goroutine ends
 	err       error         // why the reader ended; set before done closes
@@ -257,6 +258,12 @@ func (c *Client) closeFDs() {
 	defer c.mu.Unlock()
 	closeFDs(c.own)
 	c.own = nil
+	for _, fd := range c.cancel {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	c.cancel = nil
 	if c.shm >= 0 {
 		unix.Close(c.shm)
 		c.shm = -1

@@ -119,6 +119,7 @@ extern "C" {
 #define SLUICE_FEATURE_READY_MAP UINT64_C(0x2)   /* the host scans the ready map (hint bytes), the state words now and then */
 #define SLUICE_FEATURE_RESULT_WORD UINT64_C(0x4) /* a FINISHED slot holds its errno at SLUICE_SYS_FIN_ERRNO too */
 #define SLUICE_FEATURE_SYSCALL_RING UINT64_C(0x8) /* the host consumes the request ring after the slots */
+#define SLUICE_FEATURE_WAKE UINT64_C(0x10)        /* the host signals a guest that armed a channel's wake word */
 
 /* Byte offsets of the header's fields. */
 #define SLUICE_HDR_MAGIC 0
@@ -183,6 +184,7 @@ struct sluice_header {
 /* Byte offsets within a descriptor. */
 #define SLUICE_CH_PUT 0
 #define SLUICE_CH_RESET 4
+#define SLUICE_CH_WAKE 8
 #define SLUICE_CH_GET 64
 #define SLUICE_CH_ERROR 68
 #define SLUICE_CH_ERROR_INDEX 72
@@ -190,6 +192,22 @@ struct sluice_header {
 #define SLUICE_CH_FENCE 80
 #define SLUICE_CH_COMPLETED 88
 #define SLUICE_CH_STATE 96
+
+/*
+ * sluice_channel.wake (SLUICE_FEATURE_WAKE): 0 while the guest polls; a guest
+ * about to sleep on its own ivshmem eventfd for the channel's vector stores
+ * sluice_wake_word(its peer id, the index of the record it waits for) with a
+ * sequentially consistent store, reads get and error once more, and only
+ * then sleeps; awake, it stores 0 before it looks again. After publishing
+ * get or an error the host loads the word (sequentially consistent) and, if
+ * it is armed and get has passed the index (int32_t)(get - index) > 0 or the
+ * channel failed, clears SLUICE_WAKE_ARMED by compare-and-swap and signals
+ * vector c of that peer: one signal per sleep, none while the guest polls.
+ * To wait for any progress, name the index before the last get seen.
+ */
+#define SLUICE_WAKE_ARMED UINT64_C(0x80000000)  /* the guest sleeps: signal it */
+#define SLUICE_WAKE_PEER_MASK UINT64_C(0xffff)  /* the ivshmem peer id to signal */
+#define SLUICE_WAKE_INDEX_SHIFT 32              /* upper half: the index waited for */
 
 /* sluice_channel.state */
 #define SLUICE_CHANNEL_IDLE 0   /* nothing in flight */
@@ -199,13 +217,15 @@ struct sluice_header {
 
 /*
  * Two cache lines: the first written only by the guest, the second only by
- * the host, so the two sides never contend for a line.
+ * the host, so the two sides never contend for a line (one exception: the
+ * host clears SLUICE_WAKE_ARMED in wake when it signals a sleeping guest).
  */
 struct sluice_channel {
 	/* Guest-owned. */
 	uint32_t put;         /* free-running index of the next record to write */
 	uint32_t reset;       /* bump to ask the host to clear a channel error */
-	uint8_t guest_reserved[56];
+	uint64_t wake;        /* 0, or sluice_wake_word() while the guest sleeps */
+	uint8_t guest_reserved[48];
 
 	/* Host-owned. */
 	uint32_t get;         /* free-running index of the next record to complete */
@@ -709,6 +729,13 @@ SLUICE_INLINE uint32_t sluice_control_vector(uint32_t channels) { return channel
 SLUICE_INLINE uint32_t sluice_doorbell(uint32_t host_peer_id, uint32_t vector)
 {
 	return (host_peer_id << 16) | (vector & 0xffffu);
+}
+
+/* The wake word of a guest, ivshmem peer peer, that sleeps until the record
+ * with free-running index index completes (SLUICE_FEATURE_WAKE). */
+SLUICE_INLINE uint64_t sluice_wake_word(uint32_t peer, uint32_t index)
+{
+	return ((uint64_t)index << SLUICE_WAKE_INDEX_SHIFT) | SLUICE_WAKE_ARMED | (uint64_t)(peer & 0xffffu);
 }
 
 /* Channel c's descriptor in the region mapped at base. */

@@ -62,6 +62,8 @@ Choose how to reach the region:
 	f.DurationVar(&g.poll.Spin, "spin", g.poll.Spin, "completion polling: busy-poll this long before yielding")
 	f.DurationVar(&g.poll.Yield, "yield", g.poll.Yield, "completion polling: then yield the CPU between polls this long")
 	f.DurationVar(&g.poll.MaxSleep, "max-sleep", g.poll.MaxSleep, "completion polling: then sleep between polls, at most this long")
+	f.DurationVar(&g.poll.WakeSpin, "wake-spin", g.poll.WakeSpin, "process guest: busy-poll this long, then sleep until the mediator signals the completion (replaces --spin/--yield/--max-sleep where the endpoint wakes guests)")
+	f.BoolVar(&g.poll.NoWake, "no-wake", false, "process guest: poll for completions (--spin, --yield, --max-sleep) even where the endpoint would wake the guest")
 	root.AddCommand(newInfoCmd(g), newRunCmd(g), newServeCmd(g), newFSCmd(g), newContextCmd(g), newFastcallCmd(g))
 	return root
 }

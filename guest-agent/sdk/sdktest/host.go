@@ -6,9 +6,11 @@
 package sdktest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
@@ -35,7 +37,14 @@ type Config struct {
 	Epoch      uint64
 	HostPeerID uint16 // announced in the header; 0 like the mediator's ivshmem server
 	Handler    Handler
+	// Wake announces abi.FeatureWake: the host signals a guest that armed
+	// a channel's wake word, as the mediator does, through the Host's own
+	// sdk.Interrupts (the guest is peer GuestPeerID).
+	Wake bool
 }
+
+// GuestPeerID is the guest's peer id on a fake host (sdk.Interrupts.ID).
+const GuestPeerID = 1
 
 // Host is the fake host. It also implements sdk.Transport.
 type Host struct {
@@ -52,9 +61,15 @@ type Host struct {
 	doorbells map[int]int
 	closed    bool
 	failed    []bool // host-private: channel is stopped at its error
+
+	vectors []chan struct{} // the guest's eventfds: capacity 1, signals coalesce
+	wakes   atomic.Uint64   // signals sent to sleeping guests
 }
 
-var _ sdk.Transport = (*Host)(nil)
+var (
+	_ sdk.Transport  = (*Host)(nil)
+	_ sdk.Interrupts = (*Host)(nil)
+)
 
 // New starts a fake host on a region of its own. Close stops it.
 func New(cfg Config) (*Host, error) { return Serve(nil, cfg) }
@@ -91,11 +106,20 @@ func Serve(mem []byte, cfg Config) (*Host, error) {
 		exited:    make(chan struct{}),
 		doorbells: map[int]int{},
 		failed:    make([]bool, l.Channels),
+		vectors:   make([]chan struct{}, abi.Vectors(int(l.Channels))),
+	}
+	for i := range h.vectors {
+		h.vectors[i] = make(chan struct{}, 1)
+	}
+	var features uint64
+	if cfg.Wake {
+		features = abi.FeatureWake
 	}
 	h.r = shm.New(h.mem)
 	abi.EncodeHeader(h.mem, abi.Header{
 		VersionMajor: abi.VersionMajor,
 		VersionMinor: abi.VersionMinor,
+		Features:     features,
 		HostPeerID:   uint32(cfg.HostPeerID),
 		Layout:       l,
 		Epoch:        cfg.Epoch,
@@ -146,6 +170,56 @@ func (h *Host) Kick() { h.kick() }
 func (h *Host) kick() {
 	select {
 	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// ID is the guest's peer id, GuestPeerID (sdk.Interrupts).
+func (h *Host) ID() uint16 { return GuestPeerID }
+
+// ClearVector drops the signals pending on the guest's vector.
+func (h *Host) ClearVector(vector int) error {
+	if vector < 0 || vector >= len(h.vectors) {
+		return fmt.Errorf("vector %d out of range", vector)
+	}
+	select {
+	case <-h.vectors[vector]:
+	default:
+	}
+	return nil
+}
+
+// WaitVector blocks until the host signals the guest's vector or ctx ends.
+func (h *Host) WaitVector(ctx context.Context, vector int) error {
+	if vector < 0 || vector >= len(h.vectors) {
+		return fmt.Errorf("vector %d out of range", vector)
+	}
+	select {
+	case <-h.vectors[vector]:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Wakes is how many signals the host sent to sleeping guests (Config.Wake).
+func (h *Host) Wakes() uint64 { return h.wakes.Load() }
+
+// wakeGuest signals a guest sleeping on channel c's wake word when what was
+// just published is what it waits for (abi.WakeDue), as the mediator does.
+func (h *Host) wakeGuest(c uint32) {
+	if !h.cfg.Wake {
+		return
+	}
+	d := h.layout.ChannelOff(c)
+	w := h.r.Load64(d + abi.ChWake)
+	peer, due := abi.WakeDue(w, h.r.Load32(d+abi.ChGet), h.failed[c])
+	if !due || peer != GuestPeerID || !h.r.CompareAndSwap64(d+abi.ChWake, w, w&^abi.WakeArmed) {
+		return
+	}
+	h.wakes.Add(1)
+	select {
+	case h.vectors[c] <- struct{}{}:
 	default:
 	}
 }

@@ -17,6 +17,7 @@ func (h *Host) serve(c uint32) {
 		h.r.Store32(d+abi.ChState, uint32(abi.ChannelIdle))
 		h.failed[c] = false
 		h.r.Store32(d+abi.ChResetAck, reset)
+		h.wakeGuest(c)
 	}
 	if h.failed[c] {
 		return
@@ -25,6 +26,7 @@ func (h *Host) serve(c uint32) {
 	n, code := abi.CheckPut(put, get, get, h.layout.RingEntries)
 	if code != abi.OK {
 		h.fail(c, code, get)
+		h.wakeGuest(c)
 		return
 	}
 	if n > 0 {
@@ -40,6 +42,7 @@ func (h *Host) serve(c uint32) {
 		if code != abi.OK {
 			h.fail(c, code, get)
 			h.r.Store32(d+abi.ChGet, get+1)
+			h.wakeGuest(c)
 			return
 		}
 		if cmd.Op == abi.OpFence {
@@ -48,6 +51,7 @@ func (h *Host) serve(c uint32) {
 		h.r.Store64(d+abi.ChCompleted, h.r.Load64(d+abi.ChCompleted)+1)
 		get++
 		h.r.Store32(d+abi.ChGet, get)
+		h.wakeGuest(c)
 	}
 	h.r.Store32(d+abi.ChState, uint32(abi.ChannelIdle))
 }

@@ -24,7 +24,10 @@ type Transport struct {
 	region []byte
 }
 
-var _ sdk.Transport = (*Transport)(nil)
+var (
+	_ sdk.Transport  = (*Transport)(nil)
+	_ sdk.Interrupts = (*Transport)(nil)
+)
 
 // Dial joins the endpoint at path with vectors doorbell vectors per peer
 // (0: learn the count from the host peer the endpoint announces first), maps
@@ -97,6 +100,17 @@ func (t *Transport) Region() []byte { return t.region }
 // guest's BAR0 doorbell write.
 func (t *Transport) Doorbell(hostPeer uint16, vector int) error {
 	return t.client.Notify(hostPeer, vector)
+}
+
+// ClearVector drops the signals pending on this peer's own eventfd for
+// vector (sdk.Interrupts).
+func (t *Transport) ClearVector(vector int) error { return t.client.ClearVector(vector) }
+
+// WaitVector blocks until the host signals this peer's vector or ctx ends
+// (sdk.Interrupts): the host signals a channel's vector when the record a
+// sleeping waiter named in the channel's wake word completes.
+func (t *Transport) WaitVector(ctx context.Context, vector int) error {
+	return t.client.WaitVector(ctx, vector)
 }
 
 // Close unmaps the region and leaves the endpoint. It is idempotent.

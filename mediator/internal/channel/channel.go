@@ -46,6 +46,13 @@ type Snapshot struct {
 	Error      abi.ErrorCode
 	ErrorIndex uint32
 	Counters
+	Wakes uint64 // signals sent to a guest sleeping on its wake word
+}
+
+// Waker signals vector of a guest peer: the VM's ivshmem server
+// (ivshmem.Server.Notify).
+type Waker interface {
+	Notify(peer uint16, vector int) error
 }
 
 // Channel is the host side of one channel.
@@ -77,6 +84,9 @@ type Channel struct {
 	fences    []uint64 // FENCE values by ring slot, noted when forwarded
 	budget    *Budget  // the VM's in-flight budget; nil: none
 	costs     []int64  // what each record in flight was charged, by ring slot
+	waker     Waker    // signals guests that armed the wake word; nil: none
+
+	wakes atomic.Uint64 // signals sent
 }
 
 type pending struct {
@@ -119,6 +129,61 @@ func (c *Channel) SetLimits(lim abi.Limits) {
 	c.mu.Unlock()
 }
 
+// SetWaker makes the channel honour its wake word (abi.FeatureWake): after
+// publishing get or an error it signals, through w, the guest peer that
+// armed the word, when the record it waits for completed or the channel
+// failed. nil honours none.
+func (c *Channel) SetWaker(w Waker) {
+	c.mu.Lock()
+	c.waker = w
+	c.mu.Unlock()
+}
+
+// wakeCheck is what a publication of get or an error leaves to do once mu
+// is released: look at the guest's wake word.
+type wakeCheck struct {
+	w      Waker
+	get    uint32
+	failed bool
+}
+
+// wakeLocked notes, right after publishLocked, what the wake word is to be
+// checked against.
+func (c *Channel) wakeLocked() wakeCheck {
+	return wakeCheck{w: c.waker, get: c.get, failed: c.failed}
+}
+
+// wakeTries bounds the compare-and-swaps against a guest that rewrites its
+// wake word meanwhile: only its own wakeup is at stake.
+const wakeTries = 4
+
+// wake signals the guest if its wake word says it sleeps until what was
+// just published (abi.WakeDue), clearing the word's armed bit first so that
+// one sleep gets one signal. It runs after the publication's stores (the
+// loads here are sequentially consistent, as the guest's store of the word
+// is: one of the two sides sees the other), outside mu: the signal is a
+// write(2).
+func (k wakeCheck) wake(c *Channel) {
+	if k.w == nil {
+		return
+	}
+	off := c.off + abi.ChWake
+	for range wakeTries {
+		word := c.region.Load64(off)
+		peer, due := abi.WakeDue(word, k.get, k.failed)
+		if !due {
+			return
+		}
+		if c.region.CompareAndSwap64(off, word, word&^abi.WakeArmed) {
+			c.wakes.Add(1)
+			// A peer that left (or a word naming a peer that is not
+			// there) is the guest's business: nothing to report.
+			_ = k.w.Notify(peer, c.idx)
+			return
+		}
+	}
+}
+
 // DefaultWindow is the mediator's default for SetWindow: no bound, as a GPU
 // reading the ring itself would have. The stratified poller charges a VM
 // held with work already forwarded correctly (bench/specs/hog-dfq.yaml,
@@ -139,11 +204,14 @@ const maxBatch = 64
 func (c *Channel) Poll() {
 	c.mu.Lock()
 	c.counters.Doorbells++
+	var wk wakeCheck
 	if c.handleResetLocked() {
 		c.publishLocked()
+		wk = c.wakeLocked()
 	}
 	held, b := c.held, c.budget
 	c.mu.Unlock()
+	wk.wake(c)
 	if held && b != nil {
 		b.knock()
 	}
@@ -185,7 +253,12 @@ func (c *Channel) forwardBatch() int {
 	}
 	batch := c.collectLocked(limit)
 	c.publishLocked()
+	var wk wakeCheck
+	if c.failed {
+		wk = c.wakeLocked() // a record failed validation: a sleeping guest must see it
+	}
 	c.mu.Unlock()
+	wk.wake(c)
 
 	for i := range batch {
 		if err := c.gpu.Submit(c.idx, batch[i].cmd, uint64(batch[i].idx)); err != nil {
@@ -278,7 +351,9 @@ func (c *Channel) rejectUnsent(idx uint32, code abi.ErrorCode) {
 		c.costs[i&(c.layout.RingEntries-1)] = 0
 	}
 	b := c.budget
+	var wk wakeCheck
 	defer func() {
+		wk.wake(c)
 		if b != nil {
 			b.refund(refund) // after mu: it may forward the VM's channels
 		}
@@ -293,6 +368,7 @@ func (c *Channel) rejectUnsent(idx uint32, code abi.ErrorCode) {
 	}
 	c.failLocked(idx, code, true)
 	c.publishLocked()
+	wk = c.wakeLocked()
 }
 
 // failLocked records the channel's first failure. local means the record
@@ -355,6 +431,7 @@ func (c *Channel) Complete(cp Completion) {
 	c.stepOverFailureLocked()
 	c.handleResetLocked()
 	c.publishLocked()
+	wk := c.wakeLocked()
 	more := c.window > 0 && !c.held && !c.failed && c.submitted-c.get < c.window
 	b := c.budget
 	c.mu.Unlock()
@@ -365,6 +442,9 @@ func (c *Channel) Complete(cp Completion) {
 		b.completed(cp.BusyNs)
 		b.refund(cost) // forwards the VM's channels that waited for room
 	}
+	// After the budget's books: a guest woken by the signal that asks the
+	// host for its VM's state finds the completion counted.
+	wk.wake(c)
 	if more {
 		c.forward() // room in the window: forward what waits (the contract lets Complete call Submit)
 	}
@@ -418,7 +498,7 @@ func (c *Channel) Close() {
 func (c *Channel) Snapshot() Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := Snapshot{State: c.stateLocked(), InFlight: c.submitted - c.get, Counters: c.counters}
+	s := Snapshot{State: c.stateLocked(), InFlight: c.submitted - c.get, Counters: c.counters, Wakes: c.wakes.Load()}
 	if c.failed {
 		s.Error, s.ErrorIndex = c.failCode, c.failIndex
 	}

@@ -68,6 +68,7 @@ type VM struct {
 	mem      []byte
 	region   *shm.Region
 	server   *ivshmem.Server
+	waker    waker // the channels' Waker: server, once it exists
 	gpu      backend.VM
 	channels []*channel.Channel
 	sys      *syscalls.Forwarder  // nil without a syscall area
@@ -138,6 +139,7 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 	for i := range v.channels {
 		v.channels[i] = channel.New(i, v.region, l, cfg.Limits, submitter{v.gpu})
 		v.channels[i].SetBudget(budget)
+		v.channels[i].SetWaker(&v.waker)
 	}
 	if v.serveSyscalls() {
 		if err = v.startSyscalls(); err != nil {
@@ -155,7 +157,23 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the doorbell server of vm %q: %w", cfg.Name, err)
 	}
+	v.waker.srv.Store(v.server)
 	return v, nil
+}
+
+// waker signals guest peers for the channels (abi.FeatureWake) through the
+// VM's ivshmem server: nothing before the server exists (no guest has
+// joined), and after its Close, Notify fails with ivshmem.ErrClosed, which
+// the channels ignore.
+type waker struct {
+	srv atomic.Pointer[ivshmem.Server]
+}
+
+func (w *waker) Notify(peer uint16, vector int) error {
+	if s := w.srv.Load(); s != nil {
+		return s.Notify(peer, vector)
+	}
+	return nil
 }
 
 func (v *VM) serveSyscalls() bool {
@@ -187,7 +205,9 @@ func (v *VM) startSyscalls() error {
 
 func (v *VM) writeHeader(heartbeat uint64) {
 	var b [abi.HeaderSize]byte
-	var features uint64
+	// Every channel honours its wake word: a process guest sleeps on its
+	// eventfd instead of polling (a guest that polls is never signalled).
+	features := abi.FeatureWake
 	if v.serveSyscalls() {
 		features |= abi.FeatureSyscalls | abi.FeatureReadyMap | abi.FeatureResultWord | abi.FeatureSyscallRing
 	}
