@@ -38,6 +38,9 @@ Usage:
 It listens on --socket for the host API (use sluicectl), creates one ivshmem
 endpoint socket per VM under --endpoint-dir, and keeps the VM list and the
 usage ledger (billing data) under --state-dir, so both survive a restart.
+One sluiced at a time uses a state dir: it holds an flock on
+STATE_DIR/sluiced.lock (with its pid in it) while it runs, and a second one
+started on the same dir exits with an error naming the holder's pid.
 
 Environment variables SLUICE_SOCKET, SLUICE_STATE_DIR, SLUICE_BACKEND and
 SLUICE_CLOCK set the matching flags' defaults; flags win.

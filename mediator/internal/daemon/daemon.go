@@ -41,6 +41,7 @@ type Daemon struct {
 	poller *accounting.Poller // nil when accounting is off or the clock is virtual
 	stop   context.CancelFunc
 	done   chan struct{}
+	lock   *stateLock // the state dir's, held until Close
 
 	mu       sync.Mutex
 	vms      map[string]*entry
@@ -65,6 +66,19 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, fmt.Errorf("creating %s: %w", dir, err)
 		}
 	}
+	lock, err := lockStateDir(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	d, err := open(cfg, lock)
+	if err != nil {
+		return nil, errors.Join(err, lock.release())
+	}
+	return d, nil
+}
+
+// open is New once the state dir is locked; Close releases the lock.
+func open(cfg Config, lock *stateLock) (*Daemon, error) {
 	if cfg.Proxy.Binary != "off" {
 		// The VMs' sandboxes must reach their volumes: search (o+x) but no
 		// listing for others on the state dir and the volumes' dir.
@@ -91,9 +105,10 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	if err := d.restore(); err != nil {
-		d.Close()
+		d.Close() // the caller releases the lock
 		return nil, err
 	}
+	d.lock = lock
 	return d, nil
 }
 
@@ -417,6 +432,7 @@ func (d *Daemon) Close() error {
 	}
 	errs = append(errs, d.flushLocked(), d.be.Close())
 	clear(d.vms)
+	errs = append(errs, d.lock.release()) // last: the ledger is on disk
 	return errors.Join(errs...)
 }
 
