@@ -77,6 +77,10 @@ var _ = Describe("Fair shares", Label("process"), func() {
 		By("without scheduling the long-kernel VM takes most of the GPU")
 		Expect(run("none", 2*time.Second)).To(BeNumerically("<", 0.2))
 		By("under dfq each VM gets half")
-		Expect(run("dfq", 8*time.Second)).To(BeNumerically("~", 0.5, 0.05))
+		// 47.8-52.2% in six runs on a quiet 2-core machine; 41.1% once in a
+		// full make test while other test binaries loaded both cores (the
+		// guests' own refills are CPU work). What fails without dfq's
+		// fairness, or with the old 16 kernels in flight, is 10-35%.
+		Expect(run("dfq", 8*time.Second)).To(BeNumerically("~", 0.5, 0.1))
 	})
 })
