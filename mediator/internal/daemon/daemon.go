@@ -100,11 +100,16 @@ func open(cfg Config, lock *stateLock) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, be: be, ledger: ledger, epoch: newEpoch(), vms: map[string]*entry{}, deleting: map[string]bool{}, nextID: 1}
-	if err := d.startScheduling(); err != nil {
+	saved, err := d.loadVMs()
+	if err != nil {
 		be.Close()
 		return nil, err
 	}
-	if err := d.restore(); err != nil {
+	if err := d.startScheduling(saved.Policy); err != nil {
+		be.Close()
+		return nil, err
+	}
+	if err := d.restore(saved); err != nil {
 		d.Close() // the caller releases the lock
 		return nil, err
 	}
@@ -112,12 +117,17 @@ func open(cfg Config, lock *stateLock) (*Daemon, error) {
 	return d, nil
 }
 
-// startScheduling creates the engine and, where the backend can be polled
+// startScheduling creates the engine under the policy persisted (a policy
+// set at run time wins over --policy) and, where the backend can be polled
 // in real time, the accounting poller that drives it.
-func (d *Daemon) startScheduling() error {
-	policy, err := sched.ParsePolicy(d.cfg.Policy)
+func (d *Daemon) startScheduling(persisted string) error {
+	name := d.cfg.Policy
+	if persisted != "" {
+		name = persisted
+	}
+	policy, err := sched.ParsePolicy(name)
 	if err != nil {
-		return err
+		return fmt.Errorf("restoring policy: %w", err)
 	}
 	if d.engine, err = engine.New(sched.Config{Policy: policy}); err != nil {
 		return err
@@ -464,7 +474,9 @@ type vmsFile struct {
 }
 
 func (d *Daemon) saveVMsLocked() error {
-	f := vmsFile{Version: 1, Policy: string(d.engine.Policy())}
+	// The policy set last, not the one in force: a change applies at the
+	// next period, and a restart before it must not bring the old one back.
+	f := vmsFile{Version: 1, Policy: string(d.engine.NextPolicy())}
 	for _, e := range d.sortedLocked() {
 		f.VMs = append(f.VMs, e.req)
 	}
@@ -475,32 +487,29 @@ func (d *Daemon) saveVMsLocked() error {
 	return usage.WriteFileAtomic(filepath.Join(d.cfg.StateDir, "vms.json"), b)
 }
 
-func (d *Daemon) restore() error {
+// loadVMs reads the persisted VM list and policy (none on a first start).
+func (d *Daemon) loadVMs() (vmsFile, error) {
+	var f vmsFile
 	b, err := os.ReadFile(filepath.Join(d.cfg.StateDir, "vms.json"))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return f, nil
 	}
 	if err != nil {
-		return fmt.Errorf("reading vm list: %w", err)
+		return f, fmt.Errorf("reading vm list: %w", err)
 	}
-	var f vmsFile
 	if err := json.Unmarshal(b, &f); err != nil {
-		return fmt.Errorf("decoding vm list in %s: %w", d.cfg.StateDir, err)
+		return f, fmt.Errorf("decoding vm list in %s: %w", d.cfg.StateDir, err)
 	}
 	if f.Version != 1 {
-		return fmt.Errorf("vm list in %s has version %d, want 1", d.cfg.StateDir, f.Version)
+		return f, fmt.Errorf("vm list in %s has version %d, want 1", d.cfg.StateDir, f.Version)
 	}
+	return f, nil
+}
+
+// restore re-creates the persisted VMs (the engine has the policy).
+func (d *Daemon) restore(f vmsFile) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if f.Policy != "" {
-		p, err := sched.ParsePolicy(f.Policy)
-		if err != nil {
-			return fmt.Errorf("restoring policy: %w", err)
-		}
-		if err := d.engine.SetPolicy(p); err != nil {
-			return fmt.Errorf("restoring policy: %w", err)
-		}
-	}
 	for _, req := range f.VMs {
 		if _, err := d.createLocked(req); err != nil {
 			return fmt.Errorf("restoring vm %q: %w", req.Name, err)

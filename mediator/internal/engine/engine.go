@@ -158,6 +158,9 @@ func (e *Engine) SetPolicy(p sched.Policy) error { return e.sched.SetPolicy(p) }
 // Policy is the current policy.
 func (e *Engine) Policy() sched.Policy { return e.sched.Policy() }
 
+// NextPolicy is the policy set last, in force from the next period on.
+func (e *Engine) NextPolicy() sched.Policy { return e.sched.NextPolicy() }
+
 // OnPeriod is the accounting poller's callback at the end of a poll phase.
 func (e *Engine) OnPeriod(p accounting.Period) {
 	e.mu.Lock()

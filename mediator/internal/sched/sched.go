@@ -323,6 +323,15 @@ func (s *Scheduler) Policy() Policy {
 	return s.policy
 }
 
+// NextPolicy returns the policy set last: the one in force from the next
+// EndPeriod on (the policy in force when no change is pending). It is the
+// one to persist: Policy lags a SetPolicy by up to a period.
+func (s *Scheduler) NextPolicy() Policy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nextPolicy
+}
+
 // TSys returns t_sys.
 func (s *Scheduler) TSys() int64 {
 	s.mu.Lock()
