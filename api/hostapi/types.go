@@ -31,7 +31,7 @@ const (
 // CreateVMRequest asks for a new VM endpoint. Zero fields take defaults.
 type CreateVMRequest struct {
 	Name        string  `json:"name"`
-	Weight      uint32  `json:"weight,omitempty"`       // default 1
+	Weight      uint32  `json:"weight,omitempty"`       // MinWeight..MaxWeight, default 1
 	Cap         float64 `json:"cap,omitempty"`          // (0, 1], for policy cap; default none
 	Channels    int     `json:"channels,omitempty"`     // default 4
 	RingEntries int     `json:"ring_entries,omitempty"` // default 256
@@ -71,7 +71,7 @@ const (
 // memory quota or longest command. Absent fields stay as they are; a share
 // applies from the scheduler's next period.
 type UpdateVMRequest struct {
-	Weight *uint32  `json:"weight,omitempty"` // 1..1000000
+	Weight *uint32  `json:"weight,omitempty"` // MinWeight..MaxWeight
 	Cap    *float64 `json:"cap,omitempty"`    // (0, 1]: hard maximum share under policy cap; 0 clears it
 	// SyscallWindowNs is the GPU system calls' coalescing window (0..1s);
 	// SyscallBatch the most calls per batch to the proxy (1..1024). Both

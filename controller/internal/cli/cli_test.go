@@ -228,6 +228,8 @@ var commandTests = []commandTest{
 		want: result{stderr: "sluicectl: missing argument NAME\n" + setHint, code: 2}},
 	{name: "set rejected by daemon", args: []string{"vm", "set", "web", "--weight", "2000000"},
 		want: result{stderr: "sluicectl: vm \"web\": weight 2000000: want 1 to 1000000: invalid request\n", code: 1}},
+	{name: "create rejected by daemon", args: []string{"vm", "create", "web2", "--weight", "2000000"},
+		want: result{stderr: "sluicectl: vm \"web2\": weight 2000000: want 1 to 1000000: invalid request\n", code: 1}},
 	{name: "set not found", args: []string{"vm", "set", "nope", "--cap", "1"},
 		want:  result{stderr: "sluicectl: vm \"nope\": not found\n", code: 1},
 		check: func(t *testing.T, f *fakeDaemon) { wantUpdates(t, f, "nope weight=- cap=1") }},

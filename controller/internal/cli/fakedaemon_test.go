@@ -185,8 +185,8 @@ func (f *fakeDaemon) update(w http.ResponseWriter, r *http.Request) {
 	case !ok:
 		replyErr(w, fmt.Errorf("vm %q: %w", name, hostapi.ErrNotFound))
 		return
-	case req.Weight != nil && *req.Weight > 1000000:
-		replyErr(w, fmt.Errorf("vm %q: weight %d: want 1 to 1000000: %w", name, *req.Weight, hostapi.ErrInvalid))
+	case req.Weight != nil && hostapi.CheckWeight(*req.Weight) != nil: // as the daemon
+		replyErr(w, fmt.Errorf("vm %q: %w", name, hostapi.CheckWeight(*req.Weight)))
 		return
 	}
 	if req.Weight != nil {
@@ -240,6 +240,10 @@ func (f *fakeDaemon) create(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Name == "named" {
 		replyErr(w, fmt.Errorf("vm %q: name reserved: %w", req.Name, hostapi.ErrInvalid))
+		return
+	}
+	if err := hostapi.CheckWeight(max(req.Weight, 1)); err != nil { // as the daemon: 0 is the default, 1
+		replyErr(w, fmt.Errorf("vm %q: %w", req.Name, err))
 		return
 	}
 	if req.RegionSize != 0 && req.RegionSize&(req.RegionSize-1) != 0 {

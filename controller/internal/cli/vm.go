@@ -91,7 +91,7 @@ including the number of MSI vectors the ivshmem device needs.`,
 		},
 	}
 	f := cmd.Flags()
-	f.Uint32Var(&req.Weight, "weight", 0, "share of the GPU relative to other VMs, at least 1 (daemon default 1)")
+	f.Uint32Var(&req.Weight, "weight", 0, "share of the GPU relative to other VMs, 1 to 1000000 (daemon default 1)")
 	f.Var(shareValue{&req.Cap}, "cap",
 		"hard maximum share of the GPU under policy cap: a fraction or a percentage, e.g. 0.25 or 25% (default none)")
 	f.IntVar(&req.Channels, "channels", 0, "number of command channels (daemon default 4)")
@@ -273,7 +273,7 @@ VM's commands ran past it.`,
 		},
 	}
 	f := cmd.Flags()
-	f.Uint32Var(&weight, "weight", 0, "new share of the GPU relative to other VMs, at least 1")
+	f.Uint32Var(&weight, "weight", 0, "new share of the GPU relative to other VMs, 1 to 1000000")
 	f.Var(shareValue{&capShare}, "cap", "new hard maximum share of the GPU under policy cap, e.g. 0.25 or 25%; 0 removes it")
 	f.DurationVar(&window, "syscall-window", 0, "coalescing window of the VM's GPU system calls, e.g. 0, 20us, 1ms (at most 1s)")
 	f.IntVar(&batch, "syscall-batch", 0, "most GPU system calls in one batch to the VM's proxy (1..1024)")

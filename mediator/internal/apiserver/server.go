@@ -33,7 +33,9 @@ type Service interface {
 	Usage(ctx context.Context, name string) (hostapi.Usage, error)
 	Stats(ctx context.Context) (hostapi.Stats, error)
 	// UpdateVM applies the fields of req that are set. The handler has
-	// checked that at least one is, and that they are in range.
+	// checked that at least one is, and that they are in range, but for the
+	// weight: the service checks it (hostapi.CheckWeight) as in CreateVM,
+	// for every caller, so that one place gives one error.
 	UpdateVM(ctx context.Context, name string, req hostapi.UpdateVMRequest) (hostapi.VM, error)
 	Policy(ctx context.Context) (hostapi.PolicyState, error)
 	// SetPolicy switches to st.Policy, which the handler has checked is one
@@ -145,10 +147,6 @@ func withArrays(st hostapi.Stats) hostapi.Stats {
 	return st
 }
 
-// maxWeight is the largest weight UpdateVMRequest takes (the contract's
-// range is 1..maxWeight).
-const maxWeight = 1_000_000
-
 // policies are the names PUT /v1/policy takes, in the order errors list them.
 var policies = []string{hostapi.PolicyNone, hostapi.PolicyDFQ, hostapi.PolicyCap, hostapi.PolicyTimeslice}
 
@@ -166,9 +164,6 @@ func checkUpdate(req hostapi.UpdateVMRequest) error {
 	}
 	if b := req.SyscallBatch; b != nil && (*b < 1 || *b > proxyproto.MaxBatch) {
 		return fmt.Errorf("syscall_batch %d: want 1 to %d: %w", *b, proxyproto.MaxBatch, hostapi.ErrInvalid)
-	}
-	if w := req.Weight; w != nil && (*w < 1 || *w > maxWeight) {
-		return fmt.Errorf("weight %d: want 1 to %d: %w", *w, maxWeight, hostapi.ErrInvalid)
 	}
 	// JSON has no NaN or infinities, but the negated test catches them too.
 	if c := req.Cap; c != nil && !(*c >= 0 && *c <= 1) {

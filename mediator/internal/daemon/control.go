@@ -23,6 +23,11 @@ func (d *Daemon) UpdateVM(_ context.Context, name string, req hostapi.UpdateVMRe
 	if req.Weight == nil && req.Cap == nil && req.SyscallWindowNs == nil && req.SyscallBatch == nil && req.Memory == nil && req.MaxCommandNs == nil {
 		return hostapi.VM{}, fmt.Errorf("vm %q: nothing to change: %w", name, hostapi.ErrInvalid)
 	}
+	if req.Weight != nil {
+		if err := hostapi.CheckWeight(*req.Weight); err != nil {
+			return hostapi.VM{}, fmt.Errorf("vm %q: %w", name, err)
+		}
+	}
 	maxCmd := int64(d.cfg.MaxCommand)
 	if req.MaxCommandNs != nil && *req.MaxCommandNs != 0 { // 0: back to the daemon's
 		maxCmd = *req.MaxCommandNs

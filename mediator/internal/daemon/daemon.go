@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -204,6 +205,9 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 		return hostapi.VM{}, fmt.Errorf("vm %q: limit of %d vms reached: %w", req.Name, d.cfg.MaxVMs, hostapi.ErrUnavailable)
 	}
 	req = d.withDefaults(req)
+	if err := hostapi.CheckWeight(req.Weight); err != nil {
+		return hostapi.VM{}, fmt.Errorf("vm %q: %w", req.Name, err)
+	}
 	if err := checkPlacement(req, false); err != nil {
 		return hostapi.VM{}, err
 	}
@@ -511,6 +515,10 @@ func (d *Daemon) restore(f vmsFile) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, req := range f.VMs {
+		if req.Weight > hostapi.MaxWeight { // taken before the range was one
+			slog.Warn("restoring a vm: its weight is past the most, lowered to it", "vm", req.Name, "weight", req.Weight, "now", hostapi.MaxWeight)
+			req.Weight = hostapi.MaxWeight
+		}
 		if _, err := d.createLocked(req); err != nil {
 			return fmt.Errorf("restoring vm %q: %w", req.Name, err)
 		}

@@ -239,7 +239,7 @@ func (a *Agent) apply(ctx context.Context, desired []controllerapi.VM) error {
 	for _, d := range desired {
 		want[d.Name] = true
 		mem := uint64(max(d.MemoryBytes, 0))
-		weight := uint32(min(max(d.Weight, 1), 1<<31))
+		weight := uint32(min(max(d.Weight, hostapi.MinWeight), hostapi.MaxWeight))
 		cur, ok := have[d.Name]
 		switch {
 		case !ok:
