@@ -31,8 +31,10 @@ func newPolicyCommand(a *app) *cobra.Command {
   timeslice  engaged round robin: one VM per period, for as many periods in
              a row as its weight; a baseline to compare with
 
-The accounting method (how GPU time is charged to VMs) is shown too; it is
-chosen when sluiced starts (sluiced --accounting) and cannot be switched here.`,
+The accounting method (how the scheduler learns each VM's GPU time) is shown
+too; it is chosen when sluiced starts (sluiced --accounting) and cannot be
+switched here. Under accounting off only policy none is taken. Billing comes
+from completions under every method.`,
 		Example: `  sluicectl policy get
   sluicectl policy set cap
   sluicectl policy get --json | jq -r .accounting`,

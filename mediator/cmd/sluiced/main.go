@@ -171,11 +171,12 @@ func parseAll(args []string) (daemon.Config, slog.Level, controllerFlags, error)
 	fs.IntVar(&cfg.MaxVMs, "max-vms", cfg.MaxVMs, "maximum number of VMs")
 	fs.DurationVar(&cfg.MaxCommand, "max-command", cfg.MaxCommand,
 		"longest command a VM may run (1ms..1h; sluicectl vm create/set --max-command sets one VM's): a longer THROTTLE fails with ETOOLONG, a command running past it with ETIMEDOUT (cuda: the VM's GPU worker is killed and restarted)")
-	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "scheduling policy at start: none, dfq, cap, timeslice (sluicectl policy set changes it)")
+	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "scheduling policy at start: none, dfq, cap, timeslice (sluicectl policy set changes it); none with --accounting off")
 	fs.StringVar(&cfg.Arbitration, "arbitration", cfg.Arbitration,
 		"who decides whose work is on the GPU: driver (every VM's at once; the driver time-slices, and overlapping time is split evenly in bills) or turns (one VM's at a time, for a quantum while others wait: exact bills and fairer shares, at some throughput when nobody over-uses; needs the wall clock)")
 	fs.DurationVar(&cfg.Quantum, "quantum", cfg.Quantum, "under --arbitration turns, how long a turn lasts while another VM waits; it ends at a command boundary (0: 5ms)")
-	method := fs.String("accounting", string(cfg.Accounting.Method), "accounting method: loga, loga-segment-average, off (scheduling needs the wall clock)")
+	method := fs.String("accounting", string(cfg.Accounting.Method),
+		"how the scheduler learns each VM's GPU time: loga, loga-segment-average, or off (no poller, so no scheduling: only with --policy none, its default then); billing, from completions, goes on under every method; scheduling needs the wall clock")
 	fs.Float64Var(&cfg.Accounting.Ratio, "poll-ratio", 0, "non-poll : poll phase length ratio (0: default 51, i.e. 1.9% polling)")
 	fs.Int64Var(&cfg.Accounting.PollNs, "poll-ns", 0, "poll phase length per active channel in ns (0: default)")
 	fs.StringVar(&cfg.Proxy.Binary, "proxy", env("SLUICE_PROXY", ""), "sluice-proxy binary serving each VM's GPU system calls (default: beside sluiced), or off")
@@ -230,6 +231,9 @@ func parseAll(args []string) (daemon.Config, slog.Level, controllerFlags, error)
 	if cfg.Accounting.Method, err = accounting.ParseMethod(*method); err != nil {
 		return cfg, 0, ctl, err
 	}
+	if cfg.Accounting.Method == accounting.MethodOff && !flagSet(fs, "policy") {
+		cfg.Policy = "none" // nothing to schedule on; --policy dfq with it is refused
+	}
 	if cfg.BackendParams, err = daemon.ParseParams(*params); err != nil {
 		return cfg, 0, ctl, err
 	}
@@ -245,7 +249,13 @@ func parseAll(args []string) (daemon.Config, slog.Level, controllerFlags, error)
 	return cfg, lvl, ctl, cfg.Validate()
 }
 
-// startProfile writes a CPU profile to path until the returned func runs.
+// flagSet says whether the command line gave the flag.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 func env(key, def string) string {
 	if v := os.Getenv(key); v != "" {
 		return v

@@ -50,7 +50,7 @@ func TestServeMetrics(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	code, body := get("/metrics")
-	if code != http.StatusOK || !strings.Contains(body, `sluice_daemon_info{accounting="off",arbitration="driver",backend="sim",clock="virtual",policy="dfq"} 1`) ||
+	if code != http.StatusOK || !strings.Contains(body, `sluice_daemon_info{accounting="off",arbitration="driver",backend="sim",clock="virtual",policy="none"} 1`) ||
 		!strings.Contains(body, "sluice_vms 0") || !strings.Contains(body, "go_goroutines") {
 		t.Errorf("/metrics: %d\n%s", code, body)
 	}

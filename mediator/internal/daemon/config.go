@@ -53,10 +53,13 @@ type Config struct {
 	// Policy is the scheduling policy at start (none, dfq, cap, timeslice).
 	// Default dfq. A policy set at run time is persisted and wins.
 	Policy string
-	// Accounting configures the poller (method loga by default; "off"
-	// disables accounting and scheduling). Scheduling runs with the wall
-	// clock only: on the virtual clock the daemon accounts from completions
-	// and `sluicectl bench` is the place for scheduled what-if runs.
+	// Accounting configures the poller the scheduler runs on (method loga
+	// by default). "off" starts no poller, so nothing is scheduled: it
+	// needs policy none (Validate refuses another, as `sluicectl bench`
+	// does). Billing (the usage ledger, from completion timestamps) goes
+	// on under every method. Scheduling runs with the wall clock only: on
+	// the virtual clock the daemon accounts from completions and
+	// `sluicectl bench` is the place for scheduled what-if runs.
 	Accounting accounting.Config
 	// InflightBudget is every VM's in-flight budget: the estimated GPU time
 	// it may keep forwarded to the backend and not completed (at least one
@@ -164,6 +167,9 @@ func (c *Config) Validate() error {
 	if err := c.Accounting.Validate(); err != nil {
 		return fmt.Errorf("config: accounting: %w", err)
 	}
+	if err := checkAccountingPolicy(c.Accounting.Method, c.Policy); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	if err := c.Syscalls.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
@@ -184,6 +190,16 @@ func (c *Config) Validate() error {
 	}
 	if c.Proxy.MaxFiles < 16 || c.Proxy.MaxFiles > 1<<20 {
 		return fmt.Errorf("config: proxy max files %d: want 16..%d", c.Proxy.MaxFiles, 1<<20)
+	}
+	return nil
+}
+
+// checkAccountingPolicy refuses a scheduling policy that accounting off
+// cannot feed: without the poller no period ends, so the policy would
+// never act (the bench refuses the same spec).
+func checkAccountingPolicy(m accounting.Method, policy string) error {
+	if m == accounting.MethodOff && policy != string(sched.PolicyNone) {
+		return fmt.Errorf("accounting off cannot feed policy %s (use policy none, or an accounting method)", policy)
 	}
 	return nil
 }

@@ -111,6 +111,9 @@ func (d *Daemon) SetPolicy(_ context.Context, st hostapi.PolicyState) (hostapi.P
 	if st.Accounting != "" && st.Accounting != d.accountingName() {
 		return hostapi.PolicyState{}, fmt.Errorf("accounting is set when sluiced starts (it is %q): %w", d.accountingName(), hostapi.ErrInvalid)
 	}
+	if err := checkAccountingPolicy(d.cfg.Accounting.Method, string(p)); err != nil {
+		return hostapi.PolicyState{}, fmt.Errorf("%w: %w", err, hostapi.ErrInvalid)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.engine.SetPolicy(p); err != nil {

@@ -123,7 +123,9 @@ func open(cfg Config, lock *stateLock) (*Daemon, error) {
 // in real time, the accounting poller that drives it.
 func (d *Daemon) startScheduling(persisted string) error {
 	name := d.cfg.Policy
-	if persisted != "" {
+	if persisted != "" && checkAccountingPolicy(d.cfg.Accounting.Method, persisted) != nil {
+		slog.Warn("accounting is off: the policy persisted is not restored", "policy", persisted, "now", name)
+	} else if persisted != "" {
 		name = persisted
 	}
 	policy, err := sched.ParsePolicy(name)
