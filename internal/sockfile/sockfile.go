@@ -44,3 +44,19 @@ func RemoveStale(path string, timeout time.Duration) error {
 	}
 	return nil
 }
+
+// MaxPath is the longest path a UNIX socket may have on Linux: sun_path
+// holds 108 bytes, the last a NUL.
+const MaxPath = len(syscall.RawSockaddrUnix{}.Path) - 1
+
+// ErrPathTooLong means a socket path does not fit in sun_path.
+var ErrPathTooLong = errors.New("socket path too long")
+
+// CheckPath refuses a path longer than MaxPath, which bind would refuse
+// with a bare EINVAL.
+func CheckPath(path string) error {
+	if len(path) > MaxPath {
+		return fmt.Errorf("socket path %s is %d bytes, more than the %d a UNIX socket path may have: %w", path, len(path), MaxPath, ErrPathTooLong)
+	}
+	return nil
+}

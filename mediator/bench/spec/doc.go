@@ -76,7 +76,8 @@
 // Null values (a key with nothing after it) are errors, not defaults: leave the key out instead. Unknown keys,
 // duplicate keys, merge keys (<<) and more than one YAML document are errors. Every error names the key path
 // (vms[1].workload.kernel_ms) and, for parsed specs, the line; all problems found are reported together in one
-// error that matches ErrInvalid under errors.Is and is an *Error under errors.As.
+// error that matches ErrInvalid under errors.Is and is an *Error under errors.As. Load reads at most MaxFileSize
+// (1 MiB) of a file: a larger one (or an endless one, /dev/zero) is refused with ErrInvalid.
 //
 // # Canonical form
 //

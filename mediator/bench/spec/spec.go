@@ -3,6 +3,7 @@ package spec
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"time"
@@ -235,9 +236,14 @@ func (s Spec) hasThrottle() bool {
 	return false
 }
 
-// Load reads and parses the spec file at path.
+// MaxFileSize bounds a spec file: the checked-in ones are a few KiB, and a
+// path like /dev/zero must not be read until memory runs out.
+const MaxFileSize = 1 << 20
+
+// Load reads and parses the spec file at path, refusing one past
+// MaxFileSize.
 func Load(path string) (Spec, error) {
-	data, err := os.ReadFile(path)
+	data, err := readLimited(path, MaxFileSize)
 	if err != nil {
 		return Spec{}, fmt.Errorf("loading spec: %w", err)
 	}
@@ -265,4 +271,22 @@ func Marshal(s Spec) ([]byte, error) {
 		return nil, fmt.Errorf("marshaling spec: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// readLimited reads the file at path, failing past limit bytes without
+// reading further (a device or a pipe has no size to check first).
+func readLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d KiB, the most a spec file may have: %w", path, limit>>10, ErrInvalid)
+	}
+	return data, nil
 }

@@ -411,3 +411,25 @@ func TestLoadErrors(t *testing.T) {
 		t.Errorf("bad file: %v", err)
 	}
 }
+
+// TestLoadBoundsTheFile: Load reads at most MaxFileSize bytes of a spec
+// file: /dev/zero is refused instead of read until memory runs out.
+func TestLoadBoundsTheFile(t *testing.T) {
+	if _, err := Load("/dev/zero"); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "larger than 1024 KiB") {
+		t.Fatalf("Load(/dev/zero): %v; want a size error", err)
+	}
+	path := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(path, []byte(strings.Repeat("#", MaxFileSize+1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a spec file of MaxFileSize+1 bytes: %v; want it refused", err)
+	}
+	ok := "duration: 1s\nvms: [{name: a, workload: {kind: throttle, kernel_us: 1}}]\n"
+	if err := os.WriteFile(path, []byte(ok+strings.Repeat("#", MaxFileSize-len(ok))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err != nil {
+		t.Fatalf("a spec file of exactly MaxFileSize bytes: %v", err)
+	}
+}

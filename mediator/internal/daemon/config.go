@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/api/hostapi"
+	"github.com/sluice-gpu/sluice/internal/sockfile"
 	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
 	"github.com/sluice-gpu/sluice/mediator/internal/gate"
 	"github.com/sluice-gpu/sluice/mediator/internal/sched"
@@ -133,6 +134,13 @@ func (c *Config) Validate() error {
 	}
 	if c.StateDir == "" {
 		return fmt.Errorf("config: state dir is empty")
+	}
+	if err := sockfile.CheckPath(c.Socket); err != nil {
+		return fmt.Errorf("config: the host API's %w", err)
+	}
+	// Even a VM of a one-letter name must have room for its endpoint.
+	if err := sockfile.CheckPath(filepath.Join(c.EndpointDir, "x.sock")); err != nil {
+		return fmt.Errorf("config: the endpoint dir %s leaves no room for a VM's endpoint: %w", c.EndpointDir, err)
 	}
 	if c.Clock != "wall" && c.Clock != "virtual" {
 		return fmt.Errorf("config: clock %q: want wall or virtual", c.Clock)

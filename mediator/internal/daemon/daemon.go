@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/api/hostapi"
+	"github.com/sluice-gpu/sluice/internal/sockfile"
 	"github.com/sluice-gpu/sluice/mediator/backend"
 	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
 	"github.com/sluice-gpu/sluice/mediator/internal/engine"
@@ -210,6 +211,10 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 	if err := hostapi.CheckWeight(req.Weight); err != nil {
 		return hostapi.VM{}, fmt.Errorf("vm %q: %w", req.Name, err)
 	}
+	sock := filepath.Join(d.cfg.EndpointDir, req.Name+".sock")
+	if err := sockfile.CheckPath(sock); err != nil {
+		return hostapi.VM{}, fmt.Errorf("vm %q: its endpoint's %w (give it a shorter name, or sluiced a shorter --endpoint-dir): %w", req.Name, err, hostapi.ErrInvalid)
+	}
 	if err := checkPlacement(req, false); err != nil {
 		return hostapi.VM{}, err
 	}
@@ -244,7 +249,7 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 		Weight:      req.Weight,
 		Layout:      l,
 		Limits:      limits,
-		Socket:      filepath.Join(d.cfg.EndpointDir, req.Name+".sock"),
+		Socket:      sock,
 		SocketMode:  os.FileMode(d.cfg.SocketMode),
 		Epoch:       d.epoch,
 		MaxPeers:    d.cfg.MaxPeers,
