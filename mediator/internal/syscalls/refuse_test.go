@@ -19,7 +19,7 @@ func TestRefuseAnswersEverythingWithEIO(t *testing.T) {
 	put(2, abi.Slot{State: abi.SlotReady, Seq: 9, Number: abi.SysWrite})
 	put(3, abi.Slot{State: abi.SlotPopulating, Seq: 2, Number: abi.SysNull, Flags: abi.SysFlagBlocking})
 	stop, done := make(chan struct{}), make(chan struct{})
-	go func() { defer close(done); Refuse(area, 64, stop) }()
+	go func() { defer close(done); Refuse(area, 64, 0, stop) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		st, _ := abi.SplitSlotWord(area.Load32(abi.SlotOff(1) + abi.SysState))
@@ -42,5 +42,51 @@ func TestRefuseAnswersEverythingWithEIO(t *testing.T) {
 	}
 	if st, _ := abi.SplitSlotWord(area.Load32(abi.SlotOff(3) + abi.SysState)); st != abi.SlotPopulating {
 		t.Fatalf("a slot being written: %v, want it left alone", st)
+	}
+}
+
+// TestRefuseAnswersTheRing: calls published through the request ring after
+// the forwarder closed are answered EIO (blocking) or freed (non-blocking),
+// from the forwarder's head on, a claimed entry never written skipped after
+// abi.SyscallRingHoleNs.
+func TestRefuseAnswersTheRing(t *testing.T) {
+	const slots = 64
+	area := shm.New(make([]byte, abi.SyscallAreaSize(slots)))
+	publish := func(pos uint64, slot, seq uint32, flags uint8) {
+		s := abi.Slot{Seq: seq, Number: abi.SysNull, Flags: flags}
+		area.Store64(abi.SlotOff(slot), uint64(abi.SlotWord(abi.SlotProcessing, seq))|uint64(abi.CallWord(&s))<<32)
+		var b [abi.SyscallRingEntrySize]byte
+		abi.EncodeRingEntry(b[:], abi.RingEntry{Tag: uint32(pos + 1), Slot: slot, Call: s})
+		area.CopyIn(abi.RingEntryOff(slots, pos), b[:])
+	}
+	// An entry before the head is the forwarder's: left alone.
+	publish(2, 4, 1, abi.SysFlagBlocking)
+	publish(3, 5, 7, abi.SysFlagBlocking)
+	publish(4, 6, 8, 0)
+	publish(6, 7, 9, abi.SysFlagBlocking) // position 5 claimed, never written
+	stop, done := make(chan struct{}), make(chan struct{})
+	start := time.Now()
+	go func() { defer close(done); Refuse(area, slots, 3, stop) }()
+	state := func(i uint32) (abi.SlotState, uint32) { return abi.SplitSlotWord(area.Load32(abi.SlotOff(i))) }
+	deadline := time.Now().Add(5 * time.Second)
+	for st, _ := state(7); st != abi.SlotFinished && time.Now().Before(deadline); st, _ = state(7) {
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	<-done
+	if d := time.Since(start); d < time.Duration(abi.SyscallRingHoleNs) {
+		t.Errorf("the call behind the hole was answered after %v, before the hole's %v", d, time.Duration(abi.SyscallRingHoleNs))
+	}
+	for _, c := range []struct {
+		slot uint32
+		st   abi.SlotState
+		seq  uint32
+	}{{4, abi.SlotProcessing, 1}, {5, abi.SlotFinished, 7}, {6, abi.SlotFree, 9}, {7, abi.SlotFinished, 9}} {
+		if st, seq := state(c.slot); st != c.st || seq != c.seq {
+			t.Errorf("slot %d: %v seq %d, want %v seq %d", c.slot, st, seq, c.st, c.seq)
+		}
+	}
+	if errno := area.Load64(abi.SlotOff(5) + abi.SysErrno); errno != uint64(abi.ErrnoIO) {
+		t.Errorf("blocking ring call's errno %d, want EIO", errno)
 	}
 }

@@ -88,6 +88,10 @@ func (f *Forwarder) scanRing(batch []proxyproto.Request, max int, p *sock) []pro
 	return batch
 }
 
+// RingHead is the request ring's next position: where Refuse goes on once
+// the forwarder is closed (its poller has stopped).
+func (f *Forwarder) RingHead() uint64 { return f.reqRing.head }
+
 // advanceRing moves the head past its entry.
 func (f *Forwarder) advanceRing() {
 	r := &f.reqRing

@@ -428,10 +428,11 @@ func (v *VM) release() error {
 	if v.sys != nil {
 		errs = append(errs, v.sys.Close())
 		l := v.cfg.Layout
+		head := v.sys.RingHead()
 		stop, done := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(done)
-			syscalls.Refuse(shm.New(v.region.Bytes(l.SyscallOff, l.SyscallSize)), int(l.SyscallSlots), stop)
+			syscalls.Refuse(shm.New(v.region.Bytes(l.SyscallOff, l.SyscallSize)), int(l.SyscallSlots), head, stop)
 		}()
 		refusing = func() { close(stop); <-done } // before the region is unmapped
 	}
