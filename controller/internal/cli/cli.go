@@ -137,6 +137,12 @@ Exit status: 0 on success, 1 when the command failed, 2 on a usage error.`,
 	}
 	root.PersistentFlags().StringVar(&a.socket, "socket", socket,
 		"path of sluiced's UNIX socket (env "+SocketEnv+")")
+	// --version prints "sluicectl VERSION" as every Sluice binary's does
+	// (the version command asks sluiced too). Declared here so that cobra
+	// adds no -v shorthand.
+	root.Version = a.opts.Version
+	root.Flags().Bool("version", false, "print sluicectl's version and exit (sluicectl version: sluiced's too)")
+	root.SetVersionTemplate("sluicectl {{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	a.addFleetFlags(root)
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.resolveFleet() }

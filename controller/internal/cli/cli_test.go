@@ -99,6 +99,7 @@ type commandTest struct {
 var commandTests = []commandTest{
 	{name: "version", args: []string{"version"}, want: result{stdout: "client: sluicectl v9.9.9\n" +
 		"daemon: sluiced 0.3.0 (ABI 1.0, backend fake, clock virtual, epoch 7)\n"}},
+	{name: "version flag", args: []string{"--version"}, want: result{stdout: "sluicectl v9.9.9\n"}},
 	{name: "create prints endpoint", args: []string{"vm", "create", "db"},
 		want: result{stdout: "/run/sluice/vms/db.sock\n"},
 		check: func(t *testing.T, f *fakeDaemon) {

@@ -246,3 +246,12 @@ func TestFS(t *testing.T) {
 		t.Errorf("fs read of a missing file: %v", err)
 	}
 }
+
+// TestVersionFlag: --version prints "sluice-agent VERSION", the format of
+// every Sluice binary's --version.
+func TestVersionFlag(t *testing.T) {
+	out, err := agent(t, "--version")
+	if err != nil || out != "sluice-agent "+version+"\n" {
+		t.Fatalf("--version: %q, %v", out, err)
+	}
+}

@@ -50,6 +50,11 @@ Choose how to reach the region:
 		RunE:          func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	root.SetOut(out)
+	// --version prints "sluice-agent VERSION", as every Sluice binary's
+	// does; declared here so that cobra adds no -v shorthand.
+	root.Version = version
+	root.Flags().Bool("version", false, "print the version and exit")
+	root.SetVersionTemplate("sluice-agent {{.Version}}\n")
 	root.CompletionOptions.HiddenDefaultCmd = true
 	f := root.PersistentFlags()
 	f.StringVar(&g.endpoint, "endpoint", "", "process-guest mode: the endpoint's ivshmem server `SOCKET`")

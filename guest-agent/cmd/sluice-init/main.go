@@ -23,6 +23,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 )
@@ -43,9 +44,11 @@ const (
 	volumeOptions = "trans=virtio,version=9p2000.L,msize=524288,cache=none"
 )
 
+// version is stamped by the Makefile with -ldflags "-X main.version=...".
+var version = "dev"
+
 func main() {
-	if len(os.Args) > 1 && (os.Args[1] == "--help" || os.Args[1] == "-h") {
-		fmt.Println(usage)
+	if informational(os.Args[1:], os.Stdout) {
 		return
 	}
 	if os.Getpid() != 1 {
@@ -57,12 +60,30 @@ func main() {
 }
 
 const usage = `usage: sluice-init (as /init of the guest image, PID 1)
+       sluice-init --version
 
 Mounts /proc, /sys and /dev and the VM's volume (9p tag sluice-volume) at
 /volume where the guest has one, runs /sbin/sluice-agent with the words of the
 kernel parameter sluice.agent (comma-separated; default: --device,info), prints
 "sluice-init: agent exited with status N" on the console and powers off. The
 guest's power button stops the agent (SIGTERM) first.`
+
+// informational answers --help and --version (anywhere, PID 1 or not) on
+// out and says whether it did.
+func informational(args []string, out io.Writer) bool {
+	if len(args) == 0 {
+		return false
+	}
+	switch args[0] {
+	case "--help", "-h":
+		fmt.Fprintln(out, usage)
+	case "--version":
+		fmt.Fprintln(out, "sluice-init", version)
+	default:
+		return false
+	}
+	return true
+}
 
 // agentArgs extracts the agent's arguments from a kernel command line.
 func agentArgs(cmdline string) []string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sluice-gpu/sluice/vmm-plugin/qemu"
@@ -27,5 +28,22 @@ func TestAgentArgs(t *testing.T) {
 		if got := agentArgs(tt.cmdline); !slices.Equal(got, tt.want) {
 			t.Errorf("agentArgs(%q) = %q, want %q", tt.cmdline, got, tt.want)
 		}
+	}
+}
+
+// TestInformational: --version prints "sluice-init VERSION" (the format of
+// every Sluice binary's --version) and --help the usage, outside a guest
+// too; anything else is left to the init.
+func TestInformational(t *testing.T) {
+	var out strings.Builder
+	if !informational([]string{"--version"}, &out) || out.String() != "sluice-init "+version+"\n" {
+		t.Fatalf("--version: %q", out.String())
+	}
+	out.Reset()
+	if !informational([]string{"--help"}, &out) || !strings.Contains(out.String(), "sluice-init --version") {
+		t.Fatalf("--help: %q", out.String())
+	}
+	if informational(nil, &out) || informational([]string{"x"}, &out) {
+		t.Fatal("informational answered a run as init")
 	}
 }
