@@ -47,9 +47,9 @@ import "encoding/binary"
 // The claim counter is the VM's, one for every ring caller of the VM, and
 // lives where the callers' atomics are cheap: on a GPU, device memory (a
 // LAUNCH relocation of kind RelocSyscallRing names it; an atomic on host
-// memory would cross PCIe). It starts at 0 when the backend first
-// relocates it; the host's head starts at 0 when it starts serving the
-// area. A position claimed and never written (a kernel killed between its
+// memory would cross PCIe). The host's head starts at 0 when it starts
+// serving the area, and a counter the backend makes for the VM starts at the
+// head then (0 at first; after a GPU worker's restart, where the host reads). A position claimed and never written (a kernel killed between its
 // claim and its tag) would stop the ring: when the head entry is not ready
 // for SyscallRingHoleNs while a later one is, the host skips it (counted);
 // a call written there afterwards is never served.

@@ -54,6 +54,12 @@ type VMSpec struct {
 	// SyscallFile is the file Syscalls is mapped from, for a backend that
 	// serves the VM from another process (nil with Syscalls).
 	SyscallFile *FileRange
+	// RingHead, when not nil, is the mediator's request ring head
+	// (abi.FeatureSyscallRing): the position a claim counter the backend
+	// creates for the VM must start from. A backend that creates one again
+	// (the cuda backend, when it restarts a VM's GPU worker) asks it then,
+	// so that new calls land where the mediator reads.
+	RingHead func() uint64
 	// MaxInFlight bounds the commands one channel has submitted and not yet
 	// completed (the channel ring's entries); 0 means DefaultMaxInFlight. A
 	// Submit beyond it is refused.

@@ -155,3 +155,39 @@ func TestWorkerProcessMapsTheSyscallArea(t *testing.T) {
 		}
 	}
 }
+
+// TestRingCounterRelocatedFromTheHead: a LAUNCH relocation of kind
+// RelocSyscallRing becomes the VM's claim counter in device memory, which
+// the worker set to the mediator's request ring head when it started.
+func TestRingCounterRelocatedFromTheHead(t *testing.T) {
+	r := newRig(t, nil)
+	args := make([]byte, 16)
+	heap, load, launch := launchHeap(".entry sluice_sys_null(\n)", "sluice_sys_null", args,
+		[][2]uint32{{0, abi.RelocSyscall}, {8, abi.RelocSyscallRing}})
+	sys := make([]byte, 2*4096)
+	v, err := r.b.Attach(backend.VMSpec{ID: 1, Name: "vm", Channels: 1, Heap: heap, Syscalls: sys,
+		RingHead: func() uint64 { return 42 }, Complete: func(c backend.Completion) { r.done <- c }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := v.(*cudaVM)
+	w := r.w(vm)
+	if w.ringDev == 0 {
+		t.Fatal("no claim counter for a VM with a syscall area")
+	}
+	if b := r.f.mem(w.ringDev, 8); b == nil || le.Uint64(b) != 42 {
+		t.Fatalf("claim counter %v, want 42 (the head)", b)
+	}
+	r.submit(vm, 0, load, 0)
+	r.submit(vm, 0, launch, 1)
+	codes(t, wait(t, r.done, 2), abi.OK, abi.OK)
+	for _, l := range r.f.launched() {
+		if l.name == "sluice_sys_null" {
+			if p := devptr(le.Uint64(l.args[8:])); p != w.ringDev {
+				t.Errorf("ring argument %#x, want the counter's device address %#x", p, w.ringDev)
+			}
+			return
+		}
+	}
+	t.Fatal("kernel not launched")
+}

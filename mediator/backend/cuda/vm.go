@@ -29,13 +29,16 @@ type cudaVM struct {
 	heapFD int // our copy of the heap's file; -1 without
 	heapAt int64
 	sys    []byte // the syscall area; nil without
-	sysFD  int    // our copy of its file; -1 without
-	sysAt  int64
-	memfd  int // the shared block's file, its mapping and layout
-	mem    []byte
-	blk    block
-	efd    int      // the worker's doorbell
-	truth  truthLog // its THROTTLE kernels' own records
+	// ringHead is the mediator's request ring head (backend.VMSpec.RingHead),
+	// nil: 0.
+	ringHead func() uint64
+	sysFD    int // our copy of its file; -1 without
+	sysAt    int64
+	memfd    int // the shared block's file, its mapping and layout
+	mem      []byte
+	blk      block
+	efd      int      // the worker's doorbell
+	truth    truthLog // its THROTTLE kernels' own records
 
 	mu       sync.Mutex // w, closed, tail, the restart state; serializes Submit
 	w        *workerConn
@@ -142,7 +145,7 @@ func (b *Backend) Attach(spec backend.VMSpec) (backend.VM, error) {
 	b.nextEngine++
 	v := &cudaVM{
 		b: b, id: spec.ID, name: spec.Name, engine: b.nextEngine, complete: spec.Complete, heap: spec.Heap,
-		sys: spec.Syscalls, heapFD: -1, sysFD: -1, memfd: -1, efd: -1, backoff: b.restartDelay, drained: make(chan struct{}, 1),
+		sys: spec.Syscalls, ringHead: spec.RingHead, heapFD: -1, sysFD: -1, memfd: -1, efd: -1, backoff: b.restartDelay, drained: make(chan struct{}, 1),
 		lostCode: abi.ErrDevice,
 	}
 	v.maxCommand.Store(spec.MaxCommandNs)
@@ -242,7 +245,7 @@ func (v *cudaVM) start() (*workerConn, error) {
 	b := v.b
 	cfg := workerConfig{
 		VM: v.id, Name: v.name, Device: b.ordinal, Library: b.library, GapNs: b.gap, StallNs: b.stall, SpinNs: int64(b.workerSpin),
-		Channels: len(v.chans), Slots: v.blk.l.slots, HeapSize: uint64(len(v.heap)), HeapOff: v.heapAt,
+		Channels: len(v.chans), Slots: v.blk.l.slots, HeapSize: uint64(len(v.heap)), HeapOff: v.heapAt, RingBase: v.ringBase(),
 		SharedSize: v.blk.l.size, SyscallSize: uint64(len(v.sys)), SyscallOff: v.sysAt,
 	}
 	p, err := b.spawn(cfg, workerFiles{
@@ -548,4 +551,12 @@ func (v *cudaVM) Close() error {
 	}
 	v.release()
 	return nil
+}
+
+// ringBase is where a new worker's request ring claim counter starts.
+func (v *cudaVM) ringBase() uint64 {
+	if v.ringHead == nil {
+		return 0
+	}
+	return v.ringHead()
 }

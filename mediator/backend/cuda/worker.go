@@ -30,6 +30,10 @@ type workerConfig struct {
 	// starts in its file (page aligned).
 	SyscallSize uint64 `json:"syscall_size,omitempty"`
 	SyscallOff  int64  `json:"syscall_off,omitempty"`
+	// RingBase is where the request ring's claim counter starts: the
+	// mediator's head when the worker starts (a restarted worker goes on
+	// where the mediator reads).
+	RingBase uint64 `json:"ring_base,omitempty"`
 }
 
 func (c workerConfig) layout() blockLayout { return newBlockLayout(c.Channels, c.Slots) }
@@ -212,7 +216,7 @@ func (w *worker) create() (err error) {
 		w.chans = append(w.chans, &wchan{idx: i, stream: s, base: base, dev: dev, last: end, seenEnd: end})
 	}
 	if w.sysDev != 0 && len(w.chans) > 0 {
-		if w.ringDev, err = w.ringCounter(w.chans[0].stream); err != nil {
+		if w.ringDev, err = w.ringCounter(w.chans[0].stream, w.cfg.RingBase); err != nil {
 			return fmt.Errorf("allocating the request ring's claim counter: %w", err)
 		}
 	}
@@ -221,14 +225,14 @@ func (w *worker) create() (err error) {
 
 // ringCounter allocates the VM's request ring claim counter
 // (abi.RelocSyscallRing): a u64 of device memory, where the callers'
-// fetch-and-adds stay on the GPU, zeroed and ready before it returns
-// (positions count from 0, as the forwarder's head does).
-func (w *worker) ringCounter(s cuStream) (devptr, error) {
+// fetch-and-adds stay on the GPU, set to base (the mediator's head) and
+// ready before it returns.
+func (w *worker) ringCounter(s cuStream, base uint64) (devptr, error) {
 	p, err := w.d.MemAllocAsync(8, s)
 	if err != nil {
 		return 0, err
 	}
-	if err := w.d.MemsetD8Async(p, 0, 8, s); err != nil {
+	if err := w.d.WriteValue64(s, p, base); err != nil {
 		return 0, err
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Microsecond) {

@@ -107,9 +107,11 @@ type Forwarder struct {
 	cand      []uint32
 	states    []uint32
 	reqRing   ringState // the request ring's head (sysring.go)
-	ringView  []uint64  // the request ring's words (sysring.go)
-	ringWords [ringWords]uint64
-	ringEntry abi.RingEntry
+	// ringPublished is reqRing.head for other goroutines (RingHead).
+	ringPublished atomic.Uint64
+	ringView      []uint64 // the request ring's words (sysring.go)
+	ringWords     [ringWords]uint64
+	ringEntry     abi.RingEntry
 
 	fastMu sync.RWMutex // guards fast; held (read) across a fastcall's I/O
 	fast   fastTable

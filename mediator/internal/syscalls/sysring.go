@@ -29,10 +29,11 @@ const (
 
 // ringState is the poller's own.
 type ringState struct {
-	head    uint64 // the next position to consume
-	idx     uint32 // head mod slots: its entry
-	stallAt int64  // when the head was found waiting with a later entry ready (ns since t0); 0: not
-	lookAt  int64  // the last look ahead (ns since t0)
+	head      uint64 // the next position to consume
+	published uint64 // head as last stored in Forwarder.ringPublished
+	idx       uint32 // head mod slots: its entry
+	stallAt   int64  // when the head was found waiting with a later entry ready (ns since t0); 0: not
+	lookAt    int64  // the last look ahead (ns since t0)
 }
 
 // scanRing consumes the ready entries from the head until batch has max
@@ -41,6 +42,12 @@ type ringState struct {
 func (f *Forwarder) scanRing(batch []proxyproto.Request, max int, p *sock) []proxyproto.Request {
 	r := &f.reqRing
 	slots := uint32(f.spec.Slots)
+	defer func() {
+		if r.head != r.published { // one store a pass that moved the head
+			f.ringPublished.Store(r.head)
+			r.published = r.head
+		}
+	}()
 	for len(batch) < max {
 		ent := f.ringView[r.idx*ringWords : r.idx*ringWords+ringWords : r.idx*ringWords+ringWords] // no division per call
 		want := uint32(r.head + 1)
@@ -88,9 +95,11 @@ func (f *Forwarder) scanRing(batch []proxyproto.Request, max int, p *sock) []pro
 	return batch
 }
 
-// RingHead is the request ring's next position: where Refuse goes on once
-// the forwarder is closed (its poller has stopped).
-func (f *Forwarder) RingHead() uint64 { return f.reqRing.head }
+// RingHead is the request ring's next position as the poller last
+// published it (after each pass that moved it): where a claim counter made
+// again must start (backend.VMSpec.RingHead), and where Refuse goes on once
+// the forwarder is closed. Safe to call from any goroutine.
+func (f *Forwarder) RingHead() uint64 { return f.ringPublished.Load() }
 
 // advanceRing moves the head past its entry.
 func (f *Forwarder) advanceRing() {

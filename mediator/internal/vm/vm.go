@@ -71,9 +71,10 @@ type VM struct {
 	waker    waker // the channels' Waker: server, once it exists
 	gpu      backend.VM
 	channels []*channel.Channel
-	sys      *syscalls.Forwarder  // nil without a syscall area
-	gpuMem   backend.MemoryQuota  // gpu's quota, nil where the backend has none
-	gpuLim   backend.CommandLimit // gpu's longest command, nil where the backend has none
+	sys      *syscalls.Forwarder                // nil without a syscall area
+	sysRef   atomic.Pointer[syscalls.Forwarder] // sys, for the backend's goroutines (VMSpec.RingHead)
+	gpuMem   backend.MemoryQuota                // gpu's quota, nil where the backend has none
+	gpuLim   backend.CommandLimit               // gpu's longest command, nil where the backend has none
 
 	quotaMu sync.Mutex    // orders SetMemoryQuota calls
 	quota   atomic.Uint64 // the memory quota in effect (Config has the first)
@@ -120,6 +121,15 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		Complete:     v.complete,
 	}
 	if v.serveSyscalls() {
+		// A claim counter the backend makes again (a restarted GPU
+		// worker) starts where the forwarder reads; before the forwarder
+		// exists, at 0, as its head does.
+		spec.RingHead = func() uint64 {
+			if f := v.sysRef.Load(); f != nil {
+				return f.RingHead()
+			}
+			return 0
+		}
 		spec.Syscalls = v.region.Bytes(l.SyscallOff, l.SyscallSize)
 		spec.SyscallFile = &backend.FileRange{FD: v.memfd, Offset: int64(l.SyscallOff)}
 	}
@@ -200,6 +210,7 @@ func (v *VM) startSyscalls() error {
 		return fmt.Errorf("serving the syscalls of vm %q: %w", v.cfg.Name, err)
 	}
 	v.sys = sys
+	v.sysRef.Store(sys)
 	return nil
 }
 
