@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluice-gpu/sluice/api/controllerapi"
+	"github.com/sluice-gpu/sluice/internal/limitread"
 )
 
 // Environment variables of the controller connection.
@@ -46,6 +47,10 @@ type configFile struct {
 	Token      string `yaml:"token"`
 }
 
+// maxConfigFile bounds the config file (a few lines; --config /dev/zero
+// must not read until memory runs out).
+const maxConfigFile = 1 << 20
+
 // resolveFleet fills the connection from the environment and the config
 // file where no flag set it.
 func (a *app) resolveFleet() error {
@@ -72,7 +77,7 @@ func (a *app) resolveFleet() error {
 		}
 		path = filepath.Join(dir, "sluice", "sluicectl.yaml")
 	}
-	b, err := os.ReadFile(path)
+	b, err := limitread.File(path, maxConfigFile)
 	if errors.Is(err, os.ErrNotExist) && !explicit {
 		return nil
 	}

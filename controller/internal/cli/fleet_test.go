@@ -217,6 +217,10 @@ func TestFleetConnectionSources(t *testing.T) {
 	if r := runCLI(context.Background(), nil, false, "--config", filepath.Join(dir, "nope.yaml"), "whoami"); r.code == 0 {
 		t.Fatalf("missing config: %+v", r)
 	}
+	// An endless one is refused, not read until memory runs out.
+	if r := runCLI(context.Background(), nil, false, "--config", "/dev/zero", "whoami"); r.code == 0 || !strings.Contains(r.stderr, "/dev/zero is larger than 1024 KiB") {
+		t.Fatalf("--config /dev/zero: %+v", r)
+	}
 }
 
 func TestFleetFlagsNeedTheRightTarget(t *testing.T) {

@@ -2,13 +2,14 @@ package spec
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluice-gpu/sluice/internal/limitread"
 )
 
 // Backend names the backend that runs the VMs' work.
@@ -243,7 +244,10 @@ const MaxFileSize = 1 << 20
 // Load reads and parses the spec file at path, refusing one past
 // MaxFileSize.
 func Load(path string) (Spec, error) {
-	data, err := readLimited(path, MaxFileSize)
+	data, err := limitread.File(path, MaxFileSize)
+	if errors.Is(err, limitread.ErrTooLarge) {
+		return Spec{}, fmt.Errorf("loading spec: %w: %w", err, ErrInvalid)
+	}
 	if err != nil {
 		return Spec{}, fmt.Errorf("loading spec: %w", err)
 	}
@@ -271,22 +275,4 @@ func Marshal(s Spec) ([]byte, error) {
 		return nil, fmt.Errorf("marshaling spec: %w", err)
 	}
 	return buf.Bytes(), nil
-}
-
-// readLimited reads the file at path, failing past limit bytes without
-// reading further (a device or a pipe has no size to check first).
-func readLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d KiB, the most a spec file may have: %w", path, limit>>10, ErrInvalid)
-	}
-	return data, nil
 }
