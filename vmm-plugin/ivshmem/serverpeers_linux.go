@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// testHookHandshakeSent runs after a peer's handshake is sent; tests slow
+// the admission down with it.
+var testHookHandshakeSent = func() {}
+
 // acceptBackoff is how long the accept loop waits after a failed accept
 // (out of fds, say) so that it does not spin.
 const acceptBackoff = 50 * time.Millisecond
@@ -46,13 +50,22 @@ func (s *Server) admit(conn *net.UnixConn) {
 		return
 	}
 	p := &serverPeer{id: s.allocID(), conn: conn, fds: fds}
-	if err := s.sendHandshake(p); err != nil {
-		p.close()
-		return
-	}
+	// In the peer set before the handshake goes out: the peer may be
+	// signalled (Notify) as soon as it holds its eventfds, which is as
+	// soon as it has read the handshake. A guest that sleeps on its first
+	// command's completion is signalled at once (a signal sent while it
+	// was missing from the set would be lost, and the guest with it).
 	s.mu.Lock()
 	s.peers[p.id] = p
 	s.mu.Unlock()
+	if err := s.sendHandshake(p); err != nil {
+		s.mu.Lock()
+		delete(s.peers, p.id)
+		s.mu.Unlock()
+		p.close()
+		return
+	}
+	testHookHandshakeSent()
 	for _, q := range s.peers {
 		if q != p && !q.dead {
 			s.sendOrDrop(q, func() error { return sendVectors(q.conn, p.id, p.fds) })
@@ -102,7 +115,7 @@ func (s *Server) sendHandshake(p *serverPeer) error {
 		return err
 	}
 	for _, q := range s.sortedPeers() {
-		if !q.dead {
+		if !q.dead && q != p {
 			if err := sendVectors(c, q.id, q.fds); err != nil {
 				return err
 			}

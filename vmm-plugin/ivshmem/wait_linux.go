@@ -63,13 +63,14 @@ func (c *Client) WaitVector(ctx context.Context, vector int) error {
 		if dl, ok := ctx.Deadline(); ok {
 			d := time.Until(dl)
 			if d <= 0 {
+				// The context's own timer may not have fired yet.
 				return context.DeadlineExceeded
 			}
 			timeout = int((d + time.Millisecond - 1) / time.Millisecond)
 		}
-		_, err := unix.Poll(pfds[:n], timeout)
-		if err == unix.EINTR {
-			continue // the Go runtime's preemption signals, among others
+		ready, err := unix.Poll(pfds[:n], timeout)
+		if err == unix.EINTR || (err == nil && ready == 0) {
+			continue // the Go runtime's preemption signals; a timeout: the deadline, above
 		}
 		if err != nil {
 			return fmt.Errorf("waiting on vector %d: %w", vector, err)
