@@ -35,10 +35,13 @@ type Poll struct {
 
 // DefaultPoll spins 50µs, yields for 200µs more, then sleeps up to 200µs
 // between polls, which bounds how late a long command's completion is seen;
-// where the host wakes waiters it spins 20µs and then sleeps until woken.
+// where the host wakes waiters it spins 50µs and then sleeps until woken
+// (20µs made NOP round trips on a 2-core machine 3-5 times slower at the
+// p50: the ones that slept came back late and slowed the next;
+// bench/results/wake).
 func DefaultPoll() Poll {
 	return Poll{Spin: 50 * time.Microsecond, Yield: 200 * time.Microsecond, MaxSleep: 200 * time.Microsecond,
-		WakeSpin: 20 * time.Microsecond}
+		WakeSpin: 50 * time.Microsecond}
 }
 
 // Validate rejects negative durations.
