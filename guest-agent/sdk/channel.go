@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 )
@@ -205,6 +206,9 @@ func (c *Channel) Sleeps() uint64 { return c.sleeps.Load() }
 
 // sleeper is the channel's sleeper for a wait until get passes index(), or
 // nil where the waiter polls.
+// wakeRecheck bounds one sleep on the eventfd (see sleeper).
+const wakeRecheck = 10 * time.Millisecond
+
 func (c *Channel) sleeper(index func() uint32) sleeper {
 	irq := c.d.irq
 	if irq == nil || c.poll.NoWake {
@@ -227,12 +231,27 @@ func (c *Channel) sleeper(index func() uint32) sleeper {
 			return done, err
 		}
 		c.sleeps.Add(1)
-		err := irq.WaitVector(ctx, vec)
-		c.d.r.Store64(wake, 0)
-		if err != nil {
-			return false, err
+		for {
+			// Armed, the waiter still looks every wakeRecheck: a signal
+			// lost on the way (none is known; one was, a peer missing
+			// from the server's set) costs that much, never the caller's
+			// whole deadline.
+			wctx, cancel := context.WithTimeout(ctx, wakeRecheck)
+			err := irq.WaitVector(wctx, vec)
+			cancel()
+			if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				if done, cerr := cond(); done || cerr != nil {
+					c.d.r.Store64(wake, 0)
+					return done, cerr
+				}
+				continue
+			}
+			c.d.r.Store64(wake, 0)
+			if err != nil {
+				return false, err
+			}
+			return cond()
 		}
-		return cond()
 	}
 }
 

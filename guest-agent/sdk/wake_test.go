@@ -30,6 +30,29 @@ func TestWakeSleepsUntilSignalled(t *testing.T) {
 	}
 }
 
+// A signal lost on the way costs a sleeping waiter a recheck interval (10
+// ms), not its deadline.
+func TestWakeLostSignalCostsARecheck(t *testing.T) {
+	ctx := testCtx(t)
+	h, d := sdktest.Open(t, sdktest.Config{Wake: true, LoseWakes: true})
+	c := channel(t, d, 1)
+	for range 3 {
+		idx, err := c.Submit(ctx, abi.Command{Op: abi.OpThrottle, DurationNs: 1e6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err = c.Wait(short, idx)
+		cancel()
+		if err != nil {
+			t.Fatalf("a 1 ms command whose wakeup was lost: %v", err)
+		}
+	}
+	if c.Sleeps() == 0 || h.Wakes() == 0 {
+		t.Fatalf("%d sleeps, %d signals sent (and lost); want the waiter asleep", c.Sleeps(), h.Wakes())
+	}
+}
+
 // Without FeatureWake (a QEMU guest's host, an old host) or with NoWake, the
 // waiter polls and the host never signals.
 func TestWakePollsWithoutTheFeature(t *testing.T) {

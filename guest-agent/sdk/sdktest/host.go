@@ -41,6 +41,9 @@ type Config struct {
 	// a channel's wake word, as the mediator does, through the Host's own
 	// sdk.Interrupts (the guest is peer GuestPeerID).
 	Wake bool
+	// LoseWakes (with Wake): the host disarms the word as it would to
+	// signal, and the signal is lost on the way.
+	LoseWakes bool
 }
 
 // GuestPeerID is the guest's peer id on a fake host (sdk.Interrupts.ID).
@@ -218,6 +221,9 @@ func (h *Host) wakeGuest(c uint32) {
 		return
 	}
 	h.wakes.Add(1)
+	if h.cfg.LoseWakes {
+		return
+	}
 	select {
 	case h.vectors[c] <- struct{}{}:
 	default:
