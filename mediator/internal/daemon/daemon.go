@@ -194,6 +194,7 @@ func (d *Daemon) CreateVM(_ context.Context, req hostapi.CreateVMRequest) (hosta
 		delete(d.vms, req.Name)
 		return hostapi.VM{}, errors.Join(fmt.Errorf("creating vm %q: %w", req.Name, err), e.vm.Close())
 	}
+	slog.Info("vm created", "vm", v.Name, "weight", v.Weight, "channels", v.Channels, "endpoint", v.Endpoint)
 	return v, nil
 }
 
@@ -316,8 +317,10 @@ func (d *Daemon) DeleteVM(_ context.Context, name string) error {
 	d.ledger.Put(name, e.usage())
 	d.mu.Unlock()
 	if err := errors.Join(saveErr, closeErr, d.ledger.Flush()); err != nil {
+		slog.Warn("vm deleted with errors", "vm", name, "err", err)
 		return fmt.Errorf("deleting vm %q: %w", name, err)
 	}
+	slog.Info("vm deleted", "vm", name, "gpu_ns", e.usage().GPUNs)
 	return nil
 }
 
@@ -526,9 +529,11 @@ func (d *Daemon) restore(f vmsFile) error {
 			slog.Warn("restoring a vm: its weight is past the most, lowered to it", "vm", req.Name, "weight", req.Weight, "now", hostapi.MaxWeight)
 			req.Weight = hostapi.MaxWeight
 		}
-		if _, err := d.createLocked(req); err != nil {
+		v, err := d.createLocked(req)
+		if err != nil {
 			return fmt.Errorf("restoring vm %q: %w", req.Name, err)
 		}
+		slog.Info("vm restored", "vm", v.Name, "weight", v.Weight, "channels", v.Channels, "endpoint", v.Endpoint)
 	}
 	return nil
 }

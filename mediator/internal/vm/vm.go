@@ -7,6 +7,7 @@ package vm
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"sync"
@@ -163,6 +164,13 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		Vectors:    abi.Vectors(int(l.Channels)),
 		MaxPeers:   cfg.MaxPeers,
 		OnDoorbell: v.doorbell,
+		OnPeer: func(id uint16, connected bool) {
+			if connected {
+				slog.Info("guest joined", "vm", cfg.Name, "peer", id)
+			} else {
+				slog.Info("guest left", "vm", cfg.Name, "peer", id)
+			}
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting the doorbell server of vm %q: %w", cfg.Name, err)

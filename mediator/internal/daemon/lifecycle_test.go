@@ -1,0 +1,79 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/hostapi"
+)
+
+// lockedBuffer is a log sink the daemon's goroutines may write at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestLifecycleLogged: the daemon logs a VM's creation, a guest joining and
+// leaving, the VM's deletion, and its restoration after a restart, each
+// line naming the VM.
+func TestLifecycleLogged(t *testing.T) {
+	var buf lockedBuffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	t.Cleanup(func() { slog.SetDefault(old) })
+
+	state := t.TempDir()
+	d := newDaemon(t, "virtual", state)
+	ctx := context.Background()
+	for _, name := range []string{"kept", "gone"} {
+		if _, err := d.CreateVM(ctx, hostapi.CreateVMRequest{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vm, err := d.GetVM(ctx, "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := guest(t, vm)
+	g.Close()
+	if err := d.DeleteVM(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	newDaemon(t, "virtual", state)
+
+	want := []string{
+		`msg="vm created" vm=kept`, `msg="vm created" vm=gone`,
+		`msg="guest joined" vm=gone peer=`, `msg="guest left" vm=gone peer=`,
+		`msg="vm deleted" vm=gone`, `msg="vm restored" vm=kept`,
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, w := range want {
+		for !strings.Contains(buf.String(), w) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no log line with %q in:\n%s", w, buf.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if strings.Contains(buf.String(), `msg="vm restored" vm=gone`) {
+		t.Error("a deleted vm was restored")
+	}
+}
