@@ -160,6 +160,9 @@ type ChannelStats struct {
 	InFlight  uint32 `json:"in_flight"`
 	Error     string `json:"error,omitempty"`
 	ErrorCode uint32 `json:"error_code,omitempty"`
+	// Wakes counts the signals sent to a guest asleep on the channel's
+	// wake word (abi.FeatureWake).
+	Wakes uint64 `json:"wakes"`
 }
 
 // VMStats is one VM's line in Stats.
@@ -167,6 +170,7 @@ type VMStats struct {
 	VM
 	Usage        Usage          `json:"usage"`
 	Doorbells    uint64         `json:"doorbells"`
+	Wakes        uint64         `json:"wakes"` // signals to sleeping guests, all channels
 	ChannelStats []ChannelStats `json:"channel_stats"`
 	// What accounting and the scheduler see (zero with accounting off):
 	AccountedNs int64   `json:"accounted_ns"` // GPU time charged by the poller, extrapolated

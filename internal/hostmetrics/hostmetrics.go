@@ -86,6 +86,8 @@ var (
 			func(v hostapi.VMStats) float64 { return float64(v.Usage.Errors) }),
 		vm("sluice_vm_doorbells_total", "Doorbells received.", counter,
 			func(v hostapi.VMStats) float64 { return float64(v.Doorbells) }),
+		vm("sluice_vm_wakes_total", "Signals sent to the VM's guests asleep on a channel's wake word.", counter,
+			func(v hostapi.VMStats) float64 { return float64(v.Wakes) }),
 		vm("sluice_vm_peers", "Guest peers connected.", gauge,
 			func(v hostapi.VMStats) float64 { return float64(v.Peers) }),
 		vm("sluice_vm_accounted_seconds_total", "GPU time charged to the VM by accounting since the daemon started.", counter,

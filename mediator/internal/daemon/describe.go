@@ -68,7 +68,8 @@ func statsOf(e *entry) hostapi.VMStats {
 		Doorbells: st.Doorbells,
 	}
 	for i, c := range st.Channels {
-		cs := hostapi.ChannelStats{Index: i, State: c.State.String(), InFlight: c.InFlight}
+		cs := hostapi.ChannelStats{Index: i, State: c.State.String(), InFlight: c.InFlight, Wakes: c.Wakes}
+		vs.Wakes += c.Wakes
 		if c.Error != abi.OK {
 			cs.Error, cs.ErrorCode = c.Error.String(), uint32(c.Error)
 		}

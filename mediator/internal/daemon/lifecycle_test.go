@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/api/hostapi"
 )
 
@@ -76,4 +77,43 @@ func TestLifecycleLogged(t *testing.T) {
 	if strings.Contains(buf.String(), `msg="vm restored" vm=gone`) {
 		t.Error("a deleted vm was restored")
 	}
+}
+
+// TestWakesInStats: signals to a guest asleep on its wake word show in the
+// VM's stats, per channel and in all.
+func TestWakesInStats(t *testing.T) {
+	d := newDaemon(t, "wall", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	vm, err := d.CreateVM(ctx, hostapi.CreateVMRequest{Name: "sleepy", Channels: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := guest(t, vm).Channel(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := ch.Submit(ctx, abi.Command{Op: abi.OpThrottle, DurationNs: 20e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Wait(ctx, idx); err != nil {
+		t.Fatal(err)
+	}
+	if ch.Sleeps() == 0 {
+		t.Fatal("the guest never slept on a 20 ms command (its spin is 50 us)")
+	}
+	st, err := d.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range st.VMs {
+		if v.Name == "sleepy" {
+			if v.Wakes == 0 || len(v.ChannelStats) != 1 || v.ChannelStats[0].Wakes != v.Wakes {
+				t.Fatalf("wakes %d, channel %+v; want the signal counted", v.Wakes, v.ChannelStats)
+			}
+			return
+		}
+	}
+	t.Fatal("vm not in stats")
 }
