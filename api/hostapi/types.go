@@ -172,6 +172,11 @@ type VMStats struct {
 	Doorbells    uint64         `json:"doorbells"`
 	Wakes        uint64         `json:"wakes"` // signals to sleeping guests, all channels
 	ChannelStats []ChannelStats `json:"channel_stats"`
+	// Dispatch is the time from a record's doorbell to its forwarding to
+	// the GPU (a scheduler's hold shows here); Turnaround to its
+	// completion. All channels, since the VM started.
+	Dispatch   Histogram `json:"dispatch"`
+	Turnaround Histogram `json:"turnaround"`
 	// What accounting and the scheduler see (zero with accounting off):
 	AccountedNs int64   `json:"accounted_ns"` // GPU time charged by the poller, extrapolated
 	Share       float64 `json:"share"`        // share of the GPU in the last poll phase
@@ -248,4 +253,14 @@ type Version struct {
 	Backend  string `json:"backend"`
 	Clock    string `json:"clock"`
 	Epoch    uint64 `json:"epoch"`
+}
+
+// Histogram is a latency distribution: Counts[i] latencies above
+// BoundsNs[i-1] and at most BoundsNs[i]; the last count, one more than the
+// bounds, has no upper bound.
+type Histogram struct {
+	BoundsNs []int64  `json:"bounds_ns"`
+	Counts   []uint64 `json:"counts"`
+	SumNs    uint64   `json:"sum_ns"`
+	Count    uint64   `json:"count"`
 }

@@ -5,9 +5,11 @@
 // A scrape costs what GET /v1/stats costs: the daemon's control mutex for
 // the copy of its counters, never the data path (doorbells, rings, the
 // backend). Nothing is kept between scrapes. The daemon measures sums and
-// counts, not distributions, so there are no histograms: a mean is a rate
-// of a sum over a rate of a count (sluice_vm_syscall_service_seconds_total
-// over sluice_vm_syscalls_served_total).
+// counts, and two distributions per VM as histograms: a record's doorbell to
+// its forwarding (sluice_vm_dispatch_seconds) and to its completion
+// (sluice_vm_turnaround_seconds). Other means are a rate of a sum over a rate
+// of a count (sluice_vm_syscall_service_seconds_total over
+// sluice_vm_syscalls_served_total).
 //
 // It lives outside mediator/ so that the Grafana dashboard's test
 // (deploy/grafana) can read the names from the real registry.
@@ -162,9 +164,33 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range syscallMetrics {
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{turnHolder, turns, pollerCPU, periods, vms, info} {
+	for _, d := range []*prometheus.Desc{turnHolder, turns, pollerCPU, periods, vms, info, dispatchHist, turnaroundHist} {
 		ch <- d
 	}
+}
+
+var (
+	dispatchHist = prometheus.NewDesc("sluice_vm_dispatch_seconds",
+		"Time from a record's doorbell to its forwarding to the GPU (a scheduler's hold shows here).", []string{"vm"}, nil)
+	turnaroundHist = prometheus.NewDesc("sluice_vm_turnaround_seconds",
+		"Time from a record's doorbell to its completion.", []string{"vm"}, nil)
+)
+
+// histogram is h as a Prometheus histogram of seconds (cumulative buckets).
+func histogram(d *prometheus.Desc, h hostapi.Histogram, vm string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(h.BoundsNs))
+	var cum uint64
+	for i, b := range h.BoundsNs {
+		if i < len(h.Counts) {
+			cum += h.Counts[i]
+		}
+		buckets[float64(b)/1e9] = cum
+	}
+	m, err := prometheus.NewConstHistogram(d, h.Count, float64(h.SumNs)/1e9, buckets, strings.ToValidUTF8(vm, "\uFFFD"))
+	if err != nil {
+		return prometheus.NewInvalidMetric(d, err)
+	}
+	return m
 }
 
 // Collect takes one snapshot and sends its samples. A failed snapshot is
@@ -189,6 +215,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for _, v := range st.VMs {
 			send(m.desc, m.typ, m.val(v), v.Name)
 		}
+	}
+	for _, v := range st.VMs {
+		ch <- histogram(dispatchHist, v.Dispatch, v.Name)
+		ch <- histogram(turnaroundHist, v.Turnaround, v.Name)
 	}
 	for _, v := range st.VMs {
 		if v.Syscalls == nil {

@@ -3,6 +3,7 @@ package hostmetrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -272,4 +273,31 @@ func TestOneSnapshotPerScrape(t *testing.T) {
 	if calls != 2 {
 		t.Errorf("%d snapshots for two scrapes", calls)
 	}
+}
+
+// TestHistograms: a VM's dispatch and turnaround distributions are
+// Prometheus histograms of seconds with cumulative buckets.
+func TestHistograms(t *testing.T) {
+	st := Full()
+	st.VMs[0].Turnaround = hostapi.Histogram{BoundsNs: []int64{1000, 2000, 4000}, Counts: []uint64{1, 0, 2, 5}, SumNs: 9_000_000_000, Count: 8}
+	fams := gather(t, st, nil)
+	f := fams["sluice_vm_turnaround_seconds"]
+	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
+		t.Fatalf("sluice_vm_turnaround_seconds: %v", f)
+	}
+	for _, m := range f.GetMetric() {
+		if m.GetLabel()[0].GetValue() != "busy" {
+			continue
+		}
+		h := m.GetHistogram()
+		var got []string
+		for _, b := range h.GetBucket() {
+			got = append(got, fmt.Sprintf("%g:%d", b.GetUpperBound(), b.GetCumulativeCount()))
+		}
+		if want := "1e-06:1 2e-06:1 4e-06:3"; strings.Join(got, " ") != want || h.GetSampleCount() != 8 || h.GetSampleSum() != 9 {
+			t.Fatalf("busy's turnaround: buckets %v count %d sum %v; want %s, 8, 9", got, h.GetSampleCount(), h.GetSampleSum(), want)
+		}
+		return
+	}
+	t.Fatal("no turnaround histogram for busy")
 }

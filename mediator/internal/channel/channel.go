@@ -47,6 +47,8 @@ type Snapshot struct {
 	ErrorIndex uint32
 	Counters
 	Wakes uint64 // signals sent to a guest sleeping on its wake word
+	// Dispatch and Turnaround are the records' latencies (latency.go).
+	Dispatch, Turnaround Hist
 }
 
 // Waker signals vector of a guest peer: the VM's ivshmem server
@@ -85,6 +87,10 @@ type Channel struct {
 	budget    *Budget  // the VM's in-flight budget; nil: none
 	costs     []int64  // what each record in flight was charged, by ring slot
 	waker     Waker    // signals guests that armed the wake word; nil: none
+	bellAt    int64    // the first doorbell not yet followed by a collection of everything (now()); 0: none
+	since     []int64  // by ring slot: the doorbell time of the record in flight
+	dispatch  Hist
+	turn      Hist
 
 	wakes atomic.Uint64 // signals sent
 }
@@ -107,6 +113,7 @@ func New(idx int, region *shm.Region, l abi.Layout, lim abi.Limits, gpu Submitte
 		batch:  make([]pending, 0, l.RingEntries),
 		fences: make([]uint64, l.RingEntries),
 		costs:  make([]int64, l.RingEntries),
+		since:  make([]int64, l.RingEntries),
 	}
 	c.resetAck = region.Load32(c.off + abi.ChReset)
 	// A guest may already have written put (a restarted mediator on an old
@@ -204,6 +211,9 @@ const maxBatch = 64
 func (c *Channel) Poll() {
 	c.mu.Lock()
 	c.counters.Doorbells++
+	if c.bellAt == 0 {
+		c.bellAt = now()
+	}
 	var wk wakeCheck
 	if c.handleResetLocked() {
 		c.publishLocked()
@@ -316,6 +326,16 @@ func (c *Channel) collectLocked(limit uint32) []pending {
 	}
 	batch := c.batch[:0]
 	var rec abi.Record
+	t := now()
+	bell := c.bellAt
+	if bell == 0 || bell > t {
+		bell = t // no doorbell: from now
+	}
+	defer func() {
+		if c.submitted == put {
+			c.bellAt = 0 // all collected; what is published later waits from its own doorbell
+		}
+	}()
 	for range n {
 		i := c.submitted
 		c.region.CopyOut(rec[:], c.layout.RecordOff(uint32(c.idx), i))
@@ -336,6 +356,8 @@ func (c *Channel) collectLocked(limit uint32) []pending {
 			c.fences[i&(c.layout.RingEntries-1)] = cmd.Value
 		}
 		batch = append(batch, pending{idx: i, cmd: cmd})
+		c.since[i&(c.layout.RingEntries-1)] = bell
+		c.dispatch.observe(t - bell)
 		c.submitted++
 	}
 	return batch
@@ -414,6 +436,10 @@ func (c *Channel) Complete(cp Completion) {
 	slot := cp.Index & (c.layout.RingEntries - 1)
 	cost := c.costs[slot]
 	c.costs[slot] = 0
+	if since := c.since[slot]; since != 0 {
+		c.turn.observe(now() - since)
+		c.since[slot] = 0
+	}
 	c.get = cp.Index + 1
 	c.counters.Commands++
 	if cp.BusyNs > 0 {
@@ -498,7 +524,8 @@ func (c *Channel) Close() {
 func (c *Channel) Snapshot() Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := Snapshot{State: c.stateLocked(), InFlight: c.submitted - c.get, Counters: c.counters, Wakes: c.wakes.Load()}
+	s := Snapshot{State: c.stateLocked(), InFlight: c.submitted - c.get, Counters: c.counters, Wakes: c.wakes.Load(),
+		Dispatch: c.dispatch, Turnaround: c.turn}
 	if c.failed {
 		s.Error, s.ErrorIndex = c.failCode, c.failIndex
 	}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/api/hostapi"
+	channelpkg "github.com/sluice-gpu/sluice/mediator/internal/channel"
 	"github.com/sluice-gpu/sluice/mediator/internal/syscalls"
 	"github.com/sluice-gpu/sluice/mediator/internal/usage"
 )
@@ -67,7 +68,10 @@ func statsOf(e *entry) hostapi.VMStats {
 		Usage:     toUsage(e.req.Name, e.base.Add(usage.Record{GPUNs: st.Total.BusyNs, Kernels: st.Total.Kernels, Commands: st.Total.Commands, Errors: st.Total.Errors})),
 		Doorbells: st.Doorbells,
 	}
+	var dispatch, turn channelpkg.Hist
 	for i, c := range st.Channels {
+		dispatch.Add(c.Dispatch)
+		turn.Add(c.Turnaround)
 		cs := hostapi.ChannelStats{Index: i, State: c.State.String(), InFlight: c.InFlight, Wakes: c.Wakes}
 		vs.Wakes += c.Wakes
 		if c.Error != abi.OK {
@@ -75,7 +79,18 @@ func statsOf(e *entry) hostapi.VMStats {
 		}
 		vs.ChannelStats = append(vs.ChannelStats, cs)
 	}
+	vs.Dispatch, vs.Turnaround = histogram(dispatch), histogram(turn)
 	return vs
+}
+
+// histogram is h in the host API's form.
+func histogram(h channelpkg.Hist) hostapi.Histogram {
+	out := hostapi.Histogram{Counts: h.Counts[:], SumNs: h.SumNs, Count: h.Count(),
+		BoundsNs: make([]int64, channelpkg.HistBuckets-1)}
+	for b := range out.BoundsNs {
+		out.BoundsNs[b] = channelpkg.HistBoundNs(b)
+	}
+	return out
 }
 
 func syscallStats(s syscalls.Stats) *hostapi.SyscallStats {

@@ -80,7 +80,7 @@ func TestLifecycleLogged(t *testing.T) {
 }
 
 // TestWakesInStats: signals to a guest asleep on its wake word show in the
-// VM's stats, per channel and in all.
+// VM's stats, per channel and in all, and so do the record's latencies.
 func TestWakesInStats(t *testing.T) {
 	d := newDaemon(t, "wall", t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -111,6 +111,11 @@ func TestWakesInStats(t *testing.T) {
 		if v.Name == "sleepy" {
 			if v.Wakes == 0 || len(v.ChannelStats) != 1 || v.ChannelStats[0].Wakes != v.Wakes {
 				t.Fatalf("wakes %d, channel %+v; want the signal counted", v.Wakes, v.ChannelStats)
+			}
+			// The command's latencies: forwarded at once, done after its 20 ms.
+			if d, r := v.Dispatch, v.Turnaround; d.Count != 1 || r.Count != 1 || r.SumNs < 20e6 || d.SumNs > r.SumNs ||
+				len(r.Counts) != len(r.BoundsNs)+1 {
+				t.Fatalf("dispatch %+v, turnaround %+v; want one record each, turnaround >= 20 ms", d, r)
 			}
 			return
 		}
