@@ -208,7 +208,8 @@ func TestDashboardNamesOnlyRealMetrics(t *testing.T) {
 	// What the issue asks the dashboard to show.
 	for _, n := range []string{"sluice_vm_gpu_seconds_total", "sluice_vm_share", "sluice_vm_held_seconds_total",
 		"sluice_vm_syscalls_total", "sluice_controller_hosts", "sluice_controller_http_request_duration_seconds_bucket",
-		"sluice_poller_cpu_seconds_total", "sluice_vm_kernels_total", "sluice_vm_errors_total"} {
+		"sluice_poller_cpu_seconds_total", "sluice_vm_kernels_total", "sluice_vm_errors_total",
+		"sluice_vm_turnaround_seconds_bucket", "sluice_vm_dispatch_seconds_bucket"} {
 		if !used[n] {
 			t.Errorf("the dashboard does not show %s", n)
 		}
