@@ -16,8 +16,10 @@
 package channel
 
 import (
+	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/internal/shm"
@@ -83,14 +85,19 @@ type Channel struct {
 	closed    bool
 	counters  Counters
 	batch     []pending
-	fences    []uint64 // FENCE values by ring slot, noted when forwarded
-	budget    *Budget  // the VM's in-flight budget; nil: none
-	costs     []int64  // what each record in flight was charged, by ring slot
-	waker     Waker    // signals guests that armed the wake word; nil: none
-	bellAt    int64    // the first doorbell not yet followed by a collection of everything (now()); 0: none
-	since     []int64  // by ring slot: the doorbell time of the record in flight
-	dispatch  Hist
-	turn      Hist
+	fences    []uint64     // FENCE values by ring slot, noted when forwarded
+	budget    *Budget      // the VM's in-flight budget; nil: none
+	costs     []int64      // what each record in flight was charged, by ring slot
+	waker     Waker        // signals guests that armed the wake word; nil: none
+	log       *slog.Logger // failures (SetLog); nil: none
+	// failLogged is when the last failure was logged (now()), 0: never;
+	// failsUnlogged the failures since that were not.
+	failLogged    int64
+	failsUnlogged uint64
+	bellAt        int64   // the first doorbell not yet followed by a collection of everything (now()); 0: none
+	since         []int64 // by ring slot: the doorbell time of the record in flight
+	dispatch      Hist
+	turn          Hist
 
 	wakes atomic.Uint64 // signals sent
 }
@@ -400,7 +407,34 @@ func (c *Channel) failLocked(idx uint32, code abi.ErrorCode, local bool) {
 		return
 	}
 	c.failed, c.failCode, c.failIndex, c.failLocal = true, code, idx, local
+	c.logFailureLocked(idx, code)
 	c.stepOverFailureLocked()
+}
+
+// failLogEvery bounds a channel's failure lines: a guest that fails and
+// resets its channel in a loop gets one line a second, with the count of
+// the failures not logged since.
+const failLogEvery = int64(time.Second)
+
+// SetLog makes the channel log its failures on log (nil: none).
+func (c *Channel) SetLog(log *slog.Logger) {
+	c.mu.Lock()
+	c.log = log
+	c.mu.Unlock()
+}
+
+// logFailureLocked logs a failure, at most one line each failLogEvery.
+func (c *Channel) logFailureLocked(idx uint32, code abi.ErrorCode) {
+	if c.log == nil {
+		return
+	}
+	t := now()
+	if c.failLogged != 0 && t-c.failLogged < failLogEvery {
+		c.failsUnlogged++
+		return
+	}
+	c.log.Warn("channel failed", "channel", c.idx, "error", code.String(), "record", idx, "not_logged_since", c.failsUnlogged)
+	c.failLogged, c.failsUnlogged = t, 0
 }
 
 // stepOverFailureLocked advances get over a locally failed record once

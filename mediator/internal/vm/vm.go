@@ -151,6 +151,7 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		v.channels[i] = channel.New(i, v.region, l, cfg.Limits, submitter{v.gpu})
 		v.channels[i].SetBudget(budget)
 		v.channels[i].SetWaker(&v.waker)
+		v.channels[i].SetLog(slog.Default().With("vm", cfg.Name))
 	}
 	if v.serveSyscalls() {
 		if err = v.startSyscalls(); err != nil {
