@@ -53,6 +53,11 @@ type ServerConfig struct {
 	// block admissions and disconnects while they run; OnPeer must not
 	// call Close.
 	OnPeer func(id uint16, connected bool)
+	// OnAdmit, optional, is called for each new guest peer before its
+	// handshake is sent (so before it can map the memory): the host may
+	// rewrite what a guest reads first there. Calls are serialized with
+	// admissions; OnAdmit must not call Close.
+	OnAdmit func()
 }
 
 func (c ServerConfig) withDefaults() (ServerConfig, error) {

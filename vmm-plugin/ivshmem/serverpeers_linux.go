@@ -55,6 +55,9 @@ func (s *Server) admit(conn *net.UnixConn) {
 	// soon as it has read the handshake. A guest that sleeps on its first
 	// command's completion is signalled at once (a signal sent while it
 	// was missing from the set would be lost, and the guest with it).
+	if s.cfg.OnAdmit != nil {
+		s.cfg.OnAdmit()
+	}
 	s.mu.Lock()
 	s.peers[p.id] = p
 	s.mu.Unlock()

@@ -80,8 +80,9 @@ type VM struct {
 	quotaMu sync.Mutex    // orders SetMemoryQuota calls
 	quota   atomic.Uint64 // the memory quota in effect (Config has the first)
 
-	limitMu sync.Mutex   // orders SetMaxCommand calls
-	maxCmd  atomic.Int64 // the longest command in effect, ns (Config.Limits has the first)
+	limitMu  sync.Mutex    // orders SetMaxCommand calls
+	maxCmd   atomic.Int64  // the longest command in effect, ns (Config.Limits has the first)
+	lastBeat atomic.Uint64 // the last Heartbeat, for a header written again
 
 	mu sync.Mutex // guards server and mem against Close
 
@@ -165,6 +166,10 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		Vectors:    abi.Vectors(int(l.Channels)),
 		MaxPeers:   cfg.MaxPeers,
 		OnDoorbell: v.doorbell,
+		// A guest joining reads a header the host wrote just now: one
+		// corrupted since (by a guest of the VM) does not keep the next
+		// from joining.
+		OnAdmit: v.rewriteHeader,
 		OnPeer: func(id uint16, connected bool) {
 			if connected {
 				slog.Info("guest joined", "vm", cfg.Name, "peer", id)
@@ -223,7 +228,21 @@ func (v *VM) startSyscalls() error {
 	return nil
 }
 
+// rewriteHeader writes the header again, with the limits in force and
+// the last heartbeat.
+func (v *VM) rewriteHeader() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.mem != nil {
+		v.writeHeader(v.lastBeat.Load())
+	}
+}
+
 func (v *VM) writeHeader(heartbeat uint64) {
+	lim := v.cfg.Limits
+	if ns := v.maxCmd.Load(); ns > 0 { // SetMaxCommand's, once the VM runs
+		lim.MaxThrottleNs = uint64(ns)
+	}
 	var b [abi.HeaderSize]byte
 	// Every channel honours its wake word: a process guest sleeps on its
 	// eventfd instead of polling (a guest that polls is never signalled).
@@ -239,7 +258,7 @@ func (v *VM) writeHeader(heartbeat uint64) {
 		Layout:       v.cfg.Layout,
 		Epoch:        v.cfg.Epoch,
 		Heartbeat:    heartbeat,
-		Limits:       v.cfg.Limits,
+		Limits:       lim,
 	})
 	v.region.CopyIn(0, b[:])
 }
@@ -280,6 +299,7 @@ func (v *VM) Heartbeat(ns uint64) {
 	defer v.mu.Unlock()
 	if v.mem != nil {
 		v.region.Store64(abi.HdrHeartbeat, ns)
+		v.lastBeat.Store(ns)
 	}
 }
 

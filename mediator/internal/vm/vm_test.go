@@ -377,3 +377,37 @@ func TestBudget(t *testing.T) {
 		t.Errorf("after a MEMSET of about 40µs: %+v, want nothing in flight and an estimate of its time", got)
 	}
 }
+
+// TestHeaderRewrittenOnJoin: a header a guest corrupted is written again
+// before the next guest joins, with the limits in force, so that guest
+// joins.
+func TestHeaderRewrittenOnJoin(t *testing.T) {
+	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := sim.New(backend.Options{Clock: "virtual"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	v, err := New(Config{Name: "hdr", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(),
+		Socket: filepath.Join(t.TempDir(), "hdr.sock")}, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if err := v.SetMaxCommand(3e6); err != nil {
+		t.Fatal(err)
+	}
+	v.Heartbeat(12345)
+	junk := make([]byte, abi.HeaderSize)
+	for i := range junk {
+		junk[i] = 0xa5
+	}
+	v.region.CopyIn(0, junk)
+	dev := dial(t, v) // sdk.Open refuses a header it cannot read
+	if h := dev.Header(); h.Limits.MaxThrottleNs != 3e6 || h.Heartbeat != 12345 || h.Features&abi.FeatureWake == 0 {
+		t.Errorf("header after the join: max throttle %d, heartbeat %d, features %#x; want 3e6, 12345, wake", h.Limits.MaxThrottleNs, h.Heartbeat, h.Features)
+	}
+}
