@@ -332,6 +332,12 @@ func (c *Channel) collectLocked(limit uint32) []pending {
 		return nil
 	}
 	batch := c.batch[:0]
+	if n == 0 { // nothing to collect: no clock read
+		if c.submitted == put {
+			c.bellAt = 0
+		}
+		return batch
+	}
 	var rec abi.Record
 	t := now()
 	bell := c.bellAt

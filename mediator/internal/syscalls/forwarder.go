@@ -97,21 +97,19 @@ type Forwarder struct {
 	// when the last one started (ns since t0); the pass's start, which
 	// stamps what the pass takes; the counts it flushes into stats at the
 	// end of each pass; scratch for the hinted slots and their states.
-	readyMap  bool
-	hints     []uint64 // the ready map's words (readymap.go)
-	nullHere  bool     // a diagnostic: null calls answered by the poller (diag.go)
-	sweepAt   int
-	lastSweep int64
-	passAt    int64
-	tally     tally
-	cand      []uint32
-	states    []uint32
-	reqRing   ringState // the request ring's head (sysring.go)
-	// ringPublished is reqRing.head for other goroutines (RingHead).
+	readyMap   bool
+	hints      []uint64 // the ready map's words (readymap.go)
+	nullHere   bool     // a diagnostic: null calls answered by the poller (diag.go)
+	sweepAt    int
+	lastSweep  int64
+	passAt     int64
+	tally      tally
+	cand       []uint32
+	states     []uint32
+	reqRing    *ringReader // the request ring, read from its head (sysring.go)
+	ringStored uint64      // reqRing's head as last stored in ringPublished
+	// ringPublished is reqRing's head for other goroutines (RingHead).
 	ringPublished atomic.Uint64
-	ringView      []uint64 // the request ring's words (sysring.go)
-	ringWords     [ringWords]uint64
-	ringEntry     abi.RingEntry
 
 	fastMu sync.RWMutex // guards fast; held (read) across a fastcall's I/O
 	fast   fastTable
@@ -149,7 +147,7 @@ func New(spec Spec, cfg Config) (*Forwarder, error) {
 		f.log = slog.Default()
 	}
 	f.hints = spec.Area.Words64(abi.SyscallReadyMapOff, uint64(spec.Slots+7)/8)
-	f.ringView = spec.Area.Words64(abi.SyscallRingOff(spec.Slots), uint64(spec.Slots)*ringWords)
+	f.reqRing = newRingReader(spec.Area, spec.Slots, 0)
 	f.log = f.log.With("vm", spec.Name)
 	f.cfg.Store(&cfg)
 	f.stats.init()

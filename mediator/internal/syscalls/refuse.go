@@ -18,14 +18,15 @@ import (
 // closed forwarder's RingHead), in order, a claimed entry never written
 // skipped as the forwarder skips it.
 func Refuse(area *shm.Region, slots int, head uint64, stop <-chan struct{}) {
-	r := ringRefuser{area: area, slots: slots, head: head}
+	r := newRingReader(area, slots, head)
+	start := time.Now()
 	for idle := 0; ; {
 		select {
 		case <-stop:
 			return
 		default:
 		}
-		if refuseOnce(area, slots)+r.once() > 0 {
+		if refuseOnce(area, slots)+refuseRing(area, r, int64(time.Since(start))+1) > 0 {
 			idle = 0
 		} else {
 			idle++
@@ -44,71 +45,29 @@ func Refuse(area *shm.Region, slots int, head uint64, stop <-chan struct{}) {
 	}
 }
 
-// ringRefuser answers the request ring's calls with EIO.
-type ringRefuser struct {
-	area    *shm.Region
-	slots   int
-	head    uint64
-	stallAt time.Time // when the head was found not written with a later entry ready
-}
-
-// once answers the ring's ready entries from the head and says how many.
-func (r *ringRefuser) once() int {
+// refuseRing answers the request ring's ready calls from r's head with EIO
+// (blocking: in their slots; non-blocking: their slots freed), skipping a
+// claimed entry never written as the forwarder does, and says how many.
+func refuseRing(area *shm.Region, r *ringReader, now int64) int {
 	n := 0
 	for {
-		off := abi.RingEntryOff(r.slots, r.head)
-		if r.area.Load32(off+abi.RingTag) != uint32(r.head+1) {
-			if r.holeSkipped() {
+		e, errno, ok := r.next()
+		if !ok {
+			if skipped, _ := r.skipHole(now); skipped {
 				continue
 			}
 			return n
 		}
-		var w [ringWords]uint64
-		for i := range w {
-			w[i] = r.area.Load64(off + 8*uint64(i))
-		}
-		var e abi.RingEntry
-		errno := abi.DecodeRingWords(&w, uint32(r.slots), &e)
-		if e.Tag != uint32(r.head+1) {
-			return n
-		}
-		r.head++
-		r.stallAt = time.Time{}
 		n++
 		switch s := &e.Call; {
 		case errno == abi.ErrnoFAULT:
 		case !s.Blocking():
-			r.area.CompareAndSwap32(abi.SlotOff(e.Slot)+abi.SysState,
+			area.CompareAndSwap32(abi.SlotOff(e.Slot)+abi.SysState,
 				abi.SlotWord(abi.SlotProcessing, s.Seq), abi.SlotWord(abi.SlotFree, abi.NextSeq(s.Seq)))
 		default:
-			proxyproto.CompleteSlot(r.area, e.Slot, s.Seq, -1, abi.ErrnoIO)
+			proxyproto.CompleteSlot(area, e.Slot, s.Seq, -1, abi.ErrnoIO)
 		}
 	}
-}
-
-// holeSkipped skips a head entry not written for abi.SyscallRingHoleNs
-// while one of the next ones is ready.
-func (r *ringRefuser) holeSkipped() bool {
-	later := false
-	for k := uint64(1); k <= ringLookAhead && k < uint64(r.slots); k++ {
-		if r.area.Load32(abi.RingEntryOff(r.slots, r.head+k)+abi.RingTag) == uint32(r.head+k+1) {
-			later = true
-			break
-		}
-	}
-	switch {
-	case !later:
-		r.stallAt = time.Time{}
-		return false
-	case r.stallAt.IsZero():
-		r.stallAt = time.Now()
-		return false
-	case time.Since(r.stallAt) < abi.SyscallRingHoleNs:
-		return false
-	}
-	r.head++
-	r.stallAt = time.Time{}
-	return true
 }
 
 // refuseOnce answers the READY slots of one pass and says how many.

@@ -1,7 +1,6 @@
 package syscalls
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
@@ -27,54 +26,27 @@ const (
 	ringWords     = abi.SyscallRingEntrySize / 8
 )
 
-// ringState is the poller's own.
-type ringState struct {
-	head      uint64 // the next position to consume
-	published uint64 // head as last stored in Forwarder.ringPublished
-	idx       uint32 // head mod slots: its entry
-	stallAt   int64  // when the head was found waiting with a later entry ready (ns since t0); 0: not
-	lookAt    int64  // the last look ahead (ns since t0)
-}
-
 // scanRing consumes the ready entries from the head until batch has max
 // calls: answered here (fastcalls, refusals), or appended to batch for the
 // proxy.
 func (f *Forwarder) scanRing(batch []proxyproto.Request, max int, p *sock) []proxyproto.Request {
-	r := &f.reqRing
-	slots := uint32(f.spec.Slots)
+	r := f.reqRing
 	defer func() {
-		if r.head != r.published { // one store a pass that moved the head
+		if r.head != f.ringStored { // one store a pass that moved the head
 			f.ringPublished.Store(r.head)
-			r.published = r.head
+			f.ringStored = r.head
 		}
 	}()
 	for len(batch) < max {
-		ent := f.ringView[r.idx*ringWords : r.idx*ringWords+ringWords : r.idx*ringWords+ringWords] // no division per call
-		want := uint32(r.head + 1)
-		if uint32(atomic.LoadUint64(&ent[0])) != want {
-			if f.ringHole() {
+		e, errno, ok := r.next()
+		if !ok {
+			if skipped, waited := r.skipHole(f.passAt); skipped {
+				f.log.Warn("syscall ring: skipping a claimed entry never written", "position", r.head-1, "waited", time.Duration(waited))
+				f.stats.ringSkipped.Add(1)
 				continue
 			}
 			return batch
 		}
-		// The next entries' lines are on their way while this one is
-		// served (a load nothing waits for).
-		ahead := r.idx + ringPrefetch
-		if ahead >= slots { // no division: slots (a multiple of 64) > ringPrefetch
-			ahead -= slots
-		}
-		_ = atomic.LoadUint64(&f.ringView[ahead*ringWords])
-		// The copy: the entry's words, loaded once each.
-		w := &f.ringWords
-		for i := range w {
-			w[i] = atomic.LoadUint64(&ent[i])
-		}
-		e := &f.ringEntry
-		errno := abi.DecodeRingWords(w, slots, e)
-		if e.Tag != want {
-			return batch // rewritten under us: the next pass looks again
-		}
-		f.advanceRing()
 		f.tally.ring++
 		if errno == abi.ErrnoFAULT {
 			f.stats.ringBad.Add(1) // no slot of the area to answer in
@@ -100,55 +72,3 @@ func (f *Forwarder) scanRing(batch []proxyproto.Request, max int, p *sock) []pro
 // again must start (backend.VMSpec.RingHead), and where Refuse goes on once
 // the forwarder is closed. Safe to call from any goroutine.
 func (f *Forwarder) RingHead() uint64 { return f.ringPublished.Load() }
-
-// advanceRing moves the head past its entry.
-func (f *Forwarder) advanceRing() {
-	r := &f.reqRing
-	r.head++
-	if r.idx++; r.idx == uint32(f.spec.Slots) {
-		r.idx = 0
-	}
-	r.stallAt = 0
-}
-
-// ringHole is called when the head entry is not ready. It reports whether
-// it skipped the head (abi.SyscallRingHoleNs waited with a later entry
-// ready), so that the scan goes on.
-func (f *Forwarder) ringHole() bool {
-	r := &f.reqRing
-	now := f.passAt
-	if r.stallAt == 0 {
-		if now-r.lookAt < ringLookNs {
-			return false
-		}
-		r.lookAt = now
-		if f.ringLaterReady() {
-			r.stallAt = now
-		}
-		return false
-	}
-	if now-r.stallAt < abi.SyscallRingHoleNs {
-		return false
-	}
-	if !f.ringLaterReady() {
-		r.stallAt = 0
-		return false
-	}
-	f.log.Warn("syscall ring: skipping a claimed entry never written", "position", r.head, "waited", time.Duration(now-r.stallAt))
-	f.stats.ringSkipped.Add(1)
-	f.advanceRing()
-	return true
-}
-
-// ringLaterReady reports whether one of the ringLookAhead positions after
-// the head holds its call.
-func (f *Forwarder) ringLaterReady() bool {
-	r := &f.reqRing
-	n := f.spec.Slots
-	for k := uint64(1); k <= ringLookAhead && k < uint64(n); k++ {
-		if f.spec.Area.Load32(abi.RingEntryOff(n, r.head+k)+abi.RingTag) == uint32(r.head+k+1) {
-			return true
-		}
-	}
-	return false
-}
