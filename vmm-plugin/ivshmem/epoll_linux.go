@@ -38,13 +38,16 @@ func (s *Server) setupEpoll() error {
 // pollLoop delivers the host peer's doorbells. Level-triggered epoll and
 // non-blocking reads: an eventfd left unread (more ready fds than events)
 // is reported again on the next wait. Nothing here allocates per doorbell
-// and no lock is held across OnDoorbell.
+// and no lock is held across OnDoorbell. While OnIdle asks for it the waits
+// do not block; a muted vector (mute_linux.go) waits at most until its
+// mute ends.
 func (s *Server) pollLoop() {
 	defer s.wg.Done()
 	events := make([]unix.EpollEvent, 64)
 	var buf [8]byte
+	spin := false
 	for {
-		n, err := unix.EpollWait(s.epfd, events, -1)
+		n, err := unix.EpollWait(s.epfd, events, s.waitTimeout(spin))
 		if err == unix.EINTR {
 			continue
 		}
@@ -58,13 +61,16 @@ func (s *Server) pollLoop() {
 			}
 			count, ok, err := drain(s.hostFDs[tag], &buf)
 			if err == nil && ok {
+				s.limit(int(tag), count)
 				s.cfg.OnDoorbell(int(tag), count)
 			}
 		}
+		s.unmuteDue()
 		// A goroutine the callbacks readied (a backend's dispatcher, say)
 		// sits in this P's run queue; blocking in EpollWait now would
-		// strand it until sysmon retakes the P (20 µs to 10 ms). Let it
-		// run first.
+		// strand it until sysmon retakes the P (20 µs to 10 ms), and a
+		// spin would delay it. Let it run first.
 		runtime.Gosched()
+		spin = s.cfg.OnIdle != nil && s.cfg.OnIdle()
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gpu/sluice/internal/sockfile"
@@ -58,6 +59,18 @@ type ServerConfig struct {
 	// rewrite what a guest reads first there. Calls are serialized with
 	// admissions; OnAdmit must not call Close.
 	OnAdmit func()
+	// DoorbellLimit, optional, is the most doorbells a second the server
+	// reads from its guests, over all vectors; a vector rung faster is
+	// muted for MuteFor at a time (limit.go). 0: no limit.
+	DoorbellLimit int
+	// OnLimit, optional, is called from the epoll goroutine when vector is
+	// muted for ringing over DoorbellLimit. It must not block.
+	OnLimit func(vector int)
+	// OnIdle, optional, is called from the epoll goroutine after each pass
+	// over the ready doorbells; true makes the next wait a poll that does
+	// not block (the caller busy-polls its rings meanwhile), false blocks
+	// until a doorbell. It must not block.
+	OnIdle func() (again bool)
 }
 
 func (c ServerConfig) withDefaults() (ServerConfig, error) {
@@ -80,6 +93,8 @@ func (c ServerConfig) withDefaults() (ServerConfig, error) {
 		return c, fmt.Errorf("invalid ivshmem server config: max peers %d, want 1..%d", c.MaxPeers, MaxPeerID)
 	case c.OnDoorbell == nil:
 		return c, errors.New("invalid ivshmem server config: OnDoorbell is nil")
+	case c.DoorbellLimit < 0:
+		return c, fmt.Errorf("invalid ivshmem server config: doorbell limit %d", c.DoorbellLimit)
 	}
 	return c, nil
 }
@@ -112,6 +127,9 @@ type Server struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	mute    mutes         // the epoll goroutine's
+	limited atomic.Uint64 // Limited
 }
 
 type serverPeer struct {
@@ -133,6 +151,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		done: make(chan struct{}), nextID: 1,
 		peers: make(map[uint16]*serverPeer),
 	}
+	s.initMutes()
 	if err := s.openFDs(); err != nil {
 		s.closeFDs()
 		return nil, err
