@@ -24,6 +24,9 @@ const (
 	// CodeForbidden is sent with 403 when the caller's credentials are
 	// refused. No sentinel maps to it: it never comes from the service.
 	CodeForbidden = "forbidden"
+	// CodeUnauthorized is sent with 401 by the TCP host API to a request
+	// without the bearer token, or with another. No sentinel maps to it.
+	CodeUnauthorized = "unauthorized"
 )
 
 // Error is the body of every error response.

@@ -177,7 +177,7 @@ func TestSpecRoutesMatchDoc(t *testing.T) {
 // codeOfStatus is the wire code each error status carries.
 func codeOfStatus(t *testing.T) map[int]string {
 	t.Helper()
-	m := map[int]string{http.StatusForbidden: CodeForbidden}
+	m := map[int]string{http.StatusForbidden: CodeForbidden, http.StatusUnauthorized: CodeUnauthorized}
 	for _, err := range []error{ErrNotFound, ErrExists, ErrInvalid, ErrUnavailable, errors.New("other")} {
 		status, code := StatusOf(err)
 		m[status] = code
@@ -492,7 +492,7 @@ func TestSpecEnums(t *testing.T) {
 		schema, prop string
 		want         []string
 	}{
-		{"Error", "code", []string{CodeNotFound, CodeExists, CodeInvalid, CodeUnavailable, CodeInternal, CodeForbidden}},
+		{"Error", "code", []string{CodeNotFound, CodeExists, CodeInvalid, CodeUnavailable, CodeInternal, CodeForbidden, CodeUnauthorized}},
 		{"VM", "state", []string{StateWaiting, StateConnected}},
 		{"ChannelStats", "state", channelStates},
 		{"Version", "clock", []string{"wall", "virtual"}},

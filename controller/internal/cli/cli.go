@@ -52,9 +52,17 @@ type app struct {
 	opts   Options
 	socket string
 	fleet  fleetConn // sluice-controller, for the fleet commands
+	host   hostConn  // sluiced over TCP, when --socket says tcp:// or tls://
 }
 
-func (a *app) client() *hostapi.Client { return hostapi.NewClient(a.socket) }
+// client is sluiced's host API client: over TCP when --socket names a TCP
+// address (resolveHost built it), else on the UNIX socket.
+func (a *app) client() *hostapi.Client {
+	if a.host.client != nil {
+		return a.host.client
+	}
+	return hostapi.NewClient(a.socket)
+}
 
 // Run executes sluicectl with args (without the program name) and returns
 // the process exit code. Cancelling ctx (Ctrl-C) stops long-running commands
@@ -109,7 +117,9 @@ virtualization layer: many VMs share one GPU fairly, with exact per-VM
 GPU-time accounting.
 
 It talks to the mediator daemon sluiced over its UNIX socket: --socket, else
-$` + SocketEnv + `, else ` + DefaultSocket + `.
+$` + SocketEnv + `, else ` + DefaultSocket + `. With --socket tcp://HOST:PORT
+(or tls://HOST:PORT) it reaches sluiced's TCP host API instead, with the
+token of --host-token-file (else $` + HostTokenFileEnv + `).
 
 With a fleet controller (sluice-controller: --controller URL --token TOKEN,
 else $` + ControllerEnv + ` and $` + TokenEnv + `, else controller: and token: in
@@ -124,6 +134,7 @@ Exit status: 0 on success, 1 when the command failed, 2 on a usage error.`,
   sluicectl vm usage web --json
   sluicectl top
   SLUICE_SOCKET=/tmp/sluiced.sock sluicectl version
+  sluicectl --socket tls://gpu1:7443 --host-token-file ~/.sluice/gpu1.token --host-ca ca.pem vm list
   sluicectl --controller http://ctl:7070 --token "$T" host list
   sluicectl --controller http://ctl:7070 --token "$T" usage --tenant acme --from 2026-11-01 --csv`,
 		Args:          groupArgs,
@@ -136,7 +147,7 @@ Exit status: 0 on success, 1 when the command failed, 2 on a usage error.`,
 		socket = DefaultSocket
 	}
 	root.PersistentFlags().StringVar(&a.socket, "socket", socket,
-		"path of sluiced's UNIX socket (env "+SocketEnv+")")
+		"path of sluiced's UNIX socket, or tcp://HOST:PORT or tls://HOST:PORT for its TCP host API (env "+SocketEnv+")")
 	// --version prints "sluicectl VERSION" as every Sluice binary's does
 	// (the version command asks sluiced too). Declared here so that cobra
 	// adds no -v shorthand.
@@ -145,7 +156,13 @@ Exit status: 0 on success, 1 when the command failed, 2 on a usage error.`,
 	root.SetVersionTemplate("sluicectl {{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	a.addFleetFlags(root)
-	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.resolveFleet() }
+	a.addHostFlags(root)
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if err := a.resolveHost(); err != nil {
+			return err
+		}
+		return a.resolveFleet()
+	}
 	root.AddCommand(newVMCommand(a), newPolicyCommand(a), newTopCommand(a), newVersionCommand(a), newBenchCommand(a), newLibvirtCommand(a))
 	root.AddCommand(newHostCommand(a), newGPUCommand(a), newTokenCommand(a), newUsageCommand(a), newEventCommand(a), newWhoamiCommand(a))
 	return root

@@ -47,6 +47,8 @@ func (a *app) describe(err error) string {
 			return fmt.Sprintf("cannot reach sluiced at %s: is it running? (set --socket or %s)", a.socket, SocketEnv)
 		case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
 			return fmt.Sprintf("cannot reach sluiced at %s: permission denied (run as root or as a member of the socket's group)", a.socket)
+		case oe.Op == "tls handshake":
+			return fmt.Sprintf("cannot reach sluiced at %s: %v (check --host-ca, --host-cert and --host-key)", a.socket, oe.Err)
 		default:
 			return fmt.Sprintf("cannot reach sluiced at %s: %v", a.socket, oe.Err)
 		}

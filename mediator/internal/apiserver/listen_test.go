@@ -33,6 +33,13 @@ func serve(t *testing.T, h http.Handler, mode os.FileMode) (*Server, string, <-c
 	if err != nil {
 		t.Fatal(err)
 	}
+	return srv, path, run(t, srv)
+}
+
+// run serves srv until the test ends, then shuts it down and checks that
+// Serve returned cleanly.
+func run(t *testing.T, srv *Server) <-chan error {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve() }()
 	t.Cleanup(func() {
@@ -43,7 +50,7 @@ func serve(t *testing.T, h http.Handler, mode os.FileMode) (*Server, string, <-c
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return srv, path, done
+	return done
 }
 
 // TestClientOverSocket runs the hostapi client against the real handler,

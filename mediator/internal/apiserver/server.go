@@ -1,7 +1,10 @@
 // Package apiserver serves the host API (api/hostapi) over HTTP on a UNIX
-// socket. Access is checked with the connecting process's credentials
-// (SO_PEERCRED): root and the daemon's own user are allowed. Errors are
-// mapped to HTTP statuses here, once, with hostapi.StatusOf.
+// socket, and optionally on a TCP address. On the socket, access is checked
+// with the connecting process's credentials (SO_PEERCRED): root and the
+// daemon's own user are allowed. Over TCP (ListenTCP), every request must
+// carry the bearer token of the daemon's token file, optionally over TLS
+// with client certificates. Errors are mapped to HTTP statuses here, once,
+// with hostapi.StatusOf.
 package apiserver
 
 import (
