@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-gpu/sluice/api/hostapi"
 	"github.com/sluice-gpu/sluice/internal/sockfile"
 	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
+	"github.com/sluice-gpu/sluice/mediator/internal/apiserver"
 	"github.com/sluice-gpu/sluice/mediator/internal/gate"
 	"github.com/sluice-gpu/sluice/mediator/internal/sched"
 	"github.com/sluice-gpu/sluice/mediator/internal/syscalls"
@@ -21,6 +22,10 @@ import (
 type Config struct {
 	// Socket is the host API's UNIX socket. Default /run/sluice/sluiced.sock.
 	Socket string
+	// HostTCP serves the host API on a TCP address too, each request
+	// authorised by a bearer token (apiserver.TCPConfig; optional TLS and
+	// client certificates). Default: no TCP listener.
+	HostTCP apiserver.TCPConfig
 	// EndpointDir holds the VMs' ivshmem sockets (NAME.sock). Default: a
 	// "vms" folder beside Socket.
 	EndpointDir string
@@ -128,6 +133,9 @@ func DefaultConfig() Config {
 func (c *Config) Validate() error {
 	if c.Socket == "" {
 		return fmt.Errorf("config: socket path is empty")
+	}
+	if err := c.HostTCP.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	if c.EndpointDir == "" {
 		c.EndpointDir = filepath.Join(filepath.Dir(c.Socket), "vms")
