@@ -1,9 +1,11 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"time"
 	"unsafe"
 
@@ -232,7 +234,13 @@ func (w *worker) ringCounter(s cuStream, base uint64) (devptr, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := w.d.WriteValue64(s, p, base); err != nil {
+	// A copy, not a stream memory operation: cuStreamWriteValue64 refuses
+	// memory of the stream-ordered allocator (CUDA_ERROR_INVALID_VALUE on
+	// an H100, driver 580). src stays alive until the stream has run it.
+	src := new([8]byte)
+	binary.LittleEndian.PutUint64(src[:], base)
+	defer runtime.KeepAlive(src)
+	if err := w.d.MemcpyHtoDAsync(p, unsafe.Pointer(src), 8, s); err != nil {
 		return 0, err
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Microsecond) {
