@@ -61,6 +61,10 @@ type NullOptions struct {
 	// the request ring (abi.FeatureSyscallRing): by default they go
 	// through the ring there.
 	Slots bool
+	// Ordering is the launch's ordering (abi.ProgStrong by default): at
+	// work-group granularity abi.ProgRelaxed lets the group's other
+	// work-items end at once, so that a group of one warp is one caller.
+	Ordering uint8
 }
 
 // Null makes iterations null calls from each of grid×block work-items at
@@ -80,7 +84,7 @@ func (r *Runner) Null(ctx context.Context, grid, block uint32, granularity uint8
 	}
 	l := Launch{
 		Kernel: abi.KernelSysNull, Grid: grid, Block: block, Granularity: granularity,
-		Flags: o.Flags, Iterations: iterations, Out: out, OwnSlots: o.OwnSlots,
+		Ordering: o.Ordering, Flags: o.Flags, Iterations: iterations, Out: out, OwnSlots: o.OwnSlots,
 		Specific: make([]byte, abi.NullBlobSize-abi.ProgArgsBaseSize),
 	}
 	if r.Ring() && !o.Slots {

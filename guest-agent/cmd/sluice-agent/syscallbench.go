@@ -30,7 +30,9 @@ type benchNull struct {
 	Calls      int    `json:"calls"`
 	// Path is how the calls reached the host: "ring" (the request ring)
 	// or "slots".
-	Path      string  `json:"path"`
+	Path string `json:"path"`
+	// Caller is what one caller is: "work-item" or "warp" (--caller).
+	Caller    string  `json:"caller"`
 	WallS     float64 `json:"wall_s"` // the launch, submit to completion
 	CallsPerS float64 `json:"calls_per_s"`
 	P50Ns     uint32  `json:"p50_ns"` // per-call round trips on the GPU's %globaltimer
@@ -121,6 +123,7 @@ func newSyscallBenchCmd(g *globals) *cobra.Command {
 		phaseIters   uint32
 		shared       bool
 		path         string
+		unit         string
 	)
 	cmd := &cobra.Command{
 		Use:   "syscall-bench",
@@ -148,6 +151,9 @@ between runs and tell them apart with --label.`,
 			if path != "ring" && path != "slots" {
 				return fmt.Errorf("--path %q: want ring or slots", path)
 			}
+			if unit != "work-item" && unit != "warp" {
+				return fmt.Errorf("--caller %q: want work-item or warp", unit)
+			}
 			return withRunner(cmd, g, &f, func(ctx context.Context, r *gpucall.Runner) error {
 				res := benchResult{Label: label, Slots: r.Slots()}
 				// A first launch pays for what is done once (the module's
@@ -160,13 +166,17 @@ between runs and tell them apart with --label.`,
 					if n <= 0 {
 						return fmt.Errorf("--callers %d", n)
 					}
-					block := min(uint32(n), blockMax)
-					grid := uint32(n) / block
-					if grid*block != uint32(n) {
-						return fmt.Errorf("--callers %d is not a multiple of --block-max %d", n, blockMax)
+					shape := nullShape{grid: uint32(n), block: warpSize, granularity: abi.ProgWorkGroup}
+					if unit == "work-item" {
+						shape.block = min(uint32(n), blockMax)
+						shape.grid = uint32(n) / shape.block
+						shape.granularity = abi.ProgWorkItem
+						if shape.grid*shape.block != uint32(n) {
+							return fmt.Errorf("--callers %d is not a multiple of --block-max %d", n, blockMax)
+						}
 					}
 					iters := uint32(max(1, calls/n))
-					m, err := benchNullRun(ctx, r, grid, block, iters, abi.SysFlagBlocking, shared, path == "slots", pids)
+					m, err := benchNullRun(ctx, r, shape, iters, abi.SysFlagBlocking, shared, path == "slots", pids)
 					r.Reset()
 					if err != nil {
 						return fmt.Errorf("%d callers: %w", n, err)
@@ -199,7 +209,8 @@ between runs and tell them apart with --label.`,
 	}
 	f.add(cmd)
 	fl := cmd.Flags()
-	fl.IntSliceVar(&callers, "callers", []int{1, 32, 1024}, "concurrent callers (work-items) of each run")
+	fl.IntSliceVar(&callers, "callers", []int{1, 32, 1024}, "concurrent callers of each run (see --caller)")
+	fl.StringVar(&unit, "caller", "work-item", "what one caller of the null runs is: work-item (callers work-items in work-groups of up to --block-max, each calling) or warp (callers work-groups of one warp, 32 work-items, whose first work-item calls, relaxed: the warps run independently)")
 	fl.IntVar(&calls, "calls", 20000, "calls per run, about (iterations = calls / callers, at least 1)")
 	fl.Uint32Var(&blockMax, "block-max", 256, "work-items per work-group at most (grid = callers / block)")
 	fl.IntSliceVar(&pids, "cpu-pid", nil, "host process whose CPU time counts (repeat: sluiced, the proxy, the GPU worker)")
@@ -215,15 +226,35 @@ between runs and tell them apart with --label.`,
 	return cmd
 }
 
+// warpSize is the work-items of a warp-caller's work-group.
+const warpSize = 32
+
+// nullShape is how a null run's callers are laid out.
+type nullShape struct {
+	grid, block uint32
+	granularity uint8 // abi.ProgWorkItem or abi.ProgWorkGroup (relaxed)
+}
+
+// callers is how many work-items make calls.
+func (s nullShape) callers() int {
+	if s.granularity == abi.ProgWorkGroup {
+		return int(s.grid)
+	}
+	return int(s.grid * s.block)
+}
+
 // benchNullRun launches the null program with flags and measures it.
-func benchNullRun(ctx context.Context, r *gpucall.Runner, grid, block, iters uint32, flags uint8, shared, slots bool, pids []int) (benchNull, error) {
-	callers := int(grid * block)
-	m := benchNull{Callers: callers, Grid: grid, Block: block, Iterations: iters, Calls: callers * int(iters), Path: "slots"}
+func benchNullRun(ctx context.Context, r *gpucall.Runner, s nullShape, iters uint32, flags uint8, shared, slots bool, pids []int) (benchNull, error) {
+	callers := s.callers()
+	m := benchNull{Callers: callers, Grid: s.grid, Block: s.block, Iterations: iters, Calls: callers * int(iters), Path: "slots", Caller: "work-item"}
+	if s.granularity == abi.ProgWorkGroup {
+		m.Caller = "warp"
+	}
 	if r.Ring() && !slots {
 		m.Path = "ring"
 	}
 	before := readCPU(pids)
-	run, err := r.Null(ctx, grid, block, abi.ProgWorkItem, iters, gpucall.NullOptions{Flags: flags, OwnSlots: !shared, Slots: slots})
+	run, err := r.Null(ctx, s.grid, s.block, s.granularity, iters, gpucall.NullOptions{Flags: flags, OwnSlots: !shared, Slots: slots, Ordering: abi.ProgRelaxed})
 	after := readCPU(pids)
 	if err != nil {
 		return m, err
@@ -354,7 +385,7 @@ func benchPreads(ctx context.Context, r *gpucall.Runner, f *gpuFlags, res *bench
 	}
 	// Through the slots, as the generic program's preads go: the two differ
 	// in the call's path on the host alone.
-	m, err := benchNullRun(ctx, r, 1, block, uint32(iters), abi.SysFlagBlocking|abi.SysFlagFastcall, false, true, pids)
+	m, err := benchNullRun(ctx, r, nullShape{grid: 1, block: block, granularity: abi.ProgWorkItem}, uint32(iters), abi.SysFlagBlocking|abi.SysFlagFastcall, false, true, pids)
 	if err != nil {
 		// The sim's null program refuses the fastcall flag; the PTX takes it.
 		res.Note = strings.TrimSpace(res.Note + " fastcall pread: " + err.Error())
@@ -463,8 +494,8 @@ func printBench(w io.Writer, res benchResult) {
 		fmt.Fprintf(w, "%s (%d slots)\n", res.Label, res.Slots)
 	}
 	for _, m := range res.Null {
-		fmt.Fprintf(w, "null  %5d callers (%dx%d, %-5s): %7d calls  p50 %6.1f us  p99 %7.1f us  %9.0f calls/s  host CPU %.0f ns/call\n",
-			m.Callers, m.Grid, m.Block, m.Path, m.Calls, float64(m.P50Ns)/1e3, float64(m.P99Ns)/1e3, m.CallsPerS, m.HostCPUNsCall)
+		fmt.Fprintf(w, "null  %5d %ss (%dx%d, %-5s): %7d calls  p50 %6.1f us  p99 %7.1f us  %9.0f calls/s  host CPU %.0f ns/call\n",
+			m.Callers, m.Caller, m.Grid, m.Block, m.Path, m.Calls, float64(m.P50Ns)/1e3, float64(m.P99Ns)/1e3, m.CallsPerS, m.HostCPUNsCall)
 	}
 	for _, p := range res.Pread {
 		fmt.Fprintf(w, "pread 4 KiB %-8s %3d callers: %7d calls  %9.0f calls/s  host CPU %.0f ns/call\n",
