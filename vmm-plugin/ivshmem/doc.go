@@ -26,6 +26,20 @@
 // QEMU does not reconnect, so the server must be listening before QEMU
 // starts and must outlive it.
 //
+// # Who may connect, and for how long
+//
+// Whoever holds the shared memory and the host peer's eventfds can run work
+// billed to the VM, so Server checks each connection's credentials
+// (SO_PEERCRED, recorded by the kernel at connect) before it sends
+// anything: root, the server's own uid and ServerConfig.Owners (the VM's
+// QEMU user) are admitted, anyone else is closed and reported
+// (ErrForeignPeer). The protocol asks nothing of a peer but to read, so
+// the server watches its unread bytes (SIOCOUTQ): a peer joins (Peers,
+// OnPeer) once it has read its whole handshake, and one that has not
+// within ServerConfig.HandshakeTimeout is dropped (ErrNoHandshake). Until
+// it joins, a peer's slot goes to the next connection that needs one, so
+// connections that never read keep no guest out.
+//
 // # Roles here
 //
 // The mediator is both the server and peer 0: guests ring the mediator by

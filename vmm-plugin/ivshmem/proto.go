@@ -37,6 +37,15 @@ var (
 	// ErrSocketInUse is returned by NewServer when a server is already
 	// listening at the socket path.
 	ErrSocketInUse = sockfile.ErrInUse
+	// ErrForeignPeer: a connection from a user the server does not admit
+	// (ServerConfig.Owners) was closed before it received anything.
+	ErrForeignPeer = errors.New("ivshmem: peer's user may not connect")
+	// ErrPeersFull: a connection was closed at once, every peer slot being
+	// held by a peer that has read its handshake.
+	ErrPeersFull = errors.New("ivshmem: no free peer slot")
+	// ErrNoHandshake: a peer was dropped without having read its handshake,
+	// at the handshake deadline or when a new connection needed its slot.
+	ErrNoHandshake = errors.New("ivshmem: peer did not read its handshake")
 )
 
 // message is one decoded wire message: its value and how many fds came

@@ -245,12 +245,9 @@ func TestRawProtocol(t *testing.T) {
 
 // TestNonReadingPeerDropped checks that a peer that never reads cannot
 // stall the server: 256 vectors make the handshake larger than a socket
-// buffer, so the write deadline fires and the peer is dropped.
+// buffer, so the handshake's write deadline fires and the peer is dropped.
 func TestNonReadingPeerDropped(t *testing.T) {
-	old := writeTimeout
-	writeTimeout = 200 * time.Millisecond
-	t.Cleanup(func() { writeTimeout = old })
-	srv, _, events := testServer(t, ServerConfig{Vectors: MaxVectors})
+	srv, _, events := testServer(t, ServerConfig{Vectors: MaxVectors, HandshakeTimeout: 200 * time.Millisecond})
 	path := srv.cfg.SocketPath
 
 	stuck := dialRaw(t, path)

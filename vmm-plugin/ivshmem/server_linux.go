@@ -19,6 +19,9 @@ import (
 const (
 	DefaultSocketMode os.FileMode = 0o660
 	DefaultMaxPeers   int         = 16
+	// DefaultHandshakeTimeout is how long a new peer has to read its
+	// handshake; QEMU and Client read it at once.
+	DefaultHandshakeTimeout = 2 * time.Second
 )
 
 // writeTimeout bounds every batch of messages sent to one peer: a peer that
@@ -41,18 +44,36 @@ type ServerConfig struct {
 	// Vectors is the number of eventfds per peer, 1..256; it must match
 	// the guests' ivshmem-doorbell "vectors" property.
 	Vectors int
-	// MaxPeers caps the guest peers connected at once, default 16; extra
-	// connections are closed at once.
+	// MaxPeers caps the guest peers connected at once, default 16. A
+	// connection that finds every slot taken takes the slot of the oldest
+	// peer that has not read its handshake yet (that peer is dropped), and
+	// is closed at once when all of them have read it: a peer that never
+	// reads keeps no one out.
 	MaxPeers int
+	// Owners are the users who may connect besides root and the server's
+	// own uid (either could read the memory through /proc anyway). Every
+	// other connection is closed, counted by OnRefuse with ErrForeignPeer,
+	// before it receives the memory or any eventfd. Default none.
+	Owners []Owner
+	// HandshakeTimeout is how long a new peer has to read its whole
+	// handshake (version, id, memory, eventfds); one that has not by then
+	// is dropped and its slot freed. Default 2s.
+	HandshakeTimeout time.Duration
+	// OnRefuse, optional, is called for each connection closed before it
+	// joined, with its credentials (zero where they could not be read) and
+	// why: an error wrapping ErrForeignPeer, ErrPeersFull or
+	// ErrNoHandshake, or another failure. It must not block long nor call
+	// Close.
+	OnRefuse func(peer Cred, why error)
 	// OnDoorbell is called from the server's epoll goroutine when a guest
 	// signals the host peer's eventfd for vector; count is the eventfd
 	// counter read, i.e. how many signals were coalesced. It must not
 	// block: it delays every later doorbell.
 	OnDoorbell func(vector int, count uint64)
-	// OnPeer, optional, is called when a guest peer connects (after its
-	// handshake) or disconnects. Calls are serialized in event order and
-	// block admissions and disconnects while they run; OnPeer must not
-	// call Close.
+	// OnPeer, optional, is called when a guest peer joins (it has read its
+	// whole handshake) or a peer that joined disconnects. Calls are
+	// serialized in event order and block admissions and disconnects while
+	// they run; OnPeer must not call Close.
 	OnPeer func(id uint16, connected bool)
 	// OnAdmit, optional, is called for each new guest peer before its
 	// handshake is sent (so before it can map the memory): the host may
@@ -80,6 +101,9 @@ func (c ServerConfig) withDefaults() (ServerConfig, error) {
 	if c.MaxPeers == 0 {
 		c.MaxPeers = DefaultMaxPeers
 	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
 	switch {
 	case c.SocketPath == "":
 		return c, errors.New("invalid ivshmem server config: empty socket path")
@@ -91,6 +115,8 @@ func (c ServerConfig) withDefaults() (ServerConfig, error) {
 		return c, fmt.Errorf("invalid ivshmem server config: %d vectors, want 1..%d", c.Vectors, MaxVectors)
 	case c.MaxPeers < 1 || c.MaxPeers > MaxPeerID:
 		return c, fmt.Errorf("invalid ivshmem server config: max peers %d, want 1..%d", c.MaxPeers, MaxPeerID)
+	case c.HandshakeTimeout < 0:
+		return c, fmt.Errorf("invalid ivshmem server config: negative handshake timeout %v", c.HandshakeTimeout)
 	case c.OnDoorbell == nil:
 		return c, errors.New("invalid ivshmem server config: OnDoorbell is nil")
 	case c.DoorbellLimit < 0:
@@ -105,6 +131,7 @@ const hostPeerID = 0
 // Server is an ivshmem server that is also peer 0, the host peer.
 type Server struct {
 	cfg     ServerConfig
+	uid     uint32 // the server's own, always admitted
 	ln      *net.UnixListener
 	shm     int   // the server's dup of cfg.ShmFD
 	hostFDs []int // the host peer's eventfds, one per vector
@@ -115,9 +142,10 @@ type Server struct {
 
 	// ctl serializes admissions and disconnects and the messages that
 	// announce them, so every peer sees one consistent order.
-	ctl    sync.Mutex
-	closed bool   // under ctl
-	nextID uint16 // under ctl
+	ctl     sync.Mutex
+	closed  bool   // under ctl
+	nextID  uint16 // under ctl
+	nextSeq uint64 // under ctl: admission order, for choosing whom to evict
 
 	// mu guards peers for the fast paths (Notify, Peers); peers changes
 	// only with both ctl and mu held, so ctl holders may read it freely.
@@ -134,9 +162,15 @@ type Server struct {
 
 type serverPeer struct {
 	id   uint16
+	cred Cred
+	seq  uint64
 	conn *net.UnixConn
 	fds  []int
 	dead bool // under ctl: a send failed, its watcher will remove it
+	// joined: it has read its handshake (under ctl and mu). Until then it
+	// holds its slot only until the handshake deadline or a newcomer.
+	joined bool
+	gone   chan struct{} // closed when its connection ended
 }
 
 // NewServer validates cfg, listens at cfg.SocketPath at once and starts
@@ -147,7 +181,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg: cfg, shm: -1, epfd: -1, wakefd: -1,
+		cfg: cfg, uid: uint32(os.Geteuid()), shm: -1, epfd: -1, wakefd: -1,
 		done: make(chan struct{}), nextID: 1,
 		peers: make(map[uint16]*serverPeer),
 	}
@@ -205,12 +239,15 @@ func listen(path string, mode os.FileMode) (*net.UnixListener, error) {
 // HostPeerID is the mediator's own peer id, 0.
 func (s *Server) HostPeerID() uint16 { return hostPeerID }
 
-// Peers returns the connected guest peer ids, sorted.
+// Peers returns the ids of the guest peers that joined (read their
+// handshake) and are connected, sorted.
 func (s *Server) Peers() []uint16 {
 	s.mu.RLock()
 	ids := make([]uint16, 0, len(s.peers))
-	for id := range s.peers {
-		ids = append(ids, id)
+	for id, p := range s.peers {
+		if p.joined {
+			ids = append(ids, id)
+		}
 	}
 	s.mu.RUnlock()
 	slices.Sort(ids)

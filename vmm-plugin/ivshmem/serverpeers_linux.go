@@ -2,6 +2,7 @@ package ivshmem
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"time"
@@ -30,26 +31,55 @@ func (s *Server) acceptLoop() {
 			}
 			continue
 		}
-		s.admit(conn)
+		s.accept(conn)
+	}
+}
+
+// accept admits a new connection whose peer's user may connect; any other
+// is closed (before it gets the memory or an eventfd) and reported.
+func (s *Server) accept(conn *net.UnixConn) {
+	cred, err := peerCred(conn)
+	if err == nil && !s.admits(cred) {
+		err = fmt.Errorf("pid %d, uid %d, gid %d: %w", cred.PID, cred.UID, cred.GID, ErrForeignPeer)
+	}
+	if err == nil {
+		err = s.admit(conn, cred)
+	}
+	if err != nil {
+		conn.Close()
+		s.refuse(cred, err)
+	}
+}
+
+func (s *Server) refuse(c Cred, why error) {
+	if s.cfg.OnRefuse != nil {
+		s.cfg.OnRefuse(c, why)
 	}
 }
 
 // admit runs the handshake with a new connection and announces it to the
-// other peers. A connection over MaxPeers, or one whose handshake cannot be
-// sent in time, is closed.
-func (s *Server) admit(conn *net.UnixConn) {
+// other peers; it joins once it has read the handshake (awaitHandshake).
+// With every slot taken, the oldest peer that has not read its handshake
+// yet makes room; with none, the connection is refused. An error leaves
+// conn to the caller.
+func (s *Server) admit(conn *net.UnixConn, cred Cred) error {
 	s.ctl.Lock()
 	defer s.ctl.Unlock()
-	if s.closed || len(s.peers) >= s.cfg.MaxPeers {
-		conn.Close()
-		return
+	if s.closed {
+		return ErrClosed
+	}
+	if len(s.peers) >= s.cfg.MaxPeers {
+		if err := s.evictLocked(); err != nil {
+			return err
+		}
 	}
 	fds, err := newEventfds(s.cfg.Vectors)
 	if err != nil {
-		conn.Close()
-		return
+		return fmt.Errorf("creating a new peer's eventfds: %w", err)
 	}
-	p := &serverPeer{id: s.allocID(), conn: conn, fds: fds}
+	deadline := time.Now().Add(s.cfg.HandshakeTimeout)
+	s.nextSeq++
+	p := &serverPeer{id: s.allocID(), cred: cred, seq: s.nextSeq, conn: conn, fds: fds, gone: make(chan struct{})}
 	// In the peer set before the handshake goes out: the peer may be
 	// signalled (Notify) as soon as it holds its eventfds, which is as
 	// soon as it has read the handshake. A guest that sleeps on its first
@@ -61,12 +91,13 @@ func (s *Server) admit(conn *net.UnixConn) {
 	s.mu.Lock()
 	s.peers[p.id] = p
 	s.mu.Unlock()
-	if err := s.sendHandshake(p); err != nil {
+	if err := s.sendHandshake(p, deadline); err != nil {
+		// Not announced yet: forget it without telling anyone.
 		s.mu.Lock()
 		delete(s.peers, p.id)
 		s.mu.Unlock()
 		p.close()
-		return
+		return fmt.Errorf("sending peer %d its handshake: %w", p.id, err)
 	}
 	testHookHandshakeSent()
 	for _, q := range s.peers {
@@ -74,11 +105,10 @@ func (s *Server) admit(conn *net.UnixConn) {
 			s.sendOrDrop(q, func() error { return sendVectors(q.conn, p.id, p.fds) })
 		}
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.watch(p)
-	if s.cfg.OnPeer != nil {
-		s.cfg.OnPeer(p.id, true)
-	}
+	go s.awaitHandshake(p, deadline)
+	return nil
 }
 
 // allocID returns the next free guest id, counting up from 1 and wrapping
@@ -100,9 +130,9 @@ func (s *Server) allocID() uint16 {
 
 // sendHandshake sends, in order: version, id, shared memory, every
 // existing peer's eventfds (the host peer's first), p's own eventfds.
-func (s *Server) sendHandshake(p *serverPeer) error {
+func (s *Server) sendHandshake(p *serverPeer, deadline time.Time) error {
 	c := p.conn
-	if err := c.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
+	if err := c.SetWriteDeadline(deadline); err != nil {
 		return err
 	}
 	if err := writeMsg(c, ProtocolVersion, -1); err != nil {
@@ -170,6 +200,7 @@ func (s *Server) watch(p *serverPeer) {
 			break
 		}
 	}
+	close(p.gone)
 	s.remove(p)
 }
 
@@ -177,6 +208,15 @@ func (s *Server) watch(p *serverPeer) {
 func (s *Server) remove(p *serverPeer) {
 	s.ctl.Lock()
 	defer s.ctl.Unlock()
+	s.removeLocked(p)
+}
+
+// removeLocked does remove's work under ctl; p gone already (evicted,
+// dropped at its deadline) is left alone.
+func (s *Server) removeLocked(p *serverPeer) {
+	if s.peers[p.id] != p {
+		return
+	}
 	s.mu.Lock()
 	delete(s.peers, p.id)
 	s.mu.Unlock()
@@ -188,7 +228,7 @@ func (s *Server) remove(p *serverPeer) {
 		}
 	}
 	p.close()
-	if s.cfg.OnPeer != nil {
+	if p.joined && s.cfg.OnPeer != nil {
 		s.cfg.OnPeer(p.id, false)
 	}
 }

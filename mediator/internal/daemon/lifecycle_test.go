@@ -53,6 +53,12 @@ func TestLifecycleLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := guest(t, vm)
+	// A guest joins once the server sees it has read its handshake.
+	for deadline := time.Now().Add(5 * time.Second); vm.Peers == 0; time.Sleep(time.Millisecond) {
+		if vm, err = d.GetVM(ctx, "gone"); err != nil || time.Now().After(deadline) {
+			t.Fatalf("the guest never joined (%v)", err)
+		}
+	}
 	g.Close()
 	if err := d.DeleteVM(ctx, "gone"); err != nil {
 		t.Fatal(err)
