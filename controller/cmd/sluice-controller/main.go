@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,20 +20,21 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/sluice-gpu/sluice/controller/internal/auth"
 	"github.com/sluice-gpu/sluice/controller/internal/fleet"
 	"github.com/sluice-gpu/sluice/controller/internal/placement"
 	"github.com/sluice-gpu/sluice/controller/internal/server"
 	"github.com/sluice-gpu/sluice/controller/internal/store/postgres"
 	"github.com/sluice-gpu/sluice/controller/internal/store/sqlite"
+	"github.com/sluice-gpu/sluice/internal/cmdline"
 )
 
 var version = "dev"
 
-const usageText = `sluice-controller: the operators' controller of a Sluice fleet.
-
-Usage:
-  sluice-controller [flags]
+const longHelp = `sluice-controller is the operators' controller of a Sluice fleet.
 
 It serves the controller's REST API (api/controllerapi/openapi.yaml) on
 --listen: hosts running sluiced register and heartbeat with host tokens,
@@ -44,17 +44,19 @@ needs a bearer token; --bootstrap-token creates the first operator token on
 an empty database (sluicectl --controller URL --token T token create makes
 the others). sluicectl talks to it with --controller URL --token TOKEN.
 
-Environment variables SLUICE_CONTROLLER_LISTEN, SLUICE_CONTROLLER_DB and
-SLUICE_CONTROLLER_BOOTSTRAP_TOKEN set the matching flags' defaults (the
-variable keeps the token out of the process list); flags win.
+Environment (defaults of the flags named; flags win):
+  SLUICE_CONTROLLER_LISTEN           --listen
+  SLUICE_CONTROLLER_DB               --db
+  SLUICE_CONTROLLER_BOOTSTRAP_TOKEN  --bootstrap-token (keeps the token
+                                     out of the process list)
 
-Examples:
-  sluice-controller --listen 127.0.0.1:7070 --db sqlite:/var/lib/sluice/controller.db --bootstrap-token "$(cat /etc/sluice/op-token)"
+Durations are Go durations: 500ms, 30s, 2m.
+Exit status: 0 after a clean stop, 1 when the controller failed, 2 on a bad
+command line.`
+
+const examples = `  sluice-controller --listen 127.0.0.1:7070 --db sqlite:/var/lib/sluice/controller.db --bootstrap-token "$(cat /etc/sluice/op-token)"
   sluice-controller --listen :7443 --tls-cert cert.pem --tls-key key.pem --placement pack
-  sluice-controller --listen :7070 --db 'postgres://sluice@db.example/sluice?sslmode=verify-full'
-
-Flags:
-`
+  sluice-controller --listen :7070 --db 'postgres://sluice@db.example/sluice?sslmode=verify-full'`
 
 // config is what the flags say.
 type config struct {
@@ -64,6 +66,7 @@ type config struct {
 	placement                              placement.Policy
 	maxVMsPerGPU                           int
 	logLevel                               slog.Level
+	policy, level                          string // --placement and --log-level as given
 }
 
 func main() {
@@ -76,81 +79,66 @@ func main() {
 // run runs the controller until ctx ends. ready, if not nil, gets the
 // address it listens on.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- string) int {
-	cfg, err := parseFlags(args, stdout, stderr)
-	if err == flag.ErrHelp {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "sluice-controller:", err)
-		return 2
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
-	if err := serve(ctx, cfg, log, ready); err != nil {
-		log.Error("stopped", "err", err)
-		return 1
-	}
-	return 0
+	cfg := &config{}
+	root := cmdline.NewRoot(&cobra.Command{
+		Use:     "sluice-controller",
+		Short:   "The operators' controller of a Sluice fleet",
+		Long:    longHelp,
+		Example: examples,
+		RunE: cmdline.Checked(func(*pflag.FlagSet) error { return cfg.finish() }, func(ctx context.Context) error {
+			log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+			if err := serve(ctx, *cfg, log, ready); err != nil {
+				log.Error("stopped", "err", err)
+				return cmdline.ExitCode(cmdline.ExitError)
+			}
+			return nil
+		}),
+	}, version)
+	cfg.addFlags(root.Flags(), os.Getenv)
+	return cmdline.Execute(ctx, root, args, stdout, stderr)
 }
 
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
-	var cfg config
-	fs := flag.NewFlagSet("sluice-controller", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usageText)
-		fs.PrintDefaults()
-	}
-	fs.StringVar(&cfg.listen, "listen", env("SLUICE_CONTROLLER_LISTEN", "127.0.0.1:7070"), "address to serve the API on (host:port)")
-	fs.StringVar(&cfg.db, "db", env("SLUICE_CONTROLLER_DB", "sqlite:sluice-controller.db"), "database: sqlite:PATH, or postgres://USER@HOST/DB?... (PostgreSQL, which several controllers behind one address may share)")
-	fs.StringVar(&cfg.bootstrap, "bootstrap-token", env("SLUICE_CONTROLLER_BOOTSTRAP_TOKEN", ""), "on an empty database, create an operator token with this secret (at least 16 characters); ignored once tokens exist")
+// addFlags declares the controller's flags, a line each.
+func (cfg *config) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
+	env := func(key, def string) string { return cmdline.Env(getenv, key, def) }
+	fs.SortFlags = false
+	fs.StringVar(&cfg.listen, "listen", env("SLUICE_CONTROLLER_LISTEN", "127.0.0.1:7070"), "address to serve the API on (host:port) (env SLUICE_CONTROLLER_LISTEN)")
+	fs.StringVar(&cfg.db, "db", env("SLUICE_CONTROLLER_DB", "sqlite:sluice-controller.db"), "database: sqlite:PATH, or postgres://USER@HOST/DB?... (PostgreSQL, which several controllers behind one address may share) (env SLUICE_CONTROLLER_DB)")
+	fs.StringVar(&cfg.bootstrap, "bootstrap-token", env("SLUICE_CONTROLLER_BOOTSTRAP_TOKEN", ""), "on an empty database, create an operator token with this secret (at least 16 characters); ignored once tokens exist (env SLUICE_CONTROLLER_BOOTSTRAP_TOKEN)")
 	fs.StringVar(&cfg.metricsListen, "metrics-listen", "", "also serve GET /metrics (Prometheus, no token) on this address (host:port); default none")
 	fs.StringVar(&cfg.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM; needs --tls-key)")
 	fs.StringVar(&cfg.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
 	fs.DurationVar(&cfg.heartbeatTimeout, "heartbeat-timeout", server.DefaultHeartbeatTimeout, "a host silent this long is marked down and its VMs flagged")
-	policy := fs.String("placement", string(placement.Spread), "default placement policy: spread (fewest VMs per GPU) or pack (fill GPUs one by one)")
+	fs.StringVar(&cfg.policy, "placement", string(placement.Spread), "default placement policy: spread (fewest VMs per GPU) or pack (fill GPUs one by one)")
 	fs.IntVar(&cfg.maxVMsPerGPU, "max-vms-per-gpu", server.DefaultMaxVMsPerGPU, "most VMs placed on one GPU")
-	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
-		return cfg, err
-	}
-	if *showVersion {
-		fmt.Fprintln(stdout, "sluice-controller", version)
-		return cfg, flag.ErrHelp
-	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
-	}
+	fs.StringVar(&cfg.level, "log-level", "info", "log level: debug, info, warn, error")
+}
+
+// finish converts and checks what the flags said.
+func (cfg *config) finish() error {
 	var err error
-	if cfg.placement, err = placement.Parse(*policy); err != nil {
-		return cfg, fmt.Errorf("--placement: %w", err)
+	if cfg.placement, err = placement.Parse(cfg.policy); err != nil {
+		return fmt.Errorf("--placement: %w", err)
 	}
 	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
-		return cfg, errors.New("--tls-cert and --tls-key go together")
+		return errors.New("--tls-cert and --tls-key go together")
 	}
 	if cfg.bootstrap != "" && len(cfg.bootstrap) < 16 {
-		return cfg, errors.New("--bootstrap-token: at least 16 characters")
+		return errors.New("--bootstrap-token: at least 16 characters")
 	}
 	if cfg.heartbeatTimeout < time.Second {
-		return cfg, errors.New("--heartbeat-timeout: at least 1s")
+		return errors.New("--heartbeat-timeout: at least 1s")
 	}
 	if cfg.maxVMsPerGPU < 1 {
-		return cfg, errors.New("--max-vms-per-gpu: at least 1")
+		return errors.New("--max-vms-per-gpu: at least 1")
 	}
 	if _, err := parseDB(cfg.db); err != nil {
-		return cfg, err
+		return err
 	}
-	if err := cfg.logLevel.UnmarshalText([]byte(*level)); err != nil {
-		return cfg, fmt.Errorf("--log-level %q: %w", *level, err)
+	if err := cfg.logLevel.UnmarshalText([]byte(cfg.level)); err != nil {
+		return fmt.Errorf("--log-level %q: %w", cfg.level, err)
 	}
-	return cfg, nil
+	return nil
 }
 
 // dbSpec is a parsed --db: a SQLite file or a PostgreSQL URL.

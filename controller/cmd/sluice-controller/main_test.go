@@ -17,8 +17,9 @@ func TestVersionAndHelp(t *testing.T) {
 	}
 	out.Reset()
 	if code := run(context.Background(), []string{"--help"}, &out, &errb, nil); code != 0 ||
-		!strings.Contains(errb.String(), "Usage:") || !strings.Contains(errb.String(), "-bootstrap-token") {
-		t.Fatalf("--help: %d %q", code, errb.String())
+		!strings.Contains(out.String(), "Usage:") || !strings.Contains(out.String(), "--bootstrap-token") ||
+		!strings.Contains(out.String(), "--heartbeat-timeout duration") || !strings.Contains(out.String(), "SLUICE_CONTROLLER_DB") {
+		t.Fatalf("--help: %d %q", code, out.String())
 	}
 }
 
@@ -32,10 +33,15 @@ func TestBadFlags(t *testing.T) {
 		{"--tls-cert", "c.pem"},
 		{"--no-such-flag"},
 		{"extra"},
+		{"--heartbeat-timeout", "30"},
+		{"--heartbeat-timeout", "10ms"},
 	} {
 		var errb bytes.Buffer
 		if code := run(context.Background(), args, &bytes.Buffer{}, &errb, nil); code != 2 || errb.Len() == 0 {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and a message", args, code, errb.String())
+		}
+		if strings.HasPrefix(args[0], "--") && args[0] != "--no-such-flag" && !strings.Contains(errb.String(), args[0]) {
+			t.Errorf("%v: the message %q does not name %s", args, errb.String(), args[0])
 		}
 	}
 }

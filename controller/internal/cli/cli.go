@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-gpu/sluice/api/hostapi"
+	"github.com/sluice-gpu/sluice/mediator/backend/cuda/cudacmd"
 )
 
 // Version is the client version, set at build time with
@@ -165,6 +166,9 @@ Exit status: 0 on success, 1 when the command failed, 2 on a usage error.`,
 	}
 	root.AddCommand(newVMCommand(a), newPolicyCommand(a), newTopCommand(a), newVersionCommand(a), newBenchCommand(a), newLibvirtCommand(a))
 	root.AddCommand(newHostCommand(a), newGPUCommand(a), newTokenCommand(a), newUsageCommand(a), newEventCommand(a), newWhoamiCommand(a))
+	// bench on the cuda backend starts this binary again as its GPU workers
+	// and the native runner.
+	root.AddCommand(cudacmd.Commands()...)
 	return root
 }
 

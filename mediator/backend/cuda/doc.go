@@ -16,9 +16,10 @@
 // context of its process, not only its own: the driver's documentation
 // says the process must be relaunched, and the H100 does just that. So
 // each VM's context lives in a GPU worker process of its own: this binary,
-// started again with SLUICE_CUDA_WORKER=1 (the package's init turns it
-// into the worker before main runs). The mediator never makes a context.
-// A worker gets the VM's shared block (a memfd, shared.go), the heap's
+// started again as "BINARY cuda-worker" (WorkerCommand: a hidden
+// subcommand, cudacmd's, of every binary that links the backend, which
+// runs WorkerMain; never an environment switch). The mediator never makes
+// a context. A worker gets the VM's shared block (a memfd, shared.go), the heap's
 // file, a doorbell eventfd and a socket for its start, its end and its
 // faults; it registers the heap and the shared block with the GPU, makes
 // one non-blocking stream per channel and loads the throttle kernel. A VM

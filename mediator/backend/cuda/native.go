@@ -41,16 +41,6 @@ import (
 // (the kernels' own time summed) can exceed the stretch; GPUSpanNs is the
 // time at least one kernel ran.
 
-// nativeEnv turns a process started by RunNative into the native runner
-// (the package's init, before main).
-const nativeEnv = "SLUICE_CUDA_NATIVE"
-
-func init() {
-	if os.Getenv(nativeEnv) == "1" {
-		os.Exit(nativeMain())
-	}
-}
-
 // NativeVM is one VM's load in a native run.
 type NativeVM struct {
 	Name     string `json:"name"`
@@ -131,7 +121,7 @@ func (p NativePlan) Validate() error {
 }
 
 // RunNative runs p in a process of its own (this binary, started again with
-// nativeEnv set): one context, no mediator. Its errors carry what the
+// NativeCommand, which must run NativeMain): one context, no mediator. Its errors carry what the
 // process said on stderr. Cancelling ctx kills it.
 func RunNative(ctx context.Context, p NativePlan) (*NativeResult, error) {
 	if err := p.Validate(); err != nil {
@@ -143,8 +133,7 @@ func RunNative(ctx context.Context, p NativePlan) (*NativeResult, error) {
 	}
 	var out, errOut bytes.Buffer
 	cmd := exec.CommandContext(ctx, "/proc/self/exe")
-	cmd.Args = []string{"sluice-native"}
-	cmd.Env = append(os.Environ(), nativeEnv+"=1")
+	cmd.Args = []string{"sluice-native", NativeCommand}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(in), &out, &errOut
 	if err := cmd.Run(); err != nil {
 		if msg := strings.TrimSpace(errOut.String()); msg != "" {
@@ -159,10 +148,10 @@ func RunNative(ctx context.Context, p NativePlan) (*NativeResult, error) {
 	return &res, nil
 }
 
-// nativeMain is the native runner process's main: the plan on stdin, the
-// result on stdout, an error on stderr with exit status 1.
-func nativeMain() int {
-	_ = os.Unsetenv(nativeEnv)
+// NativeMain is the native runner process's main, which the binary runs
+// for NativeCommand: the plan on stdin, the result on stdout, an error on
+// stderr with exit status 1.
+func NativeMain() int {
 	runtime.LockOSThread()
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, err)

@@ -14,14 +14,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A GPU worker is this very binary, started again with workerEnv set: the
-// package's init turns the process into the worker before main runs. Its
+// A GPU worker is this very binary, started again with WorkerCommand as
+// its first argument: the binary's command line (cudacmd's hidden
+// subcommand, or a test's TestMain through Dispatch) calls WorkerMain. Its
 // descriptors: the socket (3), the shared block (4), the doorbell eventfd
 // (5), for a VM with a heap the heap's file (6) and, for a VM with a
 // syscall area, the area's file (7). A descriptor a VM lacks is closed in
 // the worker: the others keep their numbers.
 const (
-	workerEnv  = "SLUICE_CUDA_WORKER"
 	fdSock     = 3
 	fdShared   = 4
 	fdDoorbell = 5
@@ -29,10 +29,28 @@ const (
 	fdSyscall  = 7
 )
 
-func init() {
-	if os.Getenv(workerEnv) == "1" {
-		os.Exit(workerMain())
+// The subcommands a binary that links this backend answers to, which the
+// backend starts it again with: its GPU workers and the native runner.
+const (
+	WorkerCommand = "cuda-worker"
+	NativeCommand = "cuda-native"
+)
+
+// Dispatch runs the role args names, for a binary (a test binary's
+// TestMain) without cudacmd's subcommands: with args[0] WorkerCommand or
+// NativeCommand, it runs that role and returns its exit status and true;
+// otherwise 0 and false.
+func Dispatch(args []string) (int, bool) {
+	if len(args) == 0 {
+		return 0, false
 	}
+	switch args[0] {
+	case WorkerCommand:
+		return WorkerMain(), true
+	case NativeCommand:
+		return NativeMain(), true
+	}
+	return 0, false
 }
 
 // Messages on a worker's socket (SOCK_SEQPACKET, one JSON object each).
@@ -157,8 +175,7 @@ func spawnProcess(cfg workerConfig, f workerFiles) (proc, error) {
 		// This very binary, even if its file was replaced or removed since
 		// it started: worker and mediator speak the same protocol.
 		Path:       "/proc/self/exe",
-		Args:       []string{fmt.Sprintf("sluice-gpu-worker [vm %d %s]", cfg.VM, cfg.Name)},
-		Env:        append(os.Environ(), workerEnv+"=1"),
+		Args:       []string{fmt.Sprintf("sluice-gpu-worker [vm %d %s]", cfg.VM, cfg.Name), WorkerCommand},
 		ExtraFiles: extra,
 		Stdout:     os.Stderr,
 		Stderr:     os.Stderr,
@@ -176,12 +193,12 @@ type childProc struct{ cmd *exec.Cmd }
 func (p *childProc) kill()       { _ = p.cmd.Process.Kill() }
 func (p *childProc) wait() error { return p.cmd.Wait() }
 
-// workerMain is the worker process's main: it maps what it was given, loads
-// the driver and serves until told to stop, its socket closes or its
-// context faults. Its exit status says which: 0 stopped, 1 could not start
-// or lost the mediator, 3 faulted.
-func workerMain() int {
-	_ = os.Unsetenv(workerEnv)
+// WorkerMain is a GPU worker process's main, which the binary runs for
+// WorkerCommand: it maps what it was given on its descriptors, loads the
+// driver and serves until told to stop, its socket closes or its context
+// faults. Its exit status says which: 0 stopped, 1 could not start or lost
+// the mediator, 3 faulted.
+func WorkerMain() int {
 	runtime.LockOSThread()
 	m, err := readMsg(fdSock)
 	if err != nil || m.Kind != msgConfig || m.Config == nil {

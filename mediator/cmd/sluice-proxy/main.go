@@ -7,20 +7,22 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"github.com/sluice-gpu/sluice/internal/cpuprofile"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 	"unsafe"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-gpu/sluice/internal/cmdline"
+	"github.com/sluice-gpu/sluice/internal/cpuprofile"
 	"github.com/sluice-gpu/sluice/mediator/internal/proxy"
 	"github.com/sluice-gpu/sluice/mediator/internal/proxy/sandbox"
 	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
@@ -28,10 +30,7 @@ import (
 
 var version = "dev"
 
-const usageText = `sluice-proxy: serves one VM's GPU system calls in a sandbox.
-
-Usage:
-  sluice-proxy --vm NAME --volume DIR --heap-offset N --heap-size N [flags]
+const longHelp = `sluice-proxy serves one VM's GPU system calls in a sandbox.
 
 sluiced starts it, one per VM, already inside new user, mount, network, PID,
 IPC and UTS namespaces (or in --netns's network namespace, which sluiced
@@ -42,39 +41,66 @@ joins for it). Descriptors:
 
 Before serving it pivots into --volume (which becomes "/"), sets its resource
 limits, no_new_privs, Landlock and a seccomp allowlist. On any setup failure
-it sends sluiced a Fatal message with the reason and exits 1.
+it sends sluiced a Fatal message with the reason and exits 1 (2 for a bad
+command line).
 
 Environment (diagnostics; sluiced's environment reaches its proxies):
   SLUICE_PROXY_CPU_PROFILE=PATH  write a Go CPU profile of the proxy's first
-                                 SLUICE_PROXY_CPU_PROFILE_SECONDS (default 10)
-                                 to PATH.<vm>.<start ns>, created before the
-                                 sandbox (sluiced stops a proxy with SIGKILL,
-                                 so the profile ends on its own)
+                                 SLUICE_PROXY_CPU_PROFILE_FOR (a duration,
+                                 default 10s) to PATH.<vm>.<start ns>, created
+                                 before the sandbox (sluiced stops a proxy with
+                                 SIGKILL, so the profile ends on its own)
 
-Flags:
-`
+Durations are Go durations: 200us, 5ms.`
 
 func main() { os.Exit(run(os.Args[1:])) }
 
 type options struct {
-	vm, volume         string
-	heapOff, heapSize  uint64
-	maxFiles           uint64
-	maxFileSize        uint64
-	addressSpace       uint64
-	spin, contextSpin  time.Duration
-	noSandbox, showVer bool
-	probe              string
-	exeFD              int
+	vm, volume        string
+	heapOff, heapSize uint64
+	maxFiles          uint64
+	maxFileSize       uint64
+	addressSpace      uint64
+	spin, contextSpin time.Duration
+	noSandbox         bool
+	probe             string
+	exeFD             int
 }
 
-func parseFlags(args []string) (options, error) {
+// errHelp: --help or --version was given and answered.
+var errHelp = errors.New("help given")
+
+func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("sluice-proxy", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usageText)
-		fs.PrintDefaults()
+	ran := false
+	root := cmdline.NewRoot(&cobra.Command{
+		Use:   "sluice-proxy --vm NAME --volume DIR --heap-offset N --heap-size N",
+		Short: "Serves one VM's GPU system calls in a sandbox (sluiced starts it)",
+		Long:  longHelp,
+		RunE:  func(*cobra.Command, []string) error { ran = true; return nil },
+	}, version)
+	o.addFlags(root.Flags())
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.Execute(); err != nil {
+		return o, err
 	}
+	switch {
+	case !ran:
+		return o, errHelp
+	case o.volume == "":
+		return o, errors.New("--volume is required (see --help)")
+	}
+	if o.addressSpace == 0 {
+		o.addressSpace = o.heapSize + 8<<30
+	}
+	return o, nil
+}
+
+// addFlags declares the proxy's flags, a line each.
+func (o *options) addFlags(fs *pflag.FlagSet) {
+	fs.SortFlags = false
 	fs.StringVar(&o.vm, "vm", "", "the VM's name (log messages)")
 	fs.StringVar(&o.volume, "volume", "", "host directory that becomes the proxy's / (required)")
 	fs.Uint64Var(&o.heapOff, "heap-offset", 0, "offset of the VM heap in fd 4")
@@ -88,29 +114,11 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.noSandbox, "no-sandbox", false, "serve without confinement, in --volume (tests only)")
 	fs.StringVar(&o.probe, "probe-syscall", "", "test helper: once sandboxed, make this forbidden call (mount, ptrace, execve, reboot, unshare-net, socket-netlink, socket-raw, socket-inet, setsockopt-ip, setsockopt-socket) and report its errno as Fatal")
 	fs.IntVar(&o.exeFD, "exe-fd", -1, "a descriptor of this binary the parent executed it through (closed at once)")
-	fs.BoolVar(&o.showVer, "version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	if o.showVer {
-		fmt.Println("sluice-proxy", version)
-		return o, flag.ErrHelp
-	}
-	switch {
-	case fs.NArg() > 0:
-		return o, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
-	case o.volume == "":
-		return o, errors.New("--volume is required (see --help)")
-	}
-	if o.addressSpace == 0 {
-		o.addressSpace = o.heapSize + 8<<30
-	}
-	return o, nil
 }
 
 func run(args []string) int {
-	o, err := parseFlags(args)
-	if err == flag.ErrHelp {
+	o, err := parseFlags(args, os.Stdout, os.Stderr)
+	if err == errHelp {
 		return 0
 	}
 	if o.exeFD > proxy.FDHeap {
@@ -244,20 +252,19 @@ func probe(name string) error {
 
 // proxyProfile starts the diagnostic CPU profile of SLUICE_PROXY_CPU_PROFILE:
 // the file is created on the host, before the sandbox hides the host's
-// paths, and the profile ends after SLUICE_PROXY_CPU_PROFILE_SECONDS.
+// paths, and the profile ends after SLUICE_PROXY_CPU_PROFILE_FOR.
 func proxyProfile(path, vm string) (func(), error) {
-	secs := 10
-	if v := os.Getenv("SLUICE_PROXY_CPU_PROFILE_SECONDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("SLUICE_PROXY_CPU_PROFILE_SECONDS=%q: want seconds > 0", v)
+	d := 10 * time.Second
+	if v := os.Getenv("SLUICE_PROXY_CPU_PROFILE_FOR"); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil || d <= 0 {
+			return nil, fmt.Errorf("SLUICE_PROXY_CPU_PROFILE_FOR=%q: want a duration > 0 such as 10s", v)
 		}
-		secs = n
 	}
 	stop, err := cpuprofile.Start(fmt.Sprintf("%s.%s.%d", path, vm, time.Now().UnixNano()))
 	if err != nil {
 		return nil, err
 	}
-	time.AfterFunc(time.Duration(secs)*time.Second, stop)
+	time.AfterFunc(d, stop)
 	return stop, nil
 }

@@ -1,0 +1,17 @@
+package bench
+
+import (
+	"os"
+	"testing"
+
+	"github.com/sluice-gpu/sluice/mediator/backend/cuda"
+)
+
+// TestMain lets the cuda backend start this test binary again as its GPU
+// workers and native runner (the GPU runs' tests).
+func TestMain(m *testing.M) {
+	if code, ok := cuda.Dispatch(os.Args[1:]); ok {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
