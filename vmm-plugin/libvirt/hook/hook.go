@@ -12,7 +12,6 @@ package hook
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -21,7 +20,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/sluice-gpu/sluice/api/hostapi"
+	"github.com/sluice-gpu/sluice/internal/cmdline"
 	"github.com/sluice-gpu/sluice/vmm-plugin/libvirt"
 )
 
@@ -72,11 +75,10 @@ var handlers = map[string]handler{
 	"release end":   release,
 }
 
-const usageText = `sluice-libvirt-hook: libvirt qemu hook for Sluice GPU VMs.
+const longHelp = `sluice-libvirt-hook is the libvirt qemu hook for Sluice GPU VMs.
 
-Usage (libvirt runs it; the domain XML comes on stdin):
-  sluice-libvirt-hook [flags] DOMAIN OPERATION SUBOP EXTRA
-
+libvirt runs it as HOOK DOMAIN OPERATION SUBOP EXTRA, the domain XML on
+stdin; flags come before DOMAIN (everything from DOMAIN on is positional).
 For a domain with a Sluice device, <shmem name='sluice'> of model
 ivshmem-doorbell (print one with "sluicectl libvirt xml NAME"):
   prepare begin  creates the VM NAME=DOMAIN in sluiced, with the settings of
@@ -103,66 +105,83 @@ a few more, so $` + SocketEnv + ` does not reach it). Restart libvirtd (or
 virtqemud) after installing the first hook: it looks for hooks only when it
 starts.
 
-Flags:
-`
+Environment (defaults of the flags named; flags win):
+  ` + SocketEnv + `  --socket
+
+Exit status: 0 done or nothing to do, 1 failed (libvirt aborts a start), 2
+on a bad command line.`
+
+// hookArgs are libvirt's positional arguments; EXTRA is optional.
+func hookArgs(_ *cobra.Command, args []string) error {
+	if len(args) < 3 {
+		return errors.New("want DOMAIN OPERATION SUBOP [EXTRA] as libvirt passes them (see --help)")
+	}
+	return nil
+}
 
 // Run runs the hook with args (the command line without the program name)
 // and returns its exit code. api is the host API to use; nil connects to
-// --socket. Only --version writes to stdout.
+// --socket. Only --version and --help write to stdout.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, api API) int {
-	fs := flag.NewFlagSet("sluice-libvirt-hook", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usageText)
-		fs.PrintDefaults()
+	var o options
+	root := cmdline.NewRoot(&cobra.Command{
+		Use:     "sluice-libvirt-hook [flags] DOMAIN OPERATION SUBOP [EXTRA]",
+		Short:   "libvirt qemu hook for Sluice GPU VMs",
+		Long:    longHelp,
+		Example: "  sluice-libvirt-hook --socket /run/sluice/sluiced.sock web prepare begin - < web.xml",
+		Args:    hookArgs,
+		RunE: cmdline.Checked(o.check, func(ctx context.Context) error {
+			return o.run(ctx, stdin, api)
+		}),
+	}, Version)
+	o.addFlags(root.Flags(), os.Getenv)
+	root.Flags().SetInterspersed(false) // a domain or EXTRA is never a flag
+	root.PreRun = func(_ *cobra.Command, a []string) { o.args = a }
+	return cmdline.Execute(ctx, root, args, stdout, stderr)
+}
+
+// options are the hook's command line.
+type options struct {
+	socket, qemuUser, qemuConf string
+	timeout                    time.Duration
+	args                       []string // DOMAIN OPERATION SUBOP [EXTRA]
+}
+
+func (o *options) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&o.socket, "socket", cmdline.Env(getenv, SocketEnv, DefaultSocket), "sluiced's host API socket (env "+SocketEnv+")")
+	fs.DurationVar(&o.timeout, "timeout", DefaultTimeout, "time allowed for the calls to sluiced")
+	fs.StringVar(&o.qemuUser, "qemu-user", "", "user libvirt runs QEMU as, a name or +UID (default: from the domain or --qemu-conf)")
+	fs.StringVar(&o.qemuConf, "qemu-conf", DefaultQEMUConf, "libvirt's QEMU driver configuration, read for user=")
+}
+
+func (o *options) check(*pflag.FlagSet) error {
+	if o.timeout <= 0 {
+		return errors.New("--timeout must be positive")
 	}
-	socket := os.Getenv(SocketEnv)
-	if socket == "" {
-		socket = DefaultSocket
-	}
-	fs.StringVar(&socket, "socket", socket, "sluiced's host API socket (env "+SocketEnv+")")
-	timeout := fs.Duration("timeout", DefaultTimeout, "time allowed for the calls to sluiced")
-	qemuUser := fs.String("qemu-user", "", "user libvirt runs QEMU as, a name or +UID (default: from the domain or --qemu-conf)")
-	qemuConf := fs.String("qemu-conf", DefaultQEMUConf, "libvirt's QEMU driver configuration, read for user=")
-	version := fs.Bool("version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
-	}
-	if *version {
-		fmt.Fprintln(stdout, "sluice-libvirt-hook", Version)
-		return ExitOK
-	}
-	if fs.NArg() < 3 {
-		fmt.Fprintln(stderr, "sluice-libvirt-hook: want DOMAIN OPERATION SUBOP [EXTRA] as libvirt passes them (see --help)")
-		return ExitUsage
-	}
-	if *timeout <= 0 {
-		fmt.Fprintln(stderr, "sluice-libvirt-hook: --timeout must be positive")
-		return ExitUsage
-	}
+	return nil
+}
+
+// run handles the operation libvirt named.
+func (o *options) run(ctx context.Context, stdin io.Reader, api API) error {
 	if stdin == nil {
 		stdin = strings.NewReader("")
 	}
-	name, op := fs.Arg(0), fs.Arg(1)+" "+fs.Arg(2)
+	name, op := o.args[0], o.args[1]+" "+o.args[2]
 	h, ok := handlers[op]
 	if !ok {
 		// Drain what libvirt writes so that it never sees a broken pipe.
 		_, _ = io.Copy(io.Discard, io.LimitReader(stdin, libvirt.MaxDomainXML))
-		return ExitOK
+		return nil
 	}
 	if api == nil {
-		api = hostapi.NewClient(socket)
+		api = hostapi.NewClient(o.socket)
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	if err := dispatch(ctx, &env{api: api, qemuUser: *qemuUser, qemuConf: *qemuConf}, h, name, stdin); err != nil {
-		fmt.Fprintf(stderr, "sluice-libvirt-hook: %s: %s\n", op, oneLine(describe(err, socket, name)))
-		return ExitError
+	if err := dispatch(ctx, &env{api: api, qemuUser: o.qemuUser, qemuConf: o.qemuConf}, h, name, stdin); err != nil {
+		return fmt.Errorf("%s: %s", op, oneLine(describe(err, o.socket, name)))
 	}
-	return ExitOK
+	return nil
 }
 
 func dispatch(ctx context.Context, e *env, h handler, name string, stdin io.Reader) error {

@@ -224,7 +224,7 @@ func TestHook(t *testing.T) {
 			args: []string{"web", "stopped", "end", "-"}, left: []string{"web"}},
 		{name: "too few arguments", args: []string{"web", "prepare"}, code: ExitUsage, stderr: "want DOMAIN OPERATION SUBOP"},
 		{name: "bad flag", args: []string{"--bogus", "web", "prepare", "begin", "-"}, code: ExitUsage,
-			stderr: "flag provided but not defined: -bogus"},
+			stderr: "unknown flag: --bogus"},
 		{name: "bad timeout", args: []string{"--timeout", "0s", "web", "prepare", "begin", "-"}, code: ExitUsage,
 			stderr: "--timeout must be positive"},
 	} {
@@ -263,7 +263,8 @@ func TestHook(t *testing.T) {
 
 func TestHelpAndVersion(t *testing.T) {
 	r := runHook(nil, "", "--help")
-	if r.code != ExitOK || !strings.Contains(r.stderr, "install-libvirt-hook.sh") || !strings.Contains(r.stderr, "-socket") {
+	if r.code != ExitOK || !strings.Contains(r.stdout, "install-libvirt-hook.sh") || !strings.Contains(r.stdout, "--socket string") ||
+		!strings.Contains(r.stdout, "--timeout duration") {
 		t.Errorf("--help: %+v", r)
 	}
 	Version = "v1.2.3"
@@ -369,5 +370,39 @@ func TestSocketFromEnv(t *testing.T) {
 	r := runHook(nil, good, "--timeout", "2s", "web", "prepare", "begin", "-")
 	if r.code != ExitError || !strings.Contains(r.stderr, "/nonexistent/sluiced.sock") {
 		t.Errorf("got %+v", r)
+	}
+}
+
+// TestPositionalConvention: libvirt runs the hook as HOOK [flags] DOMAIN
+// OPERATION SUBOP EXTRA. Whatever a domain is named, and whatever EXTRA
+// is, they are positional: never a subcommand, a flag or help.
+func TestPositionalConvention(t *testing.T) {
+	noVolumeAccess(t)
+	for _, name := range []string{"web", "help", "completion", "version", "cuda-worker"} {
+		api := newFakeAPI()
+		xml := domainXML(t, name, "/run/sluice/vms/"+name+".sock", 5, libvirt.Settings{})
+		if r := runHook(api, xml, "--timeout", "5s", name, "prepare", "begin", "-"); r.code != ExitOK || r.stdout != "" {
+			t.Errorf("domain %q: %+v", name, r)
+		}
+		if _, ok := api.vms[name]; !ok {
+			t.Errorf("domain %q: prepare did not create its VM", name)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"web", "started", "begin", "--help"}, ExitOK, ""},      // EXTRA is not a flag
+		{[]string{"web", "migrate", "begin", "--timeout=0"}, ExitOK, ""}, // nor here
+		{[]string{"web", "stopped", "end"}, ExitOK, ""},                  // EXTRA may be missing
+		{[]string{"web", "prepare"}, ExitUsage, "want DOMAIN OPERATION"}, // SUBOP may not
+		{[]string{"--timeout", "5", "web", "x", "y", "-"}, ExitUsage, `"--timeout"`},
+		{[]string{"--timeout", "-1s", "web", "x", "y", "-"}, ExitUsage, "--timeout must be positive"},
+	} {
+		r := runHook(newFakeAPI(), plainDomain, tc.args...)
+		if r.code != tc.code || r.stdout != "" || !strings.Contains(r.stderr, tc.msg) {
+			t.Errorf("%q: %+v; want exit %d and %q", tc.args, r, tc.code, tc.msg)
+		}
 	}
 }
