@@ -6,8 +6,9 @@
 # OUT_DIR gets vmlinux (the kernel of linux-image-amd64, uncompressed for QEMU's fast PVH boot with qboot) and
 # initramfs.gz (/init = sluice-init, /sbin/sluice-agent, /dev/console, and the kernel modules sluice-init loads: the ACPI
 # power button and input events, so that a host's powerdown reaches it, and virtio-pci with 9p over virtio, so that it
-# can mount the VM's volume; their dependencies come from the kernel's modules.dep, and the image numbers them in
-# load order). BIN_DIR holds the static sluice-init and
+# can mount the VM's volume, and VFIO (vfio-pci with the type1 IOMMU driver), so that the agent takes the ivshmem
+# device's MSI-X vectors as eventfds; their dependencies come from the kernel's modules.dep, and the image numbers them
+# in load order). BIN_DIR holds the static sluice-init and
 # sluice-agent (make build). Nothing is downloaded here: the kernel comes from the installed linux-image-amd64
 # package (apt-get install linux-image-amd64 cpio xz-utils). The image is rebuilt only when an input changes
 # (OUT_DIR/inputs.sha256 records them).
@@ -31,7 +32,7 @@ kver=$(basename "$vmlinuz"); kver=${kver#vmlinuz-}
 kdir=/lib/modules/$kver
 [ -f "$kdir/modules.dep" ] || die "$kdir/modules.dep is missing (linux-image-amd64 $kver incomplete?)"
 # The modules sluice-init needs, by name; a module built into this kernel (in modules.builtin) needs no file.
-wanted=(button evdev virtio_pci 9pnet_virtio 9p)
+wanted=(button evdev virtio_pci 9pnet_virtio 9p vfio_iommu_type1 vfio_pci)
 modules=() # module files, dependencies first
 declare -A added=()
 add_module() { # PATH (relative to $kdir, as modules.dep names it)

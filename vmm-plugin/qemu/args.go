@@ -75,6 +75,13 @@ type Config struct {
 	// virtio-9p with tag VolumeTag (sluice-init mounts it at /volume); ""
 	// starts the guest without it. Absolute; it must exist.
 	Volume string
+	// IOMMU gives the guest a virtual IOMMU (a q35 machine with
+	// intel-iommu, the kernel's intel_iommu=on), so that its agent can bind
+	// the ivshmem device to vfio-pci and take the MSI-X vectors that signal
+	// completions; without it the agent polls. A q35 root bus takes no
+	// hot-plugged device: IOMMU and an Endpoint attached later exclude each
+	// other.
+	IOMMU  bool
 	RunDir string // where the sockets, the log and the pid file go
 }
 
@@ -152,12 +159,19 @@ func (c Config) Args(accel string, daemonize bool) ([]string, error) {
 		return nil, fmt.Errorf("%w: accelerator %q (resolve auto first)", ErrInvalid, accel)
 	}
 	c = c.withDefaults()
+	machine, appendArgs := "pc", c.Append
+	if c.IOMMU {
+		machine, appendArgs = "q35", c.Append+" intel_iommu=on"
+	}
 	a := []string{
 		"-name", "guest=" + c.Name,
-		"-machine", "pc,accel=" + accel,
+		"-machine", machine + ",accel=" + accel,
 		"-m", strconv.Itoa(c.MemoryMB),
 		"-smp", strconv.Itoa(c.CPUs),
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+	}
+	if c.IOMMU { // before the PCI devices it translates
+		a = append(a, "-device", "intel-iommu,intremap=on")
 	}
 	if accel == AccelKVM {
 		a = append(a, "-cpu", "host")
@@ -169,7 +183,7 @@ func (c Config) Args(accel string, daemonize bool) ([]string, error) {
 	if c.Initrd != "" {
 		a = append(a, "-initrd", c.Initrd)
 	}
-	a = append(a, "-append", c.Append,
+	a = append(a, "-append", appendArgs,
 		// ttyS0: the console, to the log; ttyS1: the agent's control port.
 		"-chardev", "file,id=console,path="+c.SerialLog(),
 		"-serial", "chardev:console",

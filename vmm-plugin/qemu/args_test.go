@@ -123,3 +123,19 @@ func TestChooseAccel(t *testing.T) {
 		}
 	}
 }
+
+// TestArgsIOMMU: a guest with IOMMU boots a q35 machine whose intel-iommu
+// comes before the ivshmem device, with the kernel's intel_iommu=on.
+func TestArgsIOMMU(t *testing.T) {
+	cfg := Config{Name: "web", Kernel: "/img/vmlinux", RunDir: "/run/g/web", Endpoint: "/run/e.sock", Vectors: 6, IOMMU: true}
+	got, err := cfg.Args(AccelTCG, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Join(got, " ")
+	iommu, ivshmem := strings.Index(s, "-device intel-iommu,intremap=on"), strings.Index(s, "-device ivshmem-doorbell")
+	if !strings.Contains(s, "-machine q35,accel=tcg") || iommu < 0 || ivshmem < iommu ||
+		!strings.Contains(s, "-append "+DefaultAppend+" intel_iommu=on") {
+		t.Errorf("IOMMU args: %s", s)
+	}
+}

@@ -56,6 +56,7 @@ func newVMStartCommand(a *app) *cobra.Command {
 		agentArgs    string
 		wait         time.Duration
 		hotplug      bool
+		iommu        bool
 		asJSON       bool
 	)
 	cmd := &cobra.Command{
@@ -71,10 +72,16 @@ The guest boots the kernel and initramfs of --image (make guest-image) with
 KVM where the CPU has vmx or svm and /dev/kvm opens, else under TCG (about
 2.5 s to the agent). Its console goes to RUN_DIR/serial.log. The VM's volume
 (the directory its GPU system calls see as their root, "volume" in vm get)
-is shared with the guest over virtio-9p and mounted at /volume there.`,
+is shared with the guest over virtio-9p and mounted at /volume there.
+
+The guest's agent polls for completions unless it can take the device's
+MSI-X interrupts: --iommu boots a q35 machine with a virtual IOMMU, where the
+guest binds the device to vfio-pci and its agent sleeps until the mediator
+signals (a q35 guest takes no --hotplug).`,
 		Example: `  sluicectl vm start web
   sluicectl vm start web --memory 512 --image /usr/share/sluice/guest
-  sluicectl vm start web --hotplug     # boot without the device, hot-plug it through QMP once the agent answers`,
+  sluicectl vm start web --hotplug     # boot without the device, hot-plug it through QMP once the agent answers
+  sluicectl vm start web --iommu       # completions as interrupts in the guest (vfio-pci behind a virtual IOMMU)`,
 		Args: argsNamed("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
@@ -113,7 +120,11 @@ is shared with the guest over virtio-9p and mounted at /volume there.`,
 				Append:   qemu.DefaultAppend + " sluice.agent=" + agentArgs,
 				MemoryMB: memory,
 				Volume:   vm.Volume, // "": the daemon gave the VM none; no 9p device
+				IOMMU:    iommu,
 				RunDir:   runDir,
+			}
+			if iommu && hotplug {
+				return usageErrorf("--iommu and --hotplug exclude each other: a q35 root bus takes no hot-plugged device")
 			}
 			if !hotplug {
 				cfg.Endpoint, cfg.Vectors = vm.Endpoint, vm.Vectors
@@ -164,6 +175,7 @@ is shared with the guest over virtio-9p and mounted at /volume there.`,
 	f.StringVar(&agentArgs, "agent", "--device,serve", "the guest agent's command line, comma-separated (the kernel's sluice.agent=)")
 	f.DurationVar(&wait, "wait", time.Minute, "wait this long for the agent to answer (0: do not wait)")
 	f.BoolVar(&hotplug, "hotplug", false, "boot without the Sluice device and hot-plug it through QMP (chardev-add + device_add) into the running guest")
+	f.BoolVar(&iommu, "iommu", false, "give the guest a virtual IOMMU (q35 + intel-iommu), so that its agent takes completions as MSI-X interrupts through vfio-pci instead of polling")
 	f.BoolVar(&asJSON, "json", false, "print the started guest as JSON")
 	return cmd
 }

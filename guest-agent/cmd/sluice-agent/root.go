@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -67,8 +69,8 @@ Choose how to reach the region:
 	f.DurationVar(&g.poll.Spin, "spin", g.poll.Spin, "completion polling: busy-poll this long before yielding")
 	f.DurationVar(&g.poll.Yield, "yield", g.poll.Yield, "completion polling: then yield the CPU between polls this long")
 	f.DurationVar(&g.poll.MaxSleep, "max-sleep", g.poll.MaxSleep, "completion polling: then sleep between polls, at most this long")
-	f.DurationVar(&g.poll.WakeSpin, "wake-spin", g.poll.WakeSpin, "process guest: busy-poll this long, then sleep until the mediator signals the completion (replaces --spin/--yield/--max-sleep where the endpoint wakes guests)")
-	f.BoolVar(&g.poll.NoWake, "no-wake", false, "process guest: poll for completions (--spin, --yield, --max-sleep) even where the endpoint would wake the guest")
+	f.DurationVar(&g.poll.WakeSpin, "wake-spin", g.poll.WakeSpin, "busy-poll this long, then sleep until the mediator signals the completion (replaces --spin/--yield/--max-sleep where the host wakes guests: process guests, and VMs whose device is bound to vfio-pci)")
+	f.BoolVar(&g.poll.NoWake, "no-wake", false, "poll for completions (--spin, --yield, --max-sleep) even where the host would wake the guest")
 	root.AddCommand(newInfoCmd(g), newRunCmd(g), newServeCmd(g), newFSCmd(g), newContextCmd(g), newFastcallCmd(g))
 	return root
 }
@@ -91,7 +93,7 @@ func (g *globals) open(ctx context.Context) (*sdk.Device, error) {
 		if g.device != deviceAuto {
 			opts.Address = g.device
 		}
-		t, err = pci.Open(opts)
+		t, err = openDevice(opts)
 	default:
 		return nil, errors.New("no region to open: give --endpoint SOCKET (process guest) or --device (in a VM)")
 	}
@@ -104,6 +106,23 @@ func (g *globals) open(ctx context.Context) (*sdk.Device, error) {
 		return nil, fmt.Errorf("opening region: %w", err)
 	}
 	return d, nil
+}
+
+// noInterrupts says once per process that the device's waiters poll.
+var noInterrupts sync.Once
+
+// openDevice opens the ivshmem device through VFIO, whose MSI-X vectors
+// wake waiters, or else through sysfs, and then its waiters poll.
+func openDevice(opts pci.Options) (sdk.Transport, error) {
+	w, err := pci.OpenVFIO(opts)
+	if err == nil {
+		return w, nil
+	}
+	if !errors.Is(err, pci.ErrNoInterrupts) {
+		return nil, err
+	}
+	noInterrupts.Do(func() { fmt.Fprintf(os.Stderr, "sluice-agent: polling for completions: %v\n", err) })
+	return pci.Open(opts)
 }
 
 // peerID is this guest's peer id where the transport knows it.

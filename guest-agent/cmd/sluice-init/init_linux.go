@@ -16,8 +16,8 @@ import (
 
 // Where the image keeps the kernel modules init loads: the ACPI power button
 // and the input event interface, so that a host's "powerdown" (QMP
-// system_powerdown, virsh shutdown) stops the guest cleanly, and virtio-pci
-// and 9p, for the volume.
+// system_powerdown, virsh shutdown) stops the guest cleanly, virtio-pci
+// and 9p, for the volume, and vfio-pci, for the ivshmem device's interrupts.
 const moduleDir = "/lib/sluice-modules"
 
 // stopGrace is how long the agent gets to finish after the power button.
@@ -37,6 +37,7 @@ func run() int {
 		}
 	}
 	loadModules(moduleDir)
+	bindVFIO()
 	mountVolume()
 	cmdline, err := os.ReadFile("/proc/cmdline")
 	if err != nil {

@@ -15,6 +15,13 @@
 // virtio-9p device tagged sluice-volume, with 9p2000.L and cache=none so that
 // what the host side writes is seen at once. A guest without the device
 // boots on without /volume.
+//
+// It also hands each ivshmem device present at boot to vfio-pci
+// (driver_override, drivers_probe), so that the agent takes the device's
+// MSI-X vectors as eventfds and sleeps until the mediator signals a
+// completion. That needs an IOMMU in the guest (sluicectl vm start --iommu):
+// Debian's kernel has no VFIO no-IOMMU mode. Without one the device stays
+// unbound and the agent polls.
 // The power button (ACPI, from QMP system_powerdown or virsh shutdown) sends
 // the agent SIGTERM and powers off once it has exited (or after 10 s).
 // Outside a guest (not PID 1) sluice-init refuses to run: it would power the
@@ -63,8 +70,10 @@ const usage = `usage: sluice-init (as /init of the guest image, PID 1)
        sluice-init --version
 
 Mounts /proc, /sys and /dev and the VM's volume (9p tag sluice-volume) at
-/volume where the guest has one, runs /sbin/sluice-agent with the words of the
-kernel parameter sluice.agent (comma-separated; default: --device,info), prints
+/volume where the guest has one, binds the ivshmem devices to vfio-pci where
+the guest has an IOMMU (the agent then takes completions as interrupts), runs
+/sbin/sluice-agent with the words of the kernel parameter sluice.agent
+(comma-separated; default: --device,info), prints
 "sluice-init: agent exited with status N" on the console and powers off. The
 guest's power button stops the agent (SIGTERM) first.`
 

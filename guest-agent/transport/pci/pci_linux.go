@@ -71,6 +71,7 @@ func readHex(path string) (uint64, error) {
 // Options selects a device. Address wins over Index when set.
 type Options struct {
 	SysfsRoot string // DefaultSysfsRoot when empty
+	DevRoot   string // DefaultDevRoot when empty (OpenVFIO)
 	Address   string // PCI address; a short form without the domain ("00:04.0") is accepted
 	Index     int    // position in Find's order
 	// Wait is how long Open looks again for a device that is not there
@@ -114,19 +115,17 @@ func addresses(devs []Device) string {
 type Transport struct {
 	dev    Device
 	bar0   []byte
-	regs   *shm.Region
+	regs   *shm.Region // nil through VFIO where it does not map BAR0: vfio's pread/pwrite then
 	region []byte
+	vfio   *vfioDevice // nil: opened through sysfs
+	bar0i  vfioRegionInfo
 }
 
 var _ sdk.Transport = (*Transport)(nil)
 
 // Open finds, enables and maps the device opts selects.
 func Open(opts Options) (*Transport, error) {
-	root := opts.SysfsRoot
-	if root == "" {
-		root = DefaultSysfsRoot
-	}
-	dev, err := find(root, opts)
+	dev, err := find(opts.sysfs(), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -147,6 +146,13 @@ func Open(opts Options) (*Transport, error) {
 		return nil, err
 	}
 	return &Transport{dev: dev, bar0: bar0, regs: shm.New(bar0), region: region}, nil
+}
+
+func (o Options) sysfs() string {
+	if o.SysfsRoot == "" {
+		return DefaultSysfsRoot
+	}
+	return o.SysfsRoot
 }
 
 // find selects the device opts names, looking again every findPoll for up
@@ -245,7 +251,13 @@ func (t *Transport) Device() Device { return t.dev }
 func (t *Transport) Region() []byte { return t.region }
 
 // ID is this guest's ivshmem peer id (the IVPosition register).
-func (t *Transport) ID() uint16 { return uint16(t.regs.Load32(RegIVPosition)) }
+func (t *Transport) ID() uint16 {
+	if t.regs == nil && t.vfio != nil {
+		v, _ := t.vfio.reg32(t.bar0i, RegIVPosition)
+		return uint16(v)
+	}
+	return uint16(t.regs.Load32(RegIVPosition))
+}
 
 // Doorbell writes (hostPeer << 16) | vector to the Doorbell register in one
 // 32-bit store: KVM's ioeventfd matches exactly that value and signals the
@@ -254,19 +266,31 @@ func (t *Transport) Doorbell(hostPeer uint16, vector int) error {
 	if vector < 0 || vector > 0xff {
 		return fmt.Errorf("doorbell vector %d: QEMU takes 0..255", vector)
 	}
-	if t.regs == nil {
+	v := uint32(hostPeer)<<16 | uint32(vector)
+	switch {
+	case t.regs != nil:
+		t.regs.Store32(RegDoorbell, v)
+	case t.vfio != nil:
+		if err := t.vfio.setReg32(t.bar0i, RegDoorbell, v); err != nil {
+			return fmt.Errorf("doorbell through VFIO: %w", err)
+		}
+	default:
 		return errors.New("doorbell on a closed ivshmem device")
 	}
-	t.regs.Store32(RegDoorbell, uint32(hostPeer)<<16|uint32(vector))
 	return nil
 }
 
-// Close unmaps both BARs.
+// Close unmaps both BARs and, through VFIO, releases the device.
 func (t *Transport) Close() error {
-	if t.region == nil {
-		return nil
+	var errs []error
+	for _, b := range [][]byte{t.region, t.bar0} {
+		if b != nil {
+			errs = append(errs, shm.Unmap(b))
+		}
 	}
-	err := errors.Join(shm.Unmap(t.region), shm.Unmap(t.bar0))
-	t.region, t.bar0, t.regs = nil, nil, nil
-	return err
+	if t.vfio != nil {
+		errs = append(errs, t.vfio.close())
+	}
+	t.region, t.bar0, t.regs, t.vfio = nil, nil, nil, nil
+	return errors.Join(errs...)
 }
