@@ -52,7 +52,7 @@ declare -A kernel_us=([short]=100 [long]=1000)
 for vm in "${vms[@]}"; do
   ep=$(ctl vm create "$vm" --weight 1 --channels 1)
   declare "ep_$vm=$ep"
-  echo "== vm $vm: endpoint $ep (sluice-agent run throttle --kernel-us ${kernel_us[$vm]}: kernels back to back)"
+  echo "== vm $vm: endpoint $ep (sluice-agent run throttle --kernel ${kernel_us[$vm]}us: kernels back to back)"
 done
 
 # phase POLICY: switch to POLICY, run both guests for phase_s seconds and
@@ -73,7 +73,7 @@ phase() {
   t0=$(date +%s%N)
   for vm in "${vms[@]}"; do
     ep=ep_$vm
-    "$BIN/sluice-agent" --endpoint "${!ep}" run throttle --kernel-us "${kernel_us[$vm]}" \
+    "$BIN/sluice-agent" --endpoint "${!ep}" run throttle --kernel "${kernel_us[$vm]}us" \
       --duration "${phase_s}s" --json >"$dir/$vm.$policy.json" 2>"$dir/$vm.$policy.err" &
     pids+=($!)
   done

@@ -75,7 +75,7 @@ var _ = Describe("a fleet's usage through crashes", Label("process"), func() {
 				procs := map[string]*framework.Proc{}
 				for name, h := range on {
 					ep := hosts[h].GetVM(name).Endpoint
-					procs[name] = hosts[h].StartAgent(ep, "run", "throttle", "--kernel-us", "2000", "--depth", "8",
+					procs[name] = hosts[h].StartAgent(ep, "run", "throttle", "--kernel", "2ms", "--depth", "8",
 						"--duration", d.String(), "--json")
 				}
 				if during != nil {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/hostapi"
@@ -42,7 +41,7 @@ var _ = Describe("Fair shares", Label("process"), func() {
 			before := d.Stats()
 			procs := map[string]*framework.Proc{}
 			for name, k := range kernels {
-				procs[name] = d.StartAgent(endpoints[name], "run", "throttle", "--kernel-us", strconv.FormatInt(k.Microseconds(), 10),
+				procs[name] = d.StartAgent(endpoints[name], "run", "throttle", "--kernel", k.String(),
 					"--duration", dur.String(), "--json")
 			}
 			from, to := before, before

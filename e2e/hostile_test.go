@@ -68,7 +68,7 @@ func besideHostile(d *framework.Daemon, normal hostapi.VM) fairness {
 	Eventually(func() uint64 { return vmStats(d.Stats(), "hostile").Usage.GPUNs }).
 		WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).ShouldNot(BeZero(), "the hostile VM should be running")
 	before := d.Stats()
-	r := d.Agent(normal.Endpoint, "run", "throttle", "--kernel-us", strconv.FormatInt(normalKernel.Microseconds(), 10),
+	r := d.Agent(normal.Endpoint, "run", "throttle", "--kernel", normalKernel.String(),
 		"--depth", strconv.Itoa(normalDepth), "--duration", normalRun.String(), "--json")
 	after := d.Stats()
 	f := fairness{normal: framework.Decode[framework.ThrottleResult](r), hostileStats: vmStats(after, "hostile")}
@@ -150,7 +150,7 @@ var _ = Describe("Hostile guests", Label("process", "hostile"), func() {
 	// measured 30-44%: the spec stays on turns.
 	It("keeps the GPU fair against deep queues of long kernels on every channel", func() {
 		setupWith(turns)
-		procs := startHostile(d, hostile, nil, "run", "throttle", "--kernel-us", "10000", "--depth", "256",
+		procs := startHostile(d, hostile, nil, "run", "throttle", "--kernel", "10ms", "--depth", "256",
 			"--duration", hostileRun.String(), "--json")
 		f := besideHostile(d, normal)
 		stopAll(procs)
@@ -178,11 +178,11 @@ var _ = Describe("Hostile guests", Label("process", "hostile"), func() {
 		setupWith(turns)
 		limit := time.Duration(hostile.MaxCommandNs)
 		Expect(limit).To(BeNumerically(">", 0))
-		r := d.Agent(hostile.Endpoint, "run", "throttle", "--kernel-us", strconv.FormatInt((10*limit).Microseconds(), 10),
+		r := d.Agent(hostile.Endpoint, "run", "throttle", "--kernel", (10 * limit).String(),
 			"--kernels", "1", "--json")
 		Expect(r.ExitCode).NotTo(BeZero(), "a THROTTLE ten times the longest command: %s", r)
 		Expect(r.Stderr).To(ContainSubstring("too long"))
-		procs := startHostile(d, hostile, nil, "run", "throttle", "--kernel-us", strconv.FormatInt(limit.Microseconds(), 10),
+		procs := startHostile(d, hostile, nil, "run", "throttle", "--kernel", limit.String(),
 			"--depth", "4", "--duration", hostileRun.String(), "--json")
 		f := besideHostile(d, normal)
 		stopAll(procs)

@@ -39,13 +39,13 @@ var _ = Describe("QEMU guests", Label("qemu"), func() {
 		Expect(u.Errors).To(BeZero())
 
 		before := d.Usage("vm1")
-		res := framework.Decode[framework.ThrottleResult](g.Exec("throttle", "--kernel-us", "100", "--kernels", "500", "--json"))
+		res := framework.Decode[framework.ThrottleResult](g.Exec("throttle", "--kernel", "100us", "--kernels", "500", "--json"))
 		Expect(res.Kernels).To(Equal(uint64(500)))
 		after := d.Usage("vm1")
 		Expect(after.Kernels - before.Kernels).To(Equal(uint64(500)))
 		Expect(after.GPUNs-before.GPUNs).To(Equal(res.SubmittedGPUNs), "the mediator accounts the guest's kernels exactly")
 
-		bad := g.Exec("run", "throttle", "--kernel-us", "-1")
+		bad := g.Exec("run", "throttle", "--kernel", "-1us")
 		Expect(bad.ExitCode).To(Equal(1), "the agent's exit status comes back through vm exec")
 		Expect(bad.Stderr).To(ContainSubstring("sluice-agent:"))
 
@@ -60,7 +60,7 @@ var _ = Describe("QEMU guests", Label("qemu"), func() {
 		var vm hostapi.VM
 		d.CtlJSON(&vm, "vm", "get", "hot", "--json")
 		Expect(vm.Peers).To(Equal(1), "the hot-plugged device joined the endpoint")
-		res := framework.Decode[framework.ThrottleResult](g.Exec("throttle", "--kernel-us", "50", "--kernels", "200", "--json"))
+		res := framework.Decode[framework.ThrottleResult](g.Exec("throttle", "--kernel", "50us", "--kernels", "200", "--json"))
 		Expect(res.Kernels).To(Equal(uint64(200)))
 		Expect(d.Usage("hot").Kernels).To(Equal(uint64(200)))
 	})
@@ -71,10 +71,10 @@ var _ = Describe("QEMU guests", Label("qemu"), func() {
 		// saturates the GPU despite the completion latency of a TCG guest
 		// (with 15 ms the short guest's share varied 45-50%).
 		type guest struct {
-			name, kernelUs, depth string
-			g                     *framework.Guest
+			name, kernel, depth string
+			g                   *framework.Guest
 		}
-		guests := []*guest{{name: "short", kernelUs: "100", depth: "256"}, {name: "long", kernelUs: "1000", depth: "32"}}
+		guests := []*guest{{name: "short", kernel: "100us", depth: "256"}, {name: "long", kernel: "1ms", depth: "32"}}
 		for _, gu := range guests {
 			gu.g = d.StartGuest(gu.name)
 		}
@@ -87,7 +87,7 @@ var _ = Describe("QEMU guests", Label("qemu"), func() {
 			}
 			procs := map[string]*framework.Proc{}
 			for _, gu := range guests {
-				procs[gu.name] = gu.g.StartExec("throttle", "--kernel-us", gu.kernelUs, "--depth", gu.depth,
+				procs[gu.name] = gu.g.StartExec("throttle", "--kernel", gu.kernel, "--depth", gu.depth,
 					"--duration", dur.String(), "--json")
 			}
 			used := map[string]float64{}

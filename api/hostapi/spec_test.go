@@ -23,7 +23,7 @@ import (
 // specTypes are the Go types openapi.yaml describes, each under its Go name
 // in components/schemas.
 var specTypes = []any{Version{}, CreateVMRequest{}, UpdateVMRequest{}, PolicyState{}, VM{}, Usage{}, ChannelStats{},
-	VMStats{}, Stats{}, Error{}, SyscallStats{}, Histogram{}}
+	VMStats{}, Stats{}, Error{}, SyscallStats{}, Histogram{}, PeerRefusals{}}
 
 // specRoutes is what every route takes and answers. body is a schema name,
 // "[]Name" for an array of it, "text" for text/plain, "" for no body.

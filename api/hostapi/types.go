@@ -58,6 +58,13 @@ type CreateVMRequest struct {
 	// the daemon's (sluiced --max-command), which it follows when that
 	// changes.
 	MaxCommandNs int64 `json:"max_command_ns,omitempty"`
+	// Owner is the user whose processes may open the VM's endpoint (its
+	// QEMU's, or a process guest's), besides root and the daemon's own
+	// user: "UID" or "UID:GID", numbers or names the daemon resolves on its
+	// host ("libvirt-qemu:kvm"); with a GID the peer's gid must match too.
+	// Default none: only root and the daemon's user. The daemon keeps it
+	// in numbers (VM.Owner).
+	Owner string `json:"owner,omitempty"`
 }
 
 // The range of a VM's longest command (max_command_ns, sluiced
@@ -133,6 +140,11 @@ type VM struct {
 	EstimateNs       int64  `json:"estimate_ns"`
 	BudgetStalls     uint64 `json:"budget_stalls"`
 	Endpoint         string `json:"endpoint"`         // ivshmem server socket for QEMU or a process guest
+	// Owner is who besides root and the daemon's user may open the
+	// endpoint, "UID" or "UID:GID" ("": nobody else); RefusedPeers counts
+	// the connections refused since the endpoint started.
+	Owner        string       `json:"owner,omitempty"`
+	RefusedPeers PeerRefusals `json:"refused_peers"`
 	Volume           string `json:"volume,omitempty"` // the VM's system-call root, shared with its guest over 9p
 	// Syscalls is the VM's GPU system calls (nil: the VM serves none).
 	Syscalls *SyscallStats `json:"syscalls,omitempty"`
@@ -140,6 +152,21 @@ type VM struct {
 	State    string        `json:"state"`
 	Peers    int           `json:"peers"`
 	Created  time.Time     `json:"created"`
+
+	// DoorbellsLimited counts the doorbells the VM's guests rang while the
+	// vector was muted for ringing over the daemon's doorbell limit (they
+	// were taken in one read per mute, their commands forwarded all the
+	// same), since the endpoint started.
+	DoorbellsLimited uint64 `json:"doorbells_limited"`
+}
+
+// PeerRefusals counts the connections to a VM's endpoint closed before they
+// joined, by why.
+type PeerRefusals struct {
+	Foreign     uint64 `json:"foreign"`      // from a user that may not open it (CreateVMRequest.Owner)
+	NoHandshake uint64 `json:"no_handshake"` // did not read the handshake in time, or gave up their slot unread
+	Full        uint64 `json:"full"`         // every peer slot held by a guest that joined
+	Other       uint64 `json:"other"`        // the connection failed during the handshake
 }
 
 // Usage is a VM's cumulative use of the GPU. It is billing data: it survives

@@ -82,5 +82,5 @@ func (d *Daemon) Throttle(endpoint string, kernel time.Duration, n int) Throttle
 
 // ThrottleArgs is the agent command line for n kernels of kernel each.
 func ThrottleArgs(kernel time.Duration, n int) []string {
-	return []string{"run", "throttle", "--kernel-us", itoa(kernel.Microseconds()), "--kernels", itoa(int64(n)), "--json"}
+	return []string{"run", "throttle", "--kernel", kernel.String(), "--kernels", itoa(int64(n)), "--json"}
 }

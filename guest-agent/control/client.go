@@ -100,7 +100,7 @@ func (c *Client) send(m Message) error {
 }
 
 // Exec runs an agent command line in the guest (e.g. run throttle
-// --kernel-us 100 --json) and returns its response: exit status, stdout,
+// --kernel 100us --json) and returns its response: exit status, stdout,
 // stderr. The guest runs one request at a time.
 func (c *Client) Exec(ctx context.Context, args ...string) (Message, error) {
 	c.nextID++

@@ -246,7 +246,7 @@ own ("sluice-agent --help" in the guest image): workloads run on the guest's
 ivshmem device. A "run" may leave out the word run: "vm exec web -- throttle
 ..." is "vm exec web -- run throttle ...".`,
 		Example: `  sluicectl vm exec web -- info
-  sluicectl vm exec web -- throttle --kernel-us 100 --depth 32 --duration 10s --json
+  sluicectl vm exec web -- throttle --kernel 100us --depth 32 --duration 10s --json
   sluicectl vm exec web -- run latency --count 10000 --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {

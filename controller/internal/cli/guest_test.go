@@ -74,8 +74,8 @@ func TestVMExec(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	got := runCLI(ctx, nil, false, "vm", "exec", "web", "--run-dir", base, "--", "throttle", "--kernel-us", "100")
-	if got.stdout != "run throttle --kernel-us 100\n" || got.stderr != "agent complains\n" || got.code != 3 {
+	got := runCLI(ctx, nil, false, "vm", "exec", "web", "--run-dir", base, "--", "throttle", "--kernel", "100us")
+	if got.stdout != "run throttle --kernel 100us\n" || got.stderr != "agent complains\n" || got.code != 3 {
 		t.Errorf("vm exec: %+v", got)
 	}
 }

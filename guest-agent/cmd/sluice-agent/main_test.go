@@ -126,7 +126,7 @@ func TestRunLatency(t *testing.T) {
 func TestRunThrottle(t *testing.T) {
 	sock := endpoint(t, sdktest.Config{})
 	// --kernels alone bounds the run, not the default duration.
-	out, err := agent(t, "--endpoint", sock, "run", "throttle", "--kernel-us", "20", "--sleep-us", "10", "--kernels", "7", "--json")
+	out, err := agent(t, "--endpoint", sock, "run", "throttle", "--kernel", "20us", "--sleep", "10us", "--kernels", "7", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestRunThrottle(t *testing.T) {
 	if res.Kernels != 7 || res.SubmittedGPUNs != 7*20000 {
 		t.Errorf("result %+v", res)
 	}
-	out, err = agent(t, "--endpoint", sock, "run", "throttle", "--kernel-us", "10", "--duration", "5ms")
+	out, err = agent(t, "--endpoint", sock, "run", "throttle", "--kernel", "10us", "--duration", "5ms")
 	if err != nil || !strings.Contains(out, "turnaround p50") {
 		t.Errorf("human throttle output %q, %v", out, err)
 	}
@@ -161,7 +161,10 @@ func TestErrors(t *testing.T) {
 		{"fewer vectors", []string{"--endpoint", sock, "--vectors", "4", "info"}, "joining endpoint with 4 vectors", nil},
 		{"more vectors", []string{"--endpoint", sock, "--vectors", "8", "--connect-timeout", "50ms", "info"}, "joining endpoint with 8 vectors timed out", context.DeadlineExceeded},
 		{"channel", []string{"--endpoint", sock, "run", "latency", "--channel", "9"}, "channel 9", sdk.ErrRange},
-		{"bad kernel", []string{"--endpoint", sock, "run", "throttle", "--kernel-us", "0"}, "must be positive", nil},
+		{"bad kernel", []string{"--endpoint", sock, "run", "throttle", "--kernel", "0s"}, "must be positive", nil},
+		{"kernel without unit", []string{"--endpoint", sock, "run", "throttle", "--kernel", "100"}, `invalid argument "100" for "--kernel" flag`, nil},
+		{"old kernel flag", []string{"--endpoint", sock, "run", "throttle", "--kernel-us", "100"}, "replaced by --kernel (a duration such as 100us)", nil},
+		{"old sleep flag", []string{"--endpoint", sock, "run", "throttle", "--sleep-us", "100"}, "replaced by --sleep", nil},
 		{"too long", []string{"--endpoint", tooLong, "run", "throttle", "--kernels", "1"}, "too long", abi.ErrTooLong},
 		{"no device", []string{"--device", "--sysfs", t.TempDir(), "info"}, "PCI devices", nil},
 		{"extra arg", []string{"--endpoint", sock, "info", "x"}, "unknown command", nil},
@@ -253,5 +256,20 @@ func TestVersionFlag(t *testing.T) {
 	out, err := agent(t, "--version")
 	if err != nil || out != "sluice-agent "+version+"\n" {
 		t.Fatalf("--version: %q, %v", out, err)
+	}
+}
+
+func TestThrottleHelp(t *testing.T) {
+	out, err := agent(t, "run", "throttle", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--kernel duration", "--sleep duration", "(default 1ms)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run throttle --help lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "kernel-us") || strings.Contains(out, "sleep-us") {
+		t.Errorf("run throttle --help shows the old flags:\n%s", out)
 	}
 }

@@ -44,7 +44,7 @@ Choose how to reach the region:
   --device[=ADDR]     device mode, inside a VM: use the ivshmem PCI device
                       (the first one, or the one at PCI address ADDR)`,
 		Example: `  sluice-agent --endpoint /run/sluice/vm1.sock info
-  sluice-agent --endpoint /run/sluice/vm1.sock run throttle --kernel-us 1000 --sleep-us 500 --duration 10s
+  sluice-agent --endpoint /run/sluice/vm1.sock run throttle --kernel 1ms --sleep 500us --duration 10s
   sluice-agent --device run latency --count 10000 --json`,
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-gpu/sluice/guest-agent/sdk"
 	"github.com/sluice-gpu/sluice/guest-agent/workload"
+	"github.com/sluice-gpu/sluice/internal/cmdline"
 )
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -57,26 +58,26 @@ func withChannel[R any](cmd *cobra.Command, g *globals, f *channelFlags, run fun
 
 func newThrottleCmd(g *globals) *cobra.Command {
 	var (
-		f                 channelFlags
-		kernelUs, sleepUs int64
-		cfg               workload.ThrottleConfig
+		f   channelFlags
+		cfg workload.ThrottleConfig
 	)
 	cmd := &cobra.Command{
 		Use:   "throttle",
-		Short: "LoGA's throttle benchmark: spin kernels of N µs with M µs sleeps between them",
-		Long: `Repeat: submit a THROTTLE kernel of --kernel-us µs, wait for its completion,
-sleep --sleep-us µs; until --duration has elapsed or --kernels kernels have
-completed. Reports each kernel's turnaround (submit to completion observed).
+		Short: "LoGA's throttle benchmark: spin kernels of --kernel with --sleep between them",
+		Long: `Repeat: submit a THROTTLE kernel of --kernel, wait for its completion, sleep
+--sleep; until --duration has elapsed or --kernels kernels have completed.
+Reports each kernel's turnaround (submit to completion observed). Durations
+are Go durations: 100us, 1ms, 10s.
 
-Kernels back to back (--sleep-us 0) are kept --inflight of GPU time deep
+Kernels back to back (--sleep 0) are kept --inflight of GPU time deep
 (20ms: 200 kernels of 100 µs, 20 of 1 ms; at most the ring's entries), so
 that the GPU stays busy although the guest sees each completion late;
 --depth N keeps N kernels in flight instead (--depth 1 waits for each, as
-LoGA's throttle does, and is the default with --sleep-us).`,
+LoGA's throttle does, and is the default with --sleep).`,
+		Example: `  sluice-agent --endpoint /run/sluice/vm1.sock run throttle --kernel 100us --sleep 50us --duration 5s
+  sluice-agent --device run throttle --kernel 1ms --kernels 1000 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg.Kernel = time.Duration(kernelUs) * time.Microsecond
-			cfg.Sleep = time.Duration(sleepUs) * time.Microsecond
 			if cmd.Flags().Changed("kernels") && !cmd.Flags().Changed("duration") {
 				cfg.Duration = 0 // a count alone bounds the run
 			}
@@ -90,12 +91,14 @@ LoGA's throttle does, and is the default with --sleep-us).`,
 	}
 	f.add(cmd)
 	fl := cmd.Flags()
-	fl.Int64Var(&kernelUs, "kernel-us", 1000, "length of each throttle kernel in µs")
-	fl.Int64Var(&sleepUs, "sleep-us", 0, "sleep between a completion and the next kernel in µs")
+	fl.DurationVar(&cfg.Kernel, "kernel", time.Millisecond, "length of each throttle kernel")
+	fl.DurationVar(&cfg.Sleep, "sleep", 0, "sleep between a completion and the next kernel")
+	cmdline.Renamed(fl, "kernel-us", "kernel", "a duration such as 100us")
+	cmdline.Renamed(fl, "sleep-us", "sleep", "a duration such as 50us")
 	fl.DurationVar(&cfg.Duration, "duration", 10*time.Second, "stop after this long; 0: no time limit (as when only --kernels is given)")
 	fl.IntVar(&cfg.Kernels, "kernels", 0, "stop after this many completed kernels (0: no count limit)")
-	fl.IntVar(&cfg.Depth, "depth", 0, "kernels kept in flight (0: --inflight's worth, or 1 with --sleep-us; 1: wait for each, as LoGA's throttle does)")
-	fl.DurationVar(&cfg.InFlight, "inflight", workload.DefaultInFlight, "GPU time kept in flight with --depth 0 and --sleep-us 0")
+	fl.IntVar(&cfg.Depth, "depth", 0, "kernels kept in flight (0: --inflight's worth, or 1 with --sleep; 1: wait for each, as LoGA's throttle does)")
+	fl.DurationVar(&cfg.InFlight, "inflight", workload.DefaultInFlight, "GPU time kept in flight with --depth 0 and --sleep 0")
 	fl.IntVar(&cfg.MaxErrors, "max-errors", 0, "failed kernels tolerated (each followed by a channel reset)")
 	return cmd
 }

@@ -60,7 +60,7 @@ func TestServe(t *testing.T) {
 		t.Fatalf("latency result %q: %v", resp.Stdout, err)
 	}
 
-	send(control.Message{Kind: control.KindRequest, ID: 2, Args: []string{"run", "throttle", "--kernel-us", "-5"}})
+	send(control.Message{Kind: control.KindRequest, ID: 2, Args: []string{"run", "throttle", "--kernel", "-5us"}})
 	if resp := next(); resp.ID != 2 || resp.Exit != 1 || !strings.Contains(resp.Stderr, "sluice-agent: ") {
 		t.Fatalf("bad request's response %+v", resp)
 	}

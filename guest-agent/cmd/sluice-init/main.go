@@ -6,7 +6,7 @@
 // The agent's arguments come from the kernel parameter sluice.agent, words
 // separated by commas (the kernel command line has no portable quoting):
 //
-//	sluice.agent=--device,auto,run,throttle,--kernel-us,100,--duration,5s
+//	sluice.agent=--device,auto,run,throttle,--kernel,100us,--duration,5s
 //
 // Without it the agent runs "--device info" (prints the region's header).
 //

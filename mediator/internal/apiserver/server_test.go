@@ -65,9 +65,9 @@ func TestRoutes(t *testing.T) {
 	}{
 		{"version", "GET", "/v1/version", "", 200, f.version, "Version"},
 		{"list empty", "GET", "/v1/vms", "", 200, []hostapi.VM{}, "ListVMs"},
-		{"create", "POST", "/v1/vms", `{"name":"a b","weight":2}`, 201, vm("a b", 2), "CreateVM {Name:a b Weight:2 Cap:0 Channels:0 RingEntries:0 RegionSize:0 Volume: NetNS: Cgroup: Memory:0 MaxCommandNs:0}"},
-		{"create all fields", "POST", "/v1/vms", `{"name":"c","weight":1,"cap":0.5,"channels":2,"ring_entries":64,"region_size":1048576,"memory":8589934592,"max_command_ns":250000000}` + "\n",
-			201, vmC, "CreateVM {Name:c Weight:1 Cap:0.5 Channels:2 RingEntries:64 RegionSize:1048576 Volume: NetNS: Cgroup: Memory:8589934592 MaxCommandNs:250000000}"},
+		{"create", "POST", "/v1/vms", `{"name":"a b","weight":2}`, 201, vm("a b", 2), "CreateVM {Name:a b Weight:2 Cap:0 Channels:0 RingEntries:0 RegionSize:0 Volume: NetNS: Cgroup: Memory:0 MaxCommandNs:0 Owner:}"},
+		{"create all fields", "POST", "/v1/vms", `{"name":"c","weight":1,"cap":0.5,"channels":2,"ring_entries":64,"region_size":1048576,"memory":8589934592,"max_command_ns":250000000,"owner":"libvirt-qemu:kvm"}` + "\n",
+			201, vmC, "CreateVM {Name:c Weight:1 Cap:0.5 Channels:2 RingEntries:64 RegionSize:1048576 Volume: NetNS: Cgroup: Memory:8589934592 MaxCommandNs:250000000 Owner:libvirt-qemu:kvm}"},
 		{"list", "GET", "/v1/vms", "", 200, []hostapi.VM{vm("a b", 2), vmC}, "ListVMs"},
 		{"get escaped name", "GET", "/v1/vms/a%20b", "", 200, vm("a b", 2), "GetVM a b"},
 		{"update weight", "PATCH", "/v1/vms/a%20b", `{"weight":5}`, 200, vm("a b", 5), "UpdateVM a b weight=5 cap=-"},

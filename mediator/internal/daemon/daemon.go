@@ -226,6 +226,11 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 		}
 		limits.MaxThrottleNs = uint64(ns)
 	}
+	owners, err := resolveOwner(req.Owner)
+	if err != nil {
+		return hostapi.VM{}, fmt.Errorf("vm %q: %w", req.Name, err)
+	}
+	req.Owner = ownerString(owners) // kept in numbers: names are this host's
 	if err := d.prepareVolume(&req); err != nil {
 		return hostapi.VM{}, err
 	}
@@ -254,6 +259,7 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 		SocketMode:  os.FileMode(d.cfg.SocketMode),
 		Epoch:       d.epoch,
 		MaxPeers:    d.cfg.MaxPeers,
+		Owners:      owners,
 		StartProxy:  d.proxyStarter(req, id),
 		Syscalls:    d.cfg.Syscalls,
 		GPUBaseNs:   base.GPUNs,

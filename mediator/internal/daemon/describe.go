@@ -6,6 +6,7 @@ import (
 	channelpkg "github.com/sluice-gpu/sluice/mediator/internal/channel"
 	"github.com/sluice-gpu/sluice/mediator/internal/syscalls"
 	"github.com/sluice-gpu/sluice/mediator/internal/usage"
+	"github.com/sluice-gpu/sluice/mediator/internal/vm"
 )
 
 // usage is the VM's ledger base plus what this endpoint has counted.
@@ -48,13 +49,21 @@ func describe(e *entry) hostapi.VM {
 		EstimateNs:       budget.EstimateNs,
 		BudgetStalls:     budget.Stalls,
 
-		Endpoint: c.Socket,
-		Volume:   e.req.Volume,
-		Vectors:  abi.Vectors(int(c.Layout.Channels)),
-		State:    state,
-		Peers:    peers,
-		Created:  e.vm.Created(),
+		Endpoint:     c.Socket,
+		Owner:        e.req.Owner,
+		RefusedPeers: refusals(e.vm.Refusals()),
+		Volume:       e.req.Volume,
+		Vectors:      abi.Vectors(int(c.Layout.Channels)),
+		State:        state,
+		Peers:        peers,
+		Created:      e.vm.Created(),
+
+		DoorbellsLimited: e.vm.DoorbellsLimited(),
 	}
+}
+
+func refusals(r vm.Refusals) hostapi.PeerRefusals {
+	return hostapi.PeerRefusals{Foreign: r.Foreign, NoHandshake: r.NoHandshake, Full: r.Full, Other: r.Other}
 }
 
 func toUsage(name string, r usage.Record) hostapi.Usage {

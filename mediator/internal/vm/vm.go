@@ -34,6 +34,12 @@ type Config struct {
 	SocketMode os.FileMode // 0 means 0660
 	Epoch      uint64      // the mediator's epoch, published in the header
 	MaxPeers   int         // guest peers allowed on the socket (0: the server's default)
+	// Owners may open the endpoint besides root and the daemon's own user
+	// (the uid of the VM's QEMU); HandshakeTimeout is how long a new peer
+	// has to read its handshake (0: the server's default). Refusals counts
+	// the others.
+	Owners           []ivshmem.Owner
+	HandshakeTimeout time.Duration
 	// StartProxy starts the VM's syscall proxy; nil, or a layout without
 	// syscall slots, leaves the syscall area unserved (FeatureSyscalls off).
 	StartProxy ProxyStarter
@@ -88,6 +94,7 @@ type VM struct {
 
 	doorbells atomic.Uint64 // every doorbell, on any vector
 	other     atomic.Uint64 // doorbells on the syscall and control vectors
+	refusals  refusals      // endpoint.go
 }
 
 // New creates the region, attaches the VM to the backend and starts
@@ -166,6 +173,11 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		Vectors:    abi.Vectors(int(l.Channels)),
 		MaxPeers:   cfg.MaxPeers,
 		OnDoorbell: v.doorbell,
+		// Only the VM's owner may connect, and must read its handshake
+		// in time (endpoint.go).
+		Owners:           cfg.Owners,
+		HandshakeTimeout: cfg.HandshakeTimeout,
+		OnRefuse:         v.refused,
 		// A guest joining reads a header the host wrote just now: one
 		// corrupted since (by a guest of the VM) does not keep the next
 		// from joining.
