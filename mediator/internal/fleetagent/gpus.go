@@ -13,17 +13,16 @@ import (
 // MODEL:SIZE entries separated by commas, indexed in order, SIZE in bytes
 // or with a KiB, MiB, GiB or TiB suffix ("H100:80GiB,H100:80GiB").
 func ParseGPUs(s string) ([]controllerapi.GPUReport, error) {
-	var out []controllerapi.GPUReport
-	for i, e := range strings.Split(s, ",") {
-		model, size, ok := strings.Cut(strings.TrimSpace(e), ":")
-		if !ok || model == "" {
-			return nil, fmt.Errorf("GPU %d %q: want MODEL:SIZE, like H100:80GiB", i, e)
+	ds, err := ParseDeclared(s)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]controllerapi.GPUReport, len(ds))
+	for i, d := range ds {
+		if d.PCIAddress != "" {
+			return nil, fmt.Errorf("GPU %d: a PCI address is matched against sysfs: use Inventory", i)
 		}
-		n, err := parseSize(size)
-		if err != nil {
-			return nil, fmt.Errorf("GPU %d %q: %w", i, e, err)
-		}
-		out = append(out, controllerapi.GPUReport{Index: i, Model: model, MemoryBytes: n})
+		out[i] = controllerapi.GPUReport{Index: i, Model: d.Model, MemoryBytes: d.MemoryBytes}
 	}
 	return out, nil
 }
@@ -56,22 +55,7 @@ func DiscoverGPUs(root string, memoryBytes int64) ([]controllerapi.GPUReport, er
 	}
 	out := make([]controllerapi.GPUReport, 0, len(gpus))
 	for i, g := range gpus {
-		r := controllerapi.GPUReport{Index: i, Model: g.Model, MemoryBytes: memoryBytes, PciAddress: &g.Address,
-			NumaNode: g.NUMANode, IommuGroup: g.IOMMUGroup, SriovTotalvfs: g.SRIOVTotalVFs, SriovNumvfs: g.SRIOVNumVFs}
-		if g.Driver != "" {
-			r.Driver = &g.Driver
-		}
-		if len(g.VFs) > 0 {
-			vfs := make([]controllerapi.PCIVF, len(g.VFs))
-			for j, vf := range g.VFs {
-				vfs[j] = controllerapi.PCIVF{Address: vf.Address}
-				if vf.Driver != "" {
-					vfs[j].Driver = &vf.Driver
-				}
-			}
-			r.Vfs = &vfs
-		}
-		out = append(out, r)
+		out = append(out, pciReport(i, g, memoryBytes))
 	}
 	return out, nil
 }

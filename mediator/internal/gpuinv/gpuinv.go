@@ -14,6 +14,11 @@
 // board and the hypervisor (an H100 80GB's BAR1 is 128 GiB on bare metal,
 // and smaller or larger under passthrough), not the memory. The operator
 // declares it (sluiced --controller-gpu-memory, or --controller-gpus).
+//
+// Merge pairs the GPUs the daemon's backend drives (declared: a name, a
+// memory size, a PCI address where the backend knows it) with the functions
+// found here: the inventory a host reports is the declared GPUs with their
+// PCI data, and the functions that no backend drives are set apart.
 package gpuinv
 
 import (

@@ -1,57 +1,18 @@
 package gpuinv
 
 import (
-	"archive/tar"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sluice-gpu/sluice/mediator/internal/gpuinv/gpuinvtest"
 )
 
 // extract unpacks testdata/name into a temporary directory: a sysfs root.
-func extract(t *testing.T, name string) string {
-	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	root := t.TempDir()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return root
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(root, filepath.FromSlash(h.Name))
-		if !strings.HasPrefix(p, root) {
-			t.Fatalf("%s: %s leaves the tree", name, h.Name)
-		}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			err = os.MkdirAll(p, 0o755)
-		case tar.TypeSymlink:
-			err = os.Symlink(h.Linkname, p)
-		case tar.TypeReg:
-			var b []byte
-			if b, err = io.ReadAll(tr); err == nil {
-				err = os.WriteFile(p, b, 0o644)
-			}
-		default:
-			t.Fatalf("%s: %s: unexpected type %c", name, h.Name, h.Typeflag)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+func extract(t *testing.T, name string) string { return gpuinvtest.Tree(t, name) }
 
 func ip(n int) *int { return &n }
 
@@ -87,6 +48,14 @@ func TestRecordedTrees(t *testing.T) {
 				SRIOVTotalVFs: ip(4), SRIOVNumVFs: ip(0), VFs: nil,
 			},
 		}},
+		// The virtfn links recorded on a real SR-IOV GPU (testdata/README.md):
+		// 16 VFs, read in numeric order (ls listed virtfn10 before virtfn2),
+		// none of them listed as a GPU of its own.
+		{"tarook-sriov.tar", []GPU{{
+			Address: "0000:82:00.0", Vendor: 0x10de, Device: 0x0000, Class: 0x030200,
+			Model: "0x10de:0x0000", NUMANode: nil, Driver: "nvidia", IOMMUGroup: nil,
+			SRIOVTotalVFs: ip(16), SRIOVNumVFs: ip(16), VFs: tarookVFs(),
+		}}},
 	} {
 		t.Run(c.tree, func(t *testing.T) {
 			got, err := Discover(extract(t, c.tree))
@@ -98,6 +67,16 @@ func TestRecordedTrees(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tarookVFs are the 16 VFs of tarook-sriov.tar, as listed there.
+func tarookVFs() []VF {
+	var vfs []VF
+	for _, a := range strings.Fields(`82:00.4 82:00.5 82:00.6 82:00.7 82:01.0 82:01.1 82:01.2 82:01.3
+		82:01.4 82:01.5 82:01.6 82:01.7 82:02.0 82:02.1 82:02.2 82:02.3`) {
+		vfs = append(vfs, VF{Address: "0000:" + a, Driver: "nvidia"})
+	}
+	return vfs
 }
 
 func dump(gs []GPU) string {
