@@ -63,9 +63,7 @@ func TestRefusalsCountedAndLogged(t *testing.T) {
 	defer stuck.Close()
 	waitFor(t, "the non-reader refused", func() bool { return v.Refusals().NoHandshake == 1 })
 	line := fmt.Sprintf(`msg="guest connection refused" vm=guarded pid=%d uid=%d`, os.Getpid(), os.Geteuid())
-	if !strings.Contains(logs.String(), line) {
-		t.Fatalf("no log line with %q in:\n%s", line, logs.String())
-	}
+	waitFor(t, "a log line with "+line, func() bool { return strings.Contains(logs.String(), line) })
 
 	dial(t, v) // joins, the only slot
 	waitFor(t, "the guest joined", func() bool { return len(v.Peers()) == 1 })
