@@ -87,6 +87,18 @@ func (r *Region) Put64(off uint64, v uint64) {
 	put64(r.b, off, v)
 }
 
+// Release64 stores v at off after every earlier store of this goroutine
+// (Put64's, say) for a reader in another process or on a device that loads
+// the word first: on amd64 a plain store, which the store buffer takes
+// without waiting for the line (an atomic store or a compare-and-swap
+// waits for it and drains the buffer); elsewhere an atomic store. It is not
+// an atomic operation for Go's race detector: only for shared memory whose
+// other side is not a goroutine of this process.
+func (r *Region) Release64(off uint64, v uint64) {
+	r.check(off, 8, 8)
+	release64(r.b, off, v)
+}
+
 // check panics unless [off, off+n) is inside the region and off is a
 // multiple of align (a power of two). It is small enough to inline: every
 // access on the syscall poller's path goes through it.

@@ -23,6 +23,10 @@ func TestRegionAtomics(t *testing.T) {
 	if r.Load64(56) != 1<<50|3 {
 		t.Fatal("Put64 not read back")
 	}
+	r.Release64(40, 1<<45|9)
+	if r.Load64(40) != 1<<45|9 {
+		t.Fatal("Release64 not read back")
+	}
 	if w := r.Words64(48, 2); len(w) != 2 || w[1] != 1<<50|3 {
 		t.Fatalf("Words64 = %v", w)
 	}
@@ -37,6 +41,8 @@ func TestRegionBounds(t *testing.T) {
 		"unaligned CAS": func() { r.CompareAndSwap64(4, 0, 1) },
 		"unaligned put": func() { r.Put64(4, 1) },
 		"put past":      func() { r.Put64(64, 1) },
+		"release past":  func() { r.Release64(64, 1) },
+		"unaligned rel": func() { r.Release64(12, 1) },
 		"words past":    func() { r.Words64(32, 5) },
 		"words huge":    func() { r.Words64(0, 1<<62) },
 		"words odd":     func() { r.Words64(4, 1) },

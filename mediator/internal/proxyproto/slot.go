@@ -12,20 +12,25 @@ func CallWord(r *Request) uint32 {
 }
 
 // CompleteCall is CompleteSlot for a completer that knows the whole first
-// word of the call's slot (seq, and the call's CallWord): its first access
-// is a compare-and-swap that takes the slot's cache line for writing and
-// checks the state in one transaction (a load first fetches the line
-// shared, and the stores then fetch it again: one more transfer between
-// cores on a call's path). A slot that is not exactly as the call left it
-// goes the way of CompleteSlot.
+// word of the call's slot (seq, and the call's CallWord) and is its only
+// writer while the call is PROCESSING (the proxy, which holds the call: the
+// mediator writes a slot the proxy was given only once that proxy is gone).
+// It uses no locked instruction: one load of the word (a line that the
+// GPU's store of PROCESSING left in no core's cache comes back exclusive),
+// the result's plain stores, and FINISHED as a release store, so the
+// results of a batch go out through the store buffer back to back instead
+// of each waiting for its line. A slot that is not exactly as the call left
+// it goes the way of CompleteSlot; a guest that rewrites its slot between
+// the load and the store has its word overwritten by FINISHED, which is the
+// guest's own memory and the answer it asked for.
 func CompleteCall(area *shm.Region, slot, seq, call uint32, ret int64, errno abi.Errno) bool {
 	base := abi.SlotOff(slot)
 	w := uint64(abi.SlotWord(abi.SlotProcessing, seq)) | uint64(call)<<32
-	if !area.CompareAndSwap64(base+abi.SysState, w, w) {
+	if area.Load64(base+abi.SysState) != w {
 		return CompleteSlot(area, slot, seq, ret, errno)
 	}
-	fin := fill(area, base, seq, ret, errno)
-	return area.CompareAndSwap64(base+abi.SysState, w, fin) || CompleteSlot(area, slot, seq, ret, errno)
+	area.Release64(base+abi.SysState, fill(area, base, seq, ret, errno))
+	return true
 }
 
 // fill writes ret and errno into the slot at base and returns its
