@@ -98,6 +98,15 @@ func RenderVM(vm hostapi.VM) string {
 		{"State", clean(vm.State)},
 		{"Peers", strconv.Itoa(vm.Peers)},
 		{"Endpoint", clean(vm.Endpoint)},
+	}
+	if vm.Owner != "" {
+		fields = append(fields, [2]string{"Owner", clean(vm.Owner) + " (and root, the daemon's user)"})
+	}
+	if r := vm.RefusedPeers; r != (hostapi.PeerRefusals{}) {
+		fields = append(fields, [2]string{"Refused peers",
+			fmt.Sprintf("%d foreign, %d no handshake, %d full, %d other", r.Foreign, r.NoHandshake, r.Full, r.Other)})
+	}
+	fields = append(fields, [][2]string{
 		{"MSI vectors", strconv.Itoa(vm.Vectors)},
 		{"Channels", strconv.Itoa(vm.Channels)},
 		{"Ring entries", strconv.Itoa(vm.RingEntries)},
@@ -105,7 +114,7 @@ func RenderVM(vm hostapi.VM) string {
 		{"Heap size", sizeWithBytes(vm.HeapSize)},
 		{"Memory", memoryField(vm.MemoryUsed, vm.Memory)},
 		{"In flight", inflightField(vm)},
-	}
+	}...)
 	if vm.MaxCommandNs > 0 { // a daemon before the limit reports none
 		fields = append(fields, [2]string{"Max command", maxCommandField(vm.MaxCommandNs, vm.Timeouts)})
 	}

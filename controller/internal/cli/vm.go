@@ -66,12 +66,19 @@ bounds the VM. --max-command is the longest command the VM may run (1ms to
 THROTTLE fails with "too long" (ERR_TOO_LONG), and a command that runs on the
 GPU past it (and a quarter) fails with "timed out" (ERR_TIMED_OUT) and ends
 the VM's GPU work (cuda: its GPU worker is killed and a fresh one started;
-its buffers and modules are lost). Use --json to print the whole VM instead,
-including the number of MSI vectors the ivshmem device needs.`,
+its buffers and modules are lost). --owner names the user whose processes may
+open the endpoint besides root and the daemon's own user: the user QEMU runs
+as (libvirt on Debian: libvirt-qemu:kvm), or a process guest's. It is UID or
+UID:GID, in numbers or names the daemon resolves on its host; with a group the
+peer's gid must match too. Anyone else's connection is closed before it gets
+the VM's memory and counted under "Refused peers" in vm get. Without --owner
+only root and the daemon's user may open it. Use --json to print the whole VM
+instead, including the number of MSI vectors the ivshmem device needs.`,
 		Example: `  sluicectl vm create web
   sluicectl vm create batch --weight 4 --channels 8 --region-size 64MiB
   sluicectl vm create noisy --cap 25% --memory 8GiB
   sluicectl vm create train --max-command 2s
+  sluicectl vm create guest1 --owner libvirt-qemu:kvm
   sluicectl vm create db --json`,
 		Args: argsNamed("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -105,6 +112,8 @@ including the number of MSI vectors the ivshmem device needs.`,
 		"device memory quota: bytes or with a KiB/MiB/GiB/TiB suffix, e.g. 8GiB; an ALLOC past it fails with ERR_NO_MEMORY (default none: the device's capacity)")
 	f.Var(maxCommandValue{&req.MaxCommandNs}, "max-command",
 		"longest command the VM may run, e.g. 250ms (1ms..1h; default the daemon's): a longer THROTTLE fails with ERR_TOO_LONG, a command running past it with ERR_TIMED_OUT")
+	f.StringVar(&req.Owner, "owner", "",
+		"user whose processes may open the endpoint besides root and the daemon's: UID[:GID] or USER[:GROUP], e.g. libvirt-qemu:kvm (default none)")
 	f.BoolVar(&asJSON, "json", false, "print the created VM as JSON instead of its endpoint path")
 	return cmd
 }
@@ -121,6 +130,9 @@ func checkCreateFlags(cmd *cobra.Command, req hostapi.CreateVMRequest) error {
 	}
 	if f.Changed("ring-entries") && req.RingEntries <= 0 {
 		return usageErrorf("--ring-entries must be at least 1")
+	}
+	if f.Changed("owner") && req.Owner == "" {
+		return usageErrorf("--owner must name a user: UID[:GID] or USER[:GROUP]")
 	}
 	return nil
 }
