@@ -40,7 +40,7 @@ var _ = Describe("libvirt domains", Label("libvirt"), func() {
 		framework.AllowTraverse(image)
 		cmdline := "console=ttyS0 quiet panic=-1 sluice.agent=--device," +
 			strings.Join(framework.ThrottleArgs(kernel, kernels), ",")
-		domainXML := d.CtlOK("libvirt", "xml", name, "--domain", "--type", "qemu", "--image", image,
+		domainXML := d.CtlOK("libvirt", "xml", name, "--domain", "--accel", "tcg", "--image", image,
 			"--serial-log", filepath.Join(d.Dir, name+"-serial.log"), "--cmdline", cmdline)
 		Expect(domainXML).To(ContainSubstring(vm.Endpoint), "the <shmem> server is the VM's endpoint")
 		file := filepath.Join(d.Dir, name+".xml")

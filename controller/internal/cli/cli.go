@@ -127,6 +127,15 @@ else $` + ControllerEnv + ` and $` + TokenEnv + `, else controller: and token: i
 the --config file), vm create/list/get/set/delete and vm move go to the
 controller, and host, gpu, token, usage, events and whoami are its commands.
 
+Environment (defaults of the flags named; flags win):
+  ` + SocketEnv + `           --socket
+  ` + HostTokenFileEnv + `  --host-token-file
+  ` + ControllerEnv + `       --controller
+  ` + TokenEnv + `            --token
+  ` + ConfigEnv + `           --config
+  ` + GuestImageEnv + `      --image of vm start and libvirt xml --domain
+
+Durations are Go durations (500ms, 10s, 2m).
 Exit status: 0 on success, 1 when the command failed, 2 on a usage error.`,
 		Example: `  sluicectl vm create web --weight 2
   sluicectl vm list

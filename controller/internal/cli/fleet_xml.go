@@ -4,15 +4,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-gpu/sluice/api/controllerapi"
+	"github.com/sluice-gpu/sluice/internal/cmdline"
 )
 
 // newVMXMLCommand is "vm xml": a VM's libvirt XML from the controller.
 func newVMXMLCommand(a *app) *cobra.Command {
 	var whole bool
-	var image, typ string
+	var image, accel string
 	var memoryMiB int64
 	cmd := &cobra.Command{
-		Use:   "xml NAME [--whole [--image DIR] [--memory MIB] [--type kvm|qemu]]",
+		Use:   "xml NAME [--whole [--image DIR] [--memory MIB] [--accel kvm|tcg]]",
 		Short: "Print a VM's libvirt XML from the controller: its <shmem> device, or a whole domain",
 		Long: `Ask sluice-controller for VM NAME's libvirt XML, built (by vmm-plugin/libvirt,
 as "sluicectl libvirt xml" builds it on the host) from the endpoint the VM's
@@ -20,13 +21,17 @@ host reported: the <shmem> device to paste into the domain's <devices> on that
 host, or with --whole a whole domain that boots the guest image in --image
 (a directory on the host) directly, with the device, the VM's volume and its
 settings as metadata. A tenant gets its own VMs' only. Until the host has
-created the VM (at its next sync) the controller answers 409 conflict.`,
+created the VM (at its next sync) the controller answers 409 conflict.
+--accel is vm start's and libvirt xml's choice (tcg is libvirt's domain type
+qemu); auto is not offered, as the controller cannot look at the host's CPU.
+--image names a directory on the VM's host, so $` + GuestImageEnv + ` (a path here) does
+not apply.`,
 		Example: `  sluicectl vm xml web
   sluicectl vm xml web --whole --memory 512 > web.xml   # then, on the VM's host: virsh define web.xml`,
 		Args: argsNamed("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !whole {
-				for _, name := range []string{"image", "memory", "type"} {
+				for _, name := range []string{"image", "memory", "accel"} {
 					if cmd.Flags().Changed(name) {
 						return usageErrorf("--%s needs --whole", name)
 					}
@@ -41,11 +46,11 @@ created the VM (at its next sync) the controller answers 409 conflict.`,
 				if cmd.Flags().Changed("memory") {
 					params.MemoryMib = &memoryMiB
 				}
-				if cmd.Flags().Changed("type") {
-					t := controllerapi.GetVMDomainXMLParamsType(typ)
-					if !t.Valid() {
-						return usageErrorf("--type %q: want kvm or qemu", typ)
+				if cmd.Flags().Changed("accel") {
+					if err := checkAccel(accel, false); err != nil {
+						return err
 					}
+					t := controllerapi.GetVMDomainXMLParamsType(libvirtDomainType(accel))
 					params.Type = &t
 				}
 			}
@@ -65,6 +70,7 @@ created the VM (at its next sync) the controller answers 409 conflict.`,
 	f.BoolVar(&whole, "whole", false, "print a whole domain instead of the <shmem> device")
 	f.StringVar(&image, "image", "", "with --whole: the guest image directory on the VM's host (default the controller's, /var/lib/sluice/guest)")
 	f.Int64Var(&memoryMiB, "memory", 0, "with --whole: guest memory in MiB (default 256)")
-	f.StringVar(&typ, "type", "", "with --whole: domain type kvm or qemu (default kvm)")
+	f.StringVar(&accel, "accel", "", "with --whole: accelerator kvm or tcg (default kvm)")
+	cmdline.Renamed(f, "type", "accel", "kvm or tcg; libvirt's domain type qemu is tcg")
 	return cmd
 }

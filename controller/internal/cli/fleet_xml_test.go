@@ -31,7 +31,7 @@ func TestFleetVMXML(t *testing.T) {
 	if !strings.HasPrefix(out, `<shmem name="sluice">`) || !strings.Contains(out, `<server path="/run/sluice/vms/web.sock">`) {
 		t.Fatalf("vm xml:\n%s", out)
 	}
-	out = mustOK(t, c.ctl(alice, "vm", "xml", "web", "--whole", "--type", "qemu", "--memory", "512", "--image", "/srv/guest"), "vm xml --whole")
+	out = mustOK(t, c.ctl(alice, "vm", "xml", "web", "--whole", "--accel", "tcg", "--memory", "512", "--image", "/srv/guest"), "vm xml --whole")
 	d, err := libvirt.ParseDomain([]byte(out))
 	if err != nil || d.Type != "qemu" || d.Memory.Value != 512 || d.OS.Initrd != "/srv/guest/initramfs.gz" {
 		t.Fatalf("vm xml --whole: %v\n%s", err, out)
@@ -45,7 +45,7 @@ func TestFleetVMXML(t *testing.T) {
 			t.Errorf("virt-xml-validate: %v\n%s", err, b)
 		}
 	}
-	for _, args := range [][]string{{"--memory", "512"}, {"--whole", "--type", "xen"}, {"--image", "/x"}} {
+	for _, args := range [][]string{{"--memory", "512"}, {"--whole", "--accel", "xen"}, {"--whole", "--accel", "auto"}, {"--whole", "--type", "qemu"}, {"--image", "/x"}} {
 		if r := c.ctl(alice, append([]string{"vm", "xml", "web"}, args...)...); r.code != ExitUsage {
 			t.Errorf("vm xml web %q: %+v, want a usage error", args, r)
 		}

@@ -89,13 +89,10 @@ signals (a q35 guest takes no --hotplug).`,
 			if err != nil {
 				return err
 			}
-			if image == "" {
-				image = a.opts.Getenv(GuestImageEnv)
+			if err := checkAccel(accel, true); err != nil {
+				return err
 			}
-			if image == "" {
-				image = defaultGuestImage
-			}
-			if image, err = filepath.Abs(image); err != nil {
+			if image, err = filepath.Abs(a.guestImage(image)); err != nil {
 				return err
 			}
 			for _, f := range []string{"vmlinux", "initramfs.gz"} {
@@ -171,7 +168,7 @@ signals (a q35 guest takes no --hotplug).`,
 	f := cmd.Flags()
 	f.StringVar(&image, "image", "", "guest image directory with vmlinux and initramfs.gz (env "+GuestImageEnv+", default "+defaultGuestImage+")")
 	f.IntVar(&memory, "memory", qemu.DefaultMemoryMB, "guest memory in MiB")
-	f.StringVar(&accel, "accel", qemu.AccelAuto, "accelerator: auto (KVM if the CPU has vmx/svm, else TCG), kvm or tcg")
+	f.StringVar(&accel, "accel", qemu.AccelAuto, accelHelp+" (auto: and /dev/kvm opens)")
 	f.StringVar(&agentArgs, "agent", "--device,serve", "the guest agent's command line, comma-separated (the kernel's sluice.agent=)")
 	f.DurationVar(&wait, "wait", time.Minute, "wait this long for the agent to answer (0: do not wait)")
 	f.BoolVar(&hotplug, "hotplug", false, "boot without the Sluice device and hot-plug it through QMP (chardev-add + device_add) into the running guest")

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-gpu/sluice/api/hostapi"
+	"github.com/sluice-gpu/sluice/internal/cmdline"
 	"github.com/sluice-gpu/sluice/vmm-plugin/libvirt"
 	"github.com/sluice-gpu/sluice/vmm-plugin/qemu"
 )
@@ -16,12 +17,11 @@ import (
 // Defaults of "libvirt xml".
 const (
 	libvirtCmdline    = libvirt.DefaultCmdline
-	libvirtTypeAuto   = "auto"
 	libvirtLoaderAuto = "auto"
 	libvirtLoaderNone = "none"
 )
 
-// libvirtCPUInfo is read by --type auto; tests point it elsewhere.
+// libvirtCPUInfo is read by --accel auto; tests point it elsewhere.
 var libvirtCPUInfo = "/proc/cpuinfo"
 
 func newLibvirtCommand(a *app) *cobra.Command {
@@ -48,7 +48,7 @@ type libvirtXMLFlags struct {
 	metadata  bool
 	image     string
 	memoryMiB uint64
-	typ       string
+	accel     string
 	serialLog string
 	loader    string
 	cmdline   string
@@ -78,17 +78,19 @@ guest-image) booted directly, qboot as firmware where installed, the serial
 console written to --serial-log, the VM's volume (if it has one) shared with
 the guest over virtio-9p (<filesystem accessmode='mapped'>, mount tag
 sluice-volume, mounted at /volume by the guest image's init), and power-off,
-reboot and crash all ending the domain (so that the VM is released). --type auto picks kvm when the CPU
-shows vmx or svm, else qemu (TCG).`,
+reboot and crash all ending the domain (so that the VM is released). --accel
+auto picks kvm when the CPU shows vmx or svm, else tcg (libvirt's domain type
+'qemu'). --image defaults to $` + GuestImageEnv + `, else ` + defaultGuestImage + `.`,
 		Example: `  sluicectl libvirt xml web
   sluicectl libvirt xml web --metadata
-  sluicectl libvirt xml web --domain --image build/guest --memory 512 > web.xml
+  sluicectl libvirt xml web --domain --image build/guest --memory 512 --accel tcg > web.xml
   virsh define web.xml && virsh start web`,
 		Args: argsNamed("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := fl.check(cmd); err != nil {
 				return err
 			}
+			fl.image = a.guestImage(fl.image)
 			vm, err := a.client().GetVM(cmd.Context(), args[0])
 			if err != nil {
 				if errors.Is(err, hostapi.ErrNotFound) {
@@ -107,9 +109,10 @@ shows vmx or svm, else qemu (TCG).`,
 	f := cmd.Flags()
 	f.BoolVar(&fl.domain, "domain", false, "print a whole domain for the VM instead of its <shmem> device")
 	f.BoolVar(&fl.metadata, "metadata", false, "print the <sluice:vm> metadata element instead of the <shmem> device")
-	f.StringVar(&fl.image, "image", defaultGuestImage, "with --domain: directory holding the guest's vmlinux and initramfs.gz")
+	f.StringVar(&fl.image, "image", "", "with --domain: directory holding the guest's vmlinux and initramfs.gz (env "+GuestImageEnv+", default "+defaultGuestImage+")")
 	f.Uint64Var(&fl.memoryMiB, "memory", libvirt.DefaultMemoryMiB, "with --domain: guest memory in MiB")
-	f.StringVar(&fl.typ, "type", libvirtTypeAuto, "with --domain: domain type kvm, qemu (TCG) or auto")
+	f.StringVar(&fl.accel, "accel", qemu.AccelAuto, "with --domain: "+accelHelp)
+	cmdline.Renamed(f, "type", "accel", "kvm, tcg or auto; libvirt's domain type qemu is tcg")
 	f.StringVar(&fl.serialLog, "serial-log", "", "with --domain: file for the serial console (default /var/log/libvirt/qemu/NAME-serial.log)")
 	f.StringVar(&fl.loader, "loader", libvirtLoaderAuto, "with --domain: firmware ROM; auto: "+libvirt.QbootROM+" if installed; none: QEMU's default")
 	f.StringVar(&fl.cmdline, "cmdline", libvirtCmdline, "with --domain: kernel command line")
@@ -122,7 +125,7 @@ func (fl *libvirtXMLFlags) check(cmd *cobra.Command) error {
 		return usageErrorf("--domain and --metadata exclude each other (--domain includes the metadata)")
 	}
 	if !fl.domain {
-		for _, name := range []string{"image", "memory", "type", "serial-log", "loader", "cmdline"} {
+		for _, name := range []string{"image", "memory", "accel", "serial-log", "loader", "cmdline"} {
 			if cmd.Flags().Changed(name) {
 				return usageErrorf("--%s needs --domain", name)
 			}
@@ -132,12 +135,7 @@ func (fl *libvirtXMLFlags) check(cmd *cobra.Command) error {
 	if fl.memoryMiB == 0 {
 		return usageErrorf("--memory must be at least 1 (MiB)")
 	}
-	switch fl.typ {
-	case libvirtTypeAuto, libvirt.DomainTypeKVM, libvirt.DomainTypeQEMU:
-	default:
-		return usageErrorf("--type %q: want kvm, qemu or auto", fl.typ)
-	}
-	return nil
+	return checkAccel(fl.accel, true)
 }
 
 func libvirtVMInfo(vm hostapi.VM) libvirt.VMInfo {
@@ -201,15 +199,15 @@ func (fl *libvirtXMLFlags) domainOptions(name string, info libvirt.VMInfo) (libv
 			return libvirt.DomainOptions{}, fmt.Errorf("--loader %q: %w", fl.loader, err)
 		}
 	}
-	typ := fl.typ
-	if typ == libvirtTypeAuto {
-		typ = libvirt.DomainTypeQEMU
+	accel := fl.accel
+	if accel == qemu.AccelAuto {
+		accel = qemu.AccelTCG
 		if libvirtHasHardwareVirt(libvirtCPUInfo) {
-			typ = libvirt.DomainTypeKVM
+			accel = qemu.AccelKVM
 		}
 	}
 	return libvirt.DomainOptions{
-		Name: name, Type: typ, MemoryMiB: fl.memoryMiB, Loader: loader,
+		Name: name, Type: libvirtDomainType(accel), MemoryMiB: fl.memoryMiB, Loader: loader,
 		Kernel: kernel, Initrd: initrd, Cmdline: fl.cmdline, SerialLog: serialLog, VM: info,
 	}, nil
 }

@@ -29,7 +29,7 @@ func libvirtFakeImage(t *testing.T) string {
 	return dir
 }
 
-// libvirtWithCPUInfo points --type auto at a cpuinfo with the given flags.
+// libvirtWithCPUInfo points --accel auto at a cpuinfo with the given flags.
 func libvirtWithCPUInfo(t *testing.T, flags string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "cpuinfo")
@@ -83,8 +83,8 @@ func TestLibvirtXMLDomain(t *testing.T) {
 		{name: "kvm where the cpu has vmx", flags: "fpu vmx sse2",
 			args:    []string{"--image", image, "--memory", "512", "--serial-log", "/tmp/b.log", "--loader", "none"},
 			contain: []string{`<domain type="kvm">`, `<memory unit="MiB">512</memory>`, `<source path="/tmp/b.log">`}},
-		{name: "type forced", flags: "svm",
-			args:    []string{"--image", image, "--type", "qemu", "--loader", "/opt/fw.rom"},
+		{name: "accel forced", flags: "svm",
+			args:    []string{"--image", image, "--accel", "tcg", "--loader", "/opt/fw.rom"},
 			contain: []string{`<domain type="qemu">`, `<loader type="rom">/opt/fw.rom</loader>`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -152,7 +152,8 @@ func TestLibvirtXMLErrors(t *testing.T) {
 		{"domain flag without --domain", []string{"web", "--memory", "512"}, "sluicectl: --memory needs --domain\n" + hint, ExitUsage},
 		{"both outputs", []string{"web", "--domain", "--metadata"},
 			"sluicectl: --domain and --metadata exclude each other (--domain includes the metadata)\n" + hint, ExitUsage},
-		{"bad type", []string{"web", "--domain", "--type", "xen"}, "sluicectl: --type \"xen\": want kvm, qemu or auto\n" + hint, ExitUsage},
+		{"bad accel", []string{"web", "--domain", "--accel", "xen"}, "sluicectl: --accel \"xen\": want auto, kvm, tcg\n" + hint, ExitUsage},
+		{"old type flag", []string{"web", "--domain", "--type", "qemu"}, "sluicectl: invalid argument \"qemu\" for \"--type\" flag: this flag was replaced by --accel (kvm, tcg or auto; libvirt's domain type qemu is tcg)\n" + hint, ExitUsage},
 		{"zero memory", []string{"web", "--domain", "--memory", "0"}, "sluicectl: --memory must be at least 1 (MiB)\n" + hint, ExitUsage},
 		{"no name", nil, "sluicectl: missing argument NAME\n" + hint, ExitUsage},
 		{"missing image", []string{"web", "--domain", "--image", "/nonexistent/guest"},
