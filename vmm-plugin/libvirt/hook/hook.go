@@ -82,15 +82,18 @@ stdin; flags come before DOMAIN (everything from DOMAIN on is positional).
 For a domain with a Sluice device, <shmem name='sluice'> of model
 ivshmem-doorbell (print one with "sluicectl libvirt xml NAME"):
   prepare begin  creates the VM NAME=DOMAIN in sluiced, with the settings of
-                 <metadata><sluice:vm .../></metadata>, or accepts the VM if it
-                 exists; then checks that the device's <server path> is the
-                 VM's endpoint and its <msi vectors> are enough; when the
-                 domain shares the VM's volume (<filesystem> sluice-volume),
-                 grants the user QEMU runs as (--qemu-user, else the
-                 domain's static DAC <seclabel>, else user= in --qemu-conf,
-                 else libvirt-qemu or qemu, whichever exists) access to the
-                 volume's root with POSIX ACLs: u:USER:rwx, also as default
-                 ACL. A failure aborts the start of the domain.
+                 <metadata><sluice:vm .../></metadata>, owned by the user QEMU
+                 runs as (--qemu-user, else the domain's static DAC
+                 <seclabel>, else user= in --qemu-conf, else libvirt-qemu or
+                 qemu, whichever exists): only QEMU's user (and root, and
+                 sluiced's) may open its endpoint; or accepts the VM if it
+                 exists (and is not owned by another user); then checks that
+                 the device's <server path> is the VM's endpoint and its
+                 <msi vectors> are enough; when the domain shares the VM's
+                 volume (<filesystem> sluice-volume), grants QEMU's user
+                 access to the volume's root with POSIX ACLs: u:USER:rwx,
+                 also as default ACL. A failure aborts the start of the
+                 domain.
   release end    deletes the VM if the device points at it (its usage stays
                  on record in sluiced).
 Every other operation, and every domain without a Sluice device, is left
@@ -221,9 +224,14 @@ func prepare(ctx context.Context, e *env, name string, d libvirt.Domain) error {
 		return fmt.Errorf("domain %q: %w", name, err)
 	}
 	volume, _ := libvirt.SluiceVolume(d) // "": the daemon's default
+	owner, err := qemuOwner(e, name)
+	if err != nil {
+		return err
+	}
 	vm, err := api.CreateVM(ctx, hostapi.CreateVMRequest{
 		Name: name, Weight: set.Weight, Cap: set.Cap, Channels: set.Channels,
 		RingEntries: set.RingEntries, RegionSize: set.RegionSize, Volume: volume,
+		Owner: owner,
 	})
 	created := err == nil
 	if errors.Is(err, hostapi.ErrExists) {
@@ -233,6 +241,9 @@ func prepare(ctx context.Context, e *env, name string, d libvirt.Domain) error {
 		return fmt.Errorf("creating vm %q in sluiced: %w", name, err)
 	}
 	err = checkDevice(name, dev, vm)
+	if err == nil {
+		err = checkOwner(name, owner, vm)
+	}
 	if err == nil && volume != "" && filepath.Clean(volume) != filepath.Clean(vm.Volume) {
 		// The guest would see other files than the VM's GPU system calls.
 		err = fmt.Errorf("domain %q: <filesystem> shares %q as %s, but the vm's volume is %q: regenerate the domain with 'sluicectl libvirt xml %s --domain'",
