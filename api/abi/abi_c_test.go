@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-gpu/sluice/internal/testdeps"
 )
 
 // The C header must describe exactly the layout this package implements.
@@ -67,14 +69,11 @@ func cProgram(cs []cCheck, l Layout) string {
 	return b.String()
 }
 
-// requireTool skips the test when a tool the machine lacks is needed.
+// requireTool returns the path of a compiler (gcc, g++, clang: each its own
+// Debian package); without it the test fails (internal/testdeps).
 func requireTool(t *testing.T, name string) string {
 	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		t.Skipf("%s not found in PATH (%v): the C header is not compiled", name, err)
-	}
-	return path
+	return testdeps.Tool(t, name, name)
 }
 
 // compile runs a compiler with a deadlock guard and returns its output

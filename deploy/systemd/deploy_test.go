@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluice-gpu/sluice/internal/testdeps"
 )
 
 var units = []string{"sluiced.service", "sluice-controller.service"}
@@ -26,10 +28,7 @@ func stubBin(t *testing.T) string {
 // binaries pointed at stubs (verify wants ExecStart to exist). Any warning
 // fails.
 func TestUnitsVerify(t *testing.T) {
-	analyze, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		t.Skip("systemd-analyze not installed (apt-get install systemd): units not verified")
-	}
+	analyze := testdeps.Tool(t, "systemd-analyze", "systemd")
 	bin, dir := stubBin(t), t.TempDir()
 	var paths []string
 	for _, u := range units {
@@ -108,9 +107,7 @@ func runInstall(t *testing.T, args ...string) string {
 // TestInstallIsIdempotent installs into a directory twice: everything is
 // there, the settings and the controller's token are made once and kept.
 func TestInstallIsIdempotent(t *testing.T) {
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
-	}
+	testdeps.Tool(t, "bash", "bash")
 	if out := runInstall(t, "--help"); !strings.Contains(out, "--destdir DIR") || !strings.Contains(out, "bootstrap operator token") {
 		t.Errorf("--help:\n%s", out)
 	}

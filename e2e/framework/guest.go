@@ -14,24 +14,22 @@ import (
 
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
+
+	"github.com/sluice-gpu/sluice/internal/testdeps"
 )
 
 // guestBootTimeout bounds vm start: a TCG boot takes about 2.5 s; two guests
 // booting at once on a loaded 2-core machine take longer.
 const guestBootTimeout = 2 * time.Minute
 
-// RequiresQEMU skips the spec unless QEMU and what the guest image is built
-// from (Debian's linux-image-amd64, cpio, xz) are installed. CI installs
-// them (.ci/run), so there the qemu specs run.
+// RequiresQEMU fails the spec unless QEMU and what the guest image is built
+// from (Debian's linux-image-amd64, cpio, xz) are installed
+// (deploy/test-deps.sh installs them; internal/testdeps).
 func RequiresQEMU() {
 	RequiresLinux()
-	for _, tool := range []string{"qemu-system-x86_64", "cpio", "xz"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			ginkgo.Skip("requires " + tool + " (apt-get install qemu-system-x86 cpio xz-utils)")
-		}
-	}
+	requireTools([][2]string{{"qemu-system-x86_64", "qemu-system-x86"}, {"cpio", "cpio"}, {"xz", "xz-utils"}})
 	if k, _ := filepath.Glob("/boot/vmlinuz-*-amd64"); len(k) == 0 {
-		ginkgo.Skip("requires a Debian kernel in /boot (apt-get install linux-image-amd64)")
+		testdeps.Missing(specTB{}, "linux-image-amd64", "no Debian kernel /boot/vmlinuz-*-amd64 for the guest image")
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
+
+	"github.com/sluice-gpu/sluice/internal/testdeps"
 )
 
 // Where the system libvirt keeps what the libvirt fixtures touch. libvirt
@@ -38,14 +40,15 @@ const (
 	domainStopTimeout   = 30 * time.Second
 )
 
-// RequiresLibvirt skips the spec unless libvirt's daemons and tools are
-// installed. CI installs them (.ci/run), so there the libvirt specs run.
+// RequiresLibvirt fails the spec unless libvirt's daemons, QEMU driver and
+// tools are installed (deploy/test-deps.sh installs them;
+// internal/testdeps).
 func RequiresLibvirt() {
 	RequiresLinux()
-	for _, tool := range []string{"libvirtd", "virtlogd", "virsh", "virt-xml-validate"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			ginkgo.Skip("requires " + tool + " (apt-get install libvirt-daemon-system libvirt-clients libxml2-utils)")
-		}
+	requireTools([][2]string{{"libvirtd", "libvirt-daemon-system"}, {"virtlogd", "libvirt-daemon-system"},
+		{"virsh", "libvirt-clients"}, {"virt-xml-validate", "libvirt-clients"}})
+	if drv, _ := filepath.Glob("/usr/lib/*/libvirt/connection-driver/libvirt_driver_qemu.so"); len(drv) == 0 {
+		testdeps.Missing(specTB{}, "libvirt-daemon-driver-qemu", "libvirt has no QEMU driver (libvirt_driver_qemu.so)")
 	}
 }
 
@@ -65,14 +68,17 @@ type Libvirt struct {
 }
 
 // StartLibvirt starts virtlogd (unless one runs) and libvirtd, with the hook
-// of opts installed first, and waits until libvirtd answers. It skips the
-// spec if a libvirtd or virtqemud already runs: that daemon is someone
-// else's, and it would not read a new hook anyway. When the spec ends,
-// libvirtd and a virtlogd it started are stopped and the hook is removed.
+// of opts installed first, and waits until libvirtd answers. It fails the
+// spec (internal/testdeps.Blocked) if a libvirtd or virtqemud already runs:
+// that daemon is someone else's, and it would not read a new hook anyway.
+// When the spec ends, libvirtd and a virtlogd it started are stopped and
+// the hook is removed.
 func StartLibvirt(opts LibvirtOptions) *Libvirt {
 	ginkgo.GinkgoHelper()
 	if pids := processesNamed("libvirtd", "virtqemud"); len(pids) > 0 {
-		ginkgo.Skip(fmt.Sprintf("a libvirtd is already running (pid %d): the spec starts its own and leaves others alone", pids[0]))
+		testdeps.Blocked(specTB{}, "libvirt-daemon-system",
+			fmt.Sprintf("a libvirtd is already running (pid %d): the spec starts its own and leaves others alone", pids[0]),
+			"systemctl stop libvirtd.service libvirtd.socket libvirtd-ro.socket libvirtd-admin.socket, or stop that daemon")
 	}
 	if opts.HookSocket != "" {
 		installHook(opts.HookSocket)
@@ -122,7 +128,9 @@ func installHook(socket string) {
 	ginkgo.GinkgoHelper()
 	wrapper := filepath.Join(HooksDir, "qemu.d", "sluice")
 	if _, err := os.Lstat(wrapper); err == nil {
-		ginkgo.Skip("a Sluice libvirt hook is already installed at " + wrapper + ": the spec will not replace it")
+		testdeps.Blocked(specTB{}, "libvirt-daemon-system",
+			"a Sluice libvirt hook is already installed at "+wrapper+": the spec will not replace it",
+			"deploy/install-libvirt-hook.sh --uninstall")
 	}
 	var created []string // outermost first
 	for _, dir := range []string{HooksDir, filepath.Dir(wrapper)} {

@@ -3,6 +3,7 @@ package kernels
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/sluice-gpu/sluice/internal/testdeps"
 )
 
 // clangMajor is the clang that generated the checked-in PTX; another
@@ -56,10 +59,7 @@ func TestPTXDeclaresEveryKernel(t *testing.T) {
 // TestPTXUpToDate regenerates the PTX with gen.sh and compares it with the
 // checked-in file.
 func TestPTXUpToDate(t *testing.T) {
-	clang, err := exec.LookPath("clang")
-	if err != nil {
-		t.Skipf("clang not found in PATH (%v): the PTX is not regenerated", err)
-	}
+	clang := testdeps.Tool(t, "clang", "clang")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, clang, "--version").Output()
@@ -68,14 +68,14 @@ func TestPTXUpToDate(t *testing.T) {
 	}
 	m := regexp.MustCompile(`clang version (\d+)\.`).FindSubmatch(out)
 	if m == nil {
-		t.Skipf("cannot tell clang's version from %q", out)
+		testdeps.Missing(t, "clang", fmt.Sprintf("cannot tell clang's version from %q", out))
 	}
 	if v, _ := strconv.Atoi(string(m[1])); v != clangMajor {
-		t.Skipf("clang %d: the checked-in PTX is clang %d's", v, clangMajor)
+		testdeps.Missing(t, "clang", fmt.Sprintf("clang %d, the checked-in PTX is clang %d's (Debian 12's)", v, clangMajor))
 	}
 	targets, err := exec.CommandContext(ctx, clang, "-print-targets").Output()
 	if err != nil || !bytes.Contains(targets, []byte("nvptx64")) {
-		t.Skipf("clang has no NVPTX target (%v)", err)
+		testdeps.Missing(t, "clang", fmt.Sprintf("clang has no NVPTX target (%v)", err))
 	}
 	ptx := filepath.Join(t.TempDir(), "sluice_kernels.ptx")
 	cmd := exec.CommandContext(ctx, "./gen.sh", ptx)

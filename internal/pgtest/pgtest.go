@@ -8,9 +8,8 @@
 // PostgreSQL refuses to run as root; run as root, the server runs as the
 // user "postgres" (which the Debian package creates), else "nobody".
 //
-// Without the binaries, Start returns an error wrapping ErrNotInstalled.
-// Required says whether the tests must then fail (SLUICE_REQUIRE_POSTGRES=1,
-// as make test and CI set it) rather than skip.
+// Without the binaries, Start returns an error wrapping ErrNotInstalled, on
+// which tests fail naming the package (internal/testdeps).
 package pgtest
 
 import (
@@ -34,13 +33,6 @@ import (
 
 // ErrNotInstalled means no PostgreSQL server binaries were found.
 var ErrNotInstalled = errors.New("PostgreSQL server binaries (initdb, pg_ctl) not found under /usr/lib/postgresql/*/bin or on PATH; install Debian's postgresql package")
-
-// RequireEnv is the environment variable that makes missing binaries a
-// failure rather than a skip.
-const RequireEnv = "SLUICE_REQUIRE_POSTGRES"
-
-// Required reports whether RequireEnv is set to 1.
-func Required() bool { return os.Getenv(RequireEnv) == "1" }
 
 // superuser is the cluster's superuser role, whatever the OS user.
 const superuser = "sluice"

@@ -9,17 +9,19 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-gpu/sluice/internal/testdeps"
 )
 
 // TestQEMUInterop starts a real, paused QEMU with an ivshmem-doorbell
 // device on the server and checks that QEMU accepts the handshake, that
-// its eventfds reach other peers, and that its exit is broadcast. Skipped
-// where qemu-system-x86_64 is not installed.
+// its eventfds reach other peers, and that its exit is broadcast. Fails
+// where qemu-system-x86_64 is not installed (internal/testdeps).
 func TestQEMUInterop(t *testing.T) {
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil || testing.Short() {
-		t.Skip("qemu-system-x86_64 not installed (or -short)")
+	if testing.Short() {
+		t.Skip("-short")
 	}
+	qemu := testdeps.Tool(t, "qemu-system-x86_64", "qemu-system-x86")
 	const vectors = 2
 	srv, _, events := testServer(t, ServerConfig{Vectors: vectors})
 	var stderr bytes.Buffer

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluice-gpu/sluice/internal/testdeps"
 	"github.com/sluice-gpu/sluice/vmm-plugin/qemu"
 )
 
@@ -121,14 +122,11 @@ func TestGoldenDomains(t *testing.T) {
 	}
 }
 
-// requireValidator skips when libvirt's schema validator is not installed.
+// requireValidator returns libvirt's schema validator; without it the test
+// fails (internal/testdeps).
 func requireValidator(t *testing.T) string {
 	t.Helper()
-	path, err := exec.LookPath("virt-xml-validate")
-	if err != nil {
-		t.Skip("virt-xml-validate not installed (apt-get install libvirt-clients libxml2-utils): libvirt schema not checked")
-	}
-	return path
+	return testdeps.Tool(t, "virt-xml-validate", "libvirt-clients")
 }
 
 func validate(t *testing.T, validator, file string) {

@@ -9,17 +9,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-gpu/sluice/internal/testdeps"
 	"github.com/sluice-gpu/sluice/vmm-plugin/qmp"
 	"github.com/sluice-gpu/sluice/vmm-plugin/qmp/qmptest"
 )
 
-// TestQEMU runs the client against a real, guestless QEMU. Skipped where
-// qemu-system-x86_64 is not installed.
+// TestQEMU runs the client against a real, guestless QEMU. Fails where
+// qemu-system-x86_64 is not installed (internal/testdeps).
 func TestQEMU(t *testing.T) {
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil || testing.Short() {
-		t.Skip("qemu-system-x86_64 not installed (or -short)")
+	if testing.Short() {
+		t.Skip("-short")
 	}
+	qemu := testdeps.Tool(t, "qemu-system-x86_64", "qemu-system-x86")
 	sock := qmptest.SocketPath(t, "qmp.sock")
 	var stderr bytes.Buffer
 	cmd := exec.Command(qemu, "-machine", "none", "-nodefaults", "-no-user-config", "-display", "none",

@@ -10,12 +10,14 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/sluice-gpu/sluice/internal/testdeps"
 )
 
-// schemathesisDir is where .ci/run installs schemathesis (a Python venv).
+// schemathesisDir is where deploy/test-deps.sh installs schemathesis (a Python venv).
 const schemathesisDir = "/opt/sluice-ci/schemathesis"
 
-// stBinary finds schemathesis's `st`: $SLUICE_SCHEMATHESIS, the venv .ci/run
+// stBinary finds schemathesis's `st`: $SLUICE_SCHEMATHESIS, the venv test-deps.sh
 // makes, or `st` on PATH if it is schemathesis.
 func stBinary() string {
 	for _, p := range []string{os.Getenv("SLUICE_SCHEMATHESIS"), filepath.Join(schemathesisDir, "bin", "st")} {
@@ -42,19 +44,15 @@ func stBinary() string {
 // a time range's end after its start, and the server answers those 400
 // naming the field.) The operator's run leaves out DELETE /v1/tokens/{id},
 // which would revoke its own token mid-run; the tenant's covers it (403).
-// SLUICE_REQUIRE_SCHEMATHESIS=1 (make test) makes a missing schemathesis a
-// failure; .ci/run installs it.
+// Without schemathesis it fails (internal/testdeps); deploy/test-deps.sh
+// installs it.
 func TestSchemathesis(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
 	st := stBinary()
 	if st == "" {
-		msg := "schemathesis not found ($SLUICE_SCHEMATHESIS, " + schemathesisDir + "/bin/st or st on PATH): .ci/run installs it from PyPI"
-		if os.Getenv("SLUICE_REQUIRE_SCHEMATHESIS") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testdeps.Missing(t, "schemathesis", "schemathesis not found ($SLUICE_SCHEMATHESIS, "+schemathesisDir+"/bin/st or st on PATH)")
 	}
 	_, file, _, _ := runtime.Caller(0)
 	spec := filepath.Join(filepath.Dir(file), "..", "..", "..", "api", "controllerapi", "openapi.yaml")

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluice-gpu/sluice/api/controllerapi"
+	"github.com/sluice-gpu/sluice/internal/testdeps"
 	"github.com/sluice-gpu/sluice/vmm-plugin/libvirt"
 )
 
@@ -36,7 +37,7 @@ func TestFleetVMXML(t *testing.T) {
 	if err != nil || d.Type != "qemu" || d.Memory.Value != 512 || d.OS.Initrd != "/srv/guest/initramfs.gz" {
 		t.Fatalf("vm xml --whole: %v\n%s", err, out)
 	}
-	if path, err := exec.LookPath("virt-xml-validate"); err == nil {
+	if path := testdeps.Tool(t, "virt-xml-validate", "libvirt-clients"); path != "" {
 		file := filepath.Join(t.TempDir(), "d.xml")
 		if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
 			t.Fatal(err)

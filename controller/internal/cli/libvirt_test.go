@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluice-gpu/sluice/internal/testdeps"
 	"github.com/sluice-gpu/sluice/vmm-plugin/libvirt"
 )
 
@@ -102,7 +103,7 @@ func TestLibvirtXMLDomain(t *testing.T) {
 			if _, err := libvirt.ParseDomain([]byte(got.stdout)); err != nil {
 				t.Error(err)
 			}
-			if path, err := exec.LookPath("virt-xml-validate"); err == nil {
+			if path := testdeps.Tool(t, "virt-xml-validate", "libvirt-clients"); path != "" {
 				file := filepath.Join(t.TempDir(), "d.xml")
 				if err := os.WriteFile(file, []byte(got.stdout), 0o644); err != nil {
 					t.Fatal(err)

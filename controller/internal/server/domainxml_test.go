@@ -9,18 +9,16 @@ import (
 	"testing"
 
 	"github.com/sluice-gpu/sluice/api/controllerapi"
+	"github.com/sluice-gpu/sluice/internal/testdeps"
 	"github.com/sluice-gpu/sluice/vmm-plugin/libvirt"
 )
 
 // validateDomain checks a domain with libvirt's RelaxNG schema, as
-// vmm-plugin/libvirt's golden tests and the e2e suite do; skipped where
-// virt-xml-validate is not installed.
+// vmm-plugin/libvirt's golden tests and the e2e suite do; it fails where
+// virt-xml-validate is not installed (internal/testdeps).
 func validateDomain(t *testing.T, doc string) {
 	t.Helper()
-	validator, err := exec.LookPath("virt-xml-validate")
-	if err != nil {
-		t.Skip("virt-xml-validate not installed (apt-get install libvirt-clients libxml2-utils): libvirt schema not checked")
-	}
+	validator := testdeps.Tool(t, "virt-xml-validate", "libvirt-clients")
 	path := filepath.Join(t.TempDir(), "domain.xml")
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)

@@ -28,11 +28,11 @@ func gpuBackend(t *testing.T, params map[string]string) *Backend {
 		params["library"] = lib
 	}
 	if _, err := loadLibcuda(params["library"]); err != nil {
-		skip("no CUDA driver on this machine: %v", err)
+		skip("no CUDA driver on this machine: %v (runs on a machine with an NVIDIA GPU and its driver: make bench-gpu)", err)
 	}
 	be, err := Open(backend.Options{Params: params})
 	if err != nil {
-		skip("no usable GPU: %v", err)
+		skip("no usable GPU: %v (runs on a machine with an NVIDIA GPU and its driver: make bench-gpu)", err)
 	}
 	b := be.(*Backend)
 	t.Cleanup(func() { _ = b.Close() })

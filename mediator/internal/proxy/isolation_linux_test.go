@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/testdeps"
 	"github.com/sluice-gpu/sluice/mediator/internal/proxy/sandbox"
 )
 
@@ -132,9 +133,7 @@ func tempNetns(t *testing.T) string {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates a network namespace")
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs ip(8) to create a named network namespace")
-	}
+	testdeps.Tool(t, "ip", "iproute2")
 	name := fmt.Sprintf("sluice-test-%d", os.Getpid())
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		t.Skipf("ip netns add: %v: %s", err, out)

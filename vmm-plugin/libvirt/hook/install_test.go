@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluice-gpu/sluice/internal/testdeps"
 )
 
 // TestInstallScript installs the wrapper into a temporary HOOKS_DIR and runs
@@ -15,9 +17,7 @@ func TestInstallScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("bash not installed: the install script is not tested")
-	}
+	testdeps.Tool(t, "bash", "bash")
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "fake hook")
 	if err := os.WriteFile(bin, []byte("#!/bin/sh\nprintf '%s|' \"$@\"; cat\n"), 0o755); err != nil {

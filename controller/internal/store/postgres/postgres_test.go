@@ -2,12 +2,14 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
 
 	"github.com/sluice-gpu/sluice/controller/internal/store/storetest"
 	"github.com/sluice-gpu/sluice/internal/pgtest"
+	"github.com/sluice-gpu/sluice/internal/testdeps"
 )
 
 // pgServer is the throwaway PostgreSQL server of this package's tests; nil
@@ -29,15 +31,14 @@ func TestMain(m *testing.M) {
 }
 
 // newDatabase returns the URL of a new, empty database on the test server.
-// Without PostgreSQL it fails the test under make test
-// (SLUICE_REQUIRE_POSTGRES=1) and skips it otherwise.
+// Without PostgreSQL's binaries it fails the test (internal/testdeps).
 func newDatabase(t *testing.T) string {
 	t.Helper()
+	if errors.Is(startErr, pgtest.ErrNotInstalled) {
+		testdeps.Missing(t, "postgresql", startErr.Error())
+	}
 	if startErr != nil {
-		if pgtest.Required() {
-			t.Fatalf("%s=1 and the test PostgreSQL server did not start: %v", pgtest.RequireEnv, startErr)
-		}
-		t.Skipf("no PostgreSQL (set %s=1 to fail instead): %v", pgtest.RequireEnv, startErr)
+		t.Fatalf("the test PostgreSQL server did not start: %v", startErr)
 	}
 	url, err := pgServer.CreateDatabase(context.Background())
 	if err != nil {
