@@ -12,12 +12,15 @@ STATICCHECK  := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME     ?= 3s
 DEMO_SECONDS ?= 20
 BENCHTIME    ?= 2s
-# The PostgreSQL store's tests and e2e specs start a throwaway server from
-# Debian's postgresql package; 1: fail without it (0: skip).
-REQUIRE_POSTGRES ?= 1
-REQUIRE_SCHEMATHESIS ?= 1
+# The test targets first install what their tests need (deploy/test-deps.sh);
+# DEPS=0 leaves that out. A test that lacks a tool fails, unless
+# SLUICE_ALLOW_MISSING names its package (or is all): then it skips, and the
+# summary at the end lists it. TESTOUT keeps the runs' reports for that summary.
+DEPS         ?= 1
+TESTOUT      ?= build/test
+TESTSUMMARY  := $(GO) run ./internal/testsummary/cmd/testsummary
 
-.PHONY: help generate build sluiced sluice-proxy ptx sluicectl sluice-controller sluice-agent sluice-init sluice-libvirt-hook guest-image test unit fuzz vet lint demo bench bench-gpu clean
+.PHONY: help generate build sluiced sluice-proxy ptx sluicectl sluice-controller sluice-agent sluice-init sluice-libvirt-hook guest-image deps test unit fuzz vet lint demo bench bench-gpu clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -55,21 +58,32 @@ sluice-libvirt-hook: ## build the libvirt qemu hook (deploy/install-libvirt-hook
 guest-image: sluice-agent sluice-init ## kernel + initramfs for QEMU guests into $(GUEST_DIR) (needs linux-image-amd64, cpio)
 	deploy/guest-image.sh $(GUEST_DIR) $(BIN)
 
-test: vet unit fuzz e2e ## vet, unit and integration tests with -race, short fuzz runs, the e2e suite
+deps: ## check what the tests need; as root install what is missing (Debian packages, schemathesis), else say what to run
+	GO=$(GO) deploy/test-deps.sh
+
+# The test targets' first prerequisite: deps, unless DEPS=0.
+TESTDEPS     := $(if $(filter 1,$(DEPS)),deps)
+
+test: $(TESTDEPS) vet unit fuzz e2e ## deps, vet, unit and integration tests with -race, short fuzz runs, the e2e suite; then every test that did not run, and why
+	@$(TESTSUMMARY) report $(TESTOUT)/unit.json $(TESTOUT)/e2e.json
 
 vet: ## go vet and gofmt
 	@fmt=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
 	$(GO) vet ./...
 
-unit: ## unit and integration tests (with the race detector; the e2e suite runs on its own: make e2e)
-	SLUICE_REQUIRE_POSTGRES=$(REQUIRE_POSTGRES) SLUICE_REQUIRE_SCHEMATHESIS=$(REQUIRE_SCHEMATHESIS) $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/e2e$$')
+unit: $(TESTDEPS) ## unit and integration tests (with the race detector; the e2e suite runs on its own: make e2e); then the tests that did not run
+	@mkdir -p $(TESTOUT)
+	set -o pipefail; $(GO) test -json -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/e2e$$') \
+	  | tee $(TESTOUT)/unit.json | $(TESTSUMMARY) filter
 
 fuzz: ## run every fuzz target for FUZZTIME (default 3s); a finding fails, an engine hiccup is retried once
 	GO=$(GO) FUZZTIME=$(FUZZTIME) deploy/fuzz.sh
 
 .PHONY: e2e
-e2e: ## end-to-end suite: real binaries, QEMU guests, libvirtd (E2E_LABELS=process|qemu|libvirt selects by label)
-	SLUICE_REQUIRE_POSTGRES=$(REQUIRE_POSTGRES) $(GO) test -count=1 -timeout 15m ./e2e/ -v -args -ginkgo.v $(if $(E2E_LABELS),-ginkgo.label-filter='$(E2E_LABELS)')
+e2e: $(TESTDEPS) ## end-to-end suite: real binaries, QEMU guests, libvirtd (E2E_LABELS=process|qemu|libvirt selects by label); then the specs that did not run
+	@mkdir -p $(TESTOUT)
+	$(GO) test -count=1 -timeout 15m ./e2e/ -v -args -ginkgo.v -ginkgo.json-report=$(abspath $(TESTOUT))/e2e.json $(if $(E2E_LABELS),-ginkgo.label-filter='$(E2E_LABELS)')
+	@$(TESTSUMMARY) report $(TESTOUT)/e2e.json
 
 lint: vet ## go vet, gofmt and staticcheck
 	$(GO) run $(STATICCHECK) ./...
