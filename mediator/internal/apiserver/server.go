@@ -216,11 +216,12 @@ func writeError(w http.ResponseWriter, err error) {
 	_ = json.NewEncoder(w).Encode(hostapi.Error{Code: code, Message: err.Error()})
 }
 
-// Server is the host API on a UNIX socket.
+// Server is the host API on a UNIX socket, or on TCP (ListenTCP).
 type Server struct {
-	ln   net.Listener
-	http *http.Server
-	path string
+	ln    net.Listener
+	http  *http.Server
+	path  string
+	token *tokenGate // the TCP listener's; nil on the socket
 }
 
 // Listen creates the socket (replacing a stale one) with the given mode.

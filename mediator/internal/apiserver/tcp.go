@@ -25,7 +25,7 @@ type TCPConfig struct {
 	// TokenFile holds the bearer token (one line of at least
 	// MinTokenLength bytes; surrounding white space is dropped). Required
 	// with Addr. It must not be readable or writable by every user. It is
-	// read once, at start: a new token takes a restart. Default "".
+	// read at start and again on Server.ReloadToken. Default "".
 	TokenFile string
 	// CertFile and KeyFile are the server's TLS certificate and key (PEM),
 	// both or neither. Default none: plain HTTP, so the token crosses the
@@ -73,7 +73,7 @@ func ListenTCP(c TCPConfig, h http.Handler) (*Server, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	tok, err := readToken(c.TokenFile)
+	tok, err := newTokenGate(c.TokenFile)
 	if err != nil {
 		return nil, err
 	}
@@ -90,11 +90,22 @@ func ListenTCP(c TCPConfig, h http.Handler) (*Server, error) {
 	if tcfg != nil {
 		ln = tls.NewListener(ln, tcfg)
 	}
-	return &Server{ln: ln, http: &http.Server{
+	return &Server{ln: ln, token: tok, http: &http.Server{
 		Handler:           requireToken(tok, h),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}}, nil
+}
+
+// ReloadToken reads the token file again (for sluiced on SIGHUP), so that
+// a token is replaced without a restart: requests from then on need the new
+// one. A file that fails the checks is an error and leaves the old token in
+// force. The UNIX socket's server has no token.
+func (s *Server) ReloadToken() error {
+	if s.token == nil {
+		return errors.New("the host api socket takes no token")
+	}
+	return s.token.reload()
 }
 
 // Addr is the address the server listens on (the port chosen for ":0").

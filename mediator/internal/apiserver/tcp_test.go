@@ -317,3 +317,46 @@ func (ca *testCA) issue(t *testing.T, dir, name string, server bool) (certFile, 
 	}
 	return certFile, keyFile
 }
+
+// TestReloadToken: after a reload the new token works and the old one is
+// refused; a new file that fails the checks is an error and the token in
+// force stays. The socket's server has no token to reload.
+func TestReloadToken(t *testing.T) {
+	file := tokenFile(t, testToken, 0o600)
+	srv, err := ListenTCP(TCPConfig{Addr: "127.0.0.1:0", TokenFile: file}, Handler(newFake()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, srv)
+	ctx := guard(t)
+	addr := srv.Addr().String()
+	const next = "next-token-0123456789abcdef"
+	if err := os.WriteFile(file, []byte(next+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hostapi.NewTCPClient(addr, hostapi.TCPOptions{Token: testToken}).Version(ctx); err != nil {
+		t.Fatalf("before the reload, the old token: %v", err)
+	}
+	if err := srv.ReloadToken(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hostapi.NewTCPClient(addr, hostapi.TCPOptions{Token: next}).Version(ctx); err != nil {
+		t.Fatalf("the new token: %v", err)
+	}
+	if _, err := hostapi.NewTCPClient(addr, hostapi.TCPOptions{Token: testToken}).Version(ctx); !unauthorized(err) {
+		t.Fatalf("the old token after the reload: %v", err)
+	}
+	if err := os.WriteFile(file, []byte("short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.ReloadToken(); err == nil || strings.Contains(err.Error(), "short") {
+		t.Fatalf("a short token: %v", err)
+	}
+	if _, err := hostapi.NewTCPClient(addr, hostapi.TCPOptions{Token: next}).Version(ctx); err != nil {
+		t.Fatalf("a failed reload dropped the token: %v", err)
+	}
+	unix, _, _ := serve(t, Handler(newFake()), 0o600)
+	if err := unix.ReloadToken(); err == nil {
+		t.Fatal("the socket's server reloaded a token")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/sluice-gpu/sluice/api/hostapi"
 )
@@ -38,6 +39,30 @@ func (t tokenHash) matches(presented string) bool {
 	return subtle.ConstantTimeCompare(h[:], t[:]) == 1
 }
 
+// tokenGate holds the hash of the token in force, which a reload of the
+// token file replaces.
+type tokenGate struct {
+	path string
+	hash atomic.Pointer[tokenHash]
+}
+
+// newTokenGate reads the token file.
+func newTokenGate(path string) (*tokenGate, error) {
+	g := &tokenGate{path: path}
+	return g, g.reload()
+}
+
+// reload reads the token file again; one that fails the checks leaves the
+// token in force as it was.
+func (g *tokenGate) reload() error {
+	h, err := readToken(g.path)
+	if err != nil {
+		return err
+	}
+	g.hash.Store(&h)
+	return nil
+}
+
 // bearer extracts the token of an Authorization header; ok is false for
 // another scheme or none.
 func bearer(header string) (string, bool) {
@@ -51,9 +76,9 @@ func bearer(header string) (string, bool) {
 
 // requireToken serves h to requests that carry the token and answers 401,
 // with an Error body that does not echo what was sent, to the others.
-func requireToken(t tokenHash, h http.Handler) http.Handler {
+func requireToken(g *tokenGate, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if tok, ok := bearer(r.Header.Get("Authorization")); !ok || !t.matches(tok) {
+		if tok, ok := bearer(r.Header.Get("Authorization")); !ok || !g.hash.Load().matches(tok) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluiced"`)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)

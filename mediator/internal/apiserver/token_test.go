@@ -19,8 +19,10 @@ func FuzzRequireToken(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	g := &tokenGate{}
+	g.hash.Store(&hash)
 	reached := false
-	h := requireToken(hash, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached = true }))
+	h := requireToken(g, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached = true }))
 	send := func(header string) *httptest.ResponseRecorder {
 		reached = false
 		r := httptest.NewRequest(http.MethodGet, "/v1/version", nil)
