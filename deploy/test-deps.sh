@@ -103,11 +103,13 @@ schemathesis_present() {
 # warn_libvirtd: the libvirt spec starts its own libvirtd and fails beside
 # another one.
 warn_libvirtd() {
-  local c
+  local c name
   for c in /proc/[0-9]*/comm; do
-    case "$(cat "$c" 2>/dev/null)" in
+    name=
+    { read -r name <"$c"; } 2>/dev/null || true
+    case "$name" in
       libvirtd | virtqemud)
-        echo "test-deps: warning: a libvirtd runs (${c%/comm}); the libvirt e2e spec starts its own and fails beside it:" \
+        echo "test-deps: warning: a libvirtd runs (pid $(basename "${c%/comm}")); the libvirt e2e spec starts its own and fails beside it:" \
           "systemctl stop libvirtd.service libvirtd.socket libvirtd-ro.socket libvirtd-admin.socket" >&2
         return ;;
     esac
