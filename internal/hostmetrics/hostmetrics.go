@@ -88,6 +88,8 @@ var (
 			func(v hostapi.VMStats) float64 { return float64(v.Usage.Errors) }),
 		vm("sluice_vm_doorbells_total", "Doorbells received.", counter,
 			func(v hostapi.VMStats) float64 { return float64(v.Doorbells) }),
+		vm("sluice_vm_doorbells_limited_total", "Doorbells rung while the vector was muted for ringing over the doorbell limit.", counter,
+			func(v hostapi.VMStats) float64 { return float64(v.DoorbellsLimited) }),
 		vm("sluice_vm_wakes_total", "Signals sent to the VM's guests asleep on a channel's wake word.", counter,
 			func(v hostapi.VMStats) float64 { return float64(v.Wakes) }),
 		vm("sluice_vm_peers", "Guest peers connected.", gauge,

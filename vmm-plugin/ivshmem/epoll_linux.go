@@ -61,7 +61,7 @@ func (s *Server) pollLoop() {
 			}
 			count, ok, err := drain(s.hostFDs[tag], &buf)
 			if err == nil && ok {
-				s.limit(int(tag), count)
+				s.limit(int(tag), count, spin)
 				s.cfg.OnDoorbell(int(tag), count)
 			}
 		}

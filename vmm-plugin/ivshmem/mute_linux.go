@@ -31,14 +31,18 @@ func (m *mutes) mono() int64 { return int64(time.Since(m.epoch)) + 1 }
 
 // limit counts a doorbell read from vector's eventfd (count signals) and
 // mutes the vector when it is over the limit; it adds to Limited the
-// signals that arrived while the vector was muted.
-func (s *Server) limit(vector int, count uint64) {
+// signals that arrived while the vector was muted. Doorbells read while
+// OnIdle keeps the goroutine spinning are not counted: they cost a read
+// in a loop that runs anyway, not a wakeup, and a guest whose every
+// command the spin finds before its doorbell must not be muted for
+// ringing often.
+func (s *Server) limit(vector int, count uint64, spinning bool) {
 	m := &s.mute
 	if m.after[vector] {
 		m.after[vector] = false
 		s.limited.Add(count)
 	}
-	if m.lim.perNs == 0 {
+	if m.lim.perNs == 0 || spinning {
 		return
 	}
 	now := m.mono()

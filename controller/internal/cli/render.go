@@ -119,6 +119,9 @@ func RenderVM(vm hostapi.VM) string {
 		fields = append(fields, [2]string{"Max command", maxCommandField(vm.MaxCommandNs, vm.Timeouts)})
 	}
 	fields = append(fields, [2]string{"Created", formatTime(vm.Created)})
+	if vm.DoorbellsLimited > 0 {
+		fields = append(fields, [2]string{"Doorbells limited", u64(vm.DoorbellsLimited)})
+	}
 	if vm.Volume != "" {
 		fields = append(fields, [2]string{"Volume", clean(vm.Volume)})
 	}

@@ -49,7 +49,10 @@ type clock struct{ epoch time.Time }
 
 func (c clock) Now() int64 { return int64(time.Since(c.epoch)) }
 
-// Attach creates a VM. Its completions come from a goroutine of its own.
+// Attach creates a VM. Its commands complete inside Submit, on the
+// submitter's goroutine (which the backend contract allows: Complete may
+// call Submit): no goroutine hand-off between a doorbell and its
+// completion.
 func (b *Backend) Attach(spec backend.VMSpec) (backend.VM, error) {
 	if spec.Channels < 1 || spec.Channels > abi.MaxChannels || spec.Complete == nil {
 		return nil, fmt.Errorf("attaching VM %d: %w: %d channels, callback set %t", spec.ID, backend.ErrInvalid, spec.Channels, spec.Complete != nil)
@@ -62,10 +65,8 @@ func (b *Backend) Attach(spec backend.VMSpec) (backend.VM, error) {
 	if _, dup := b.vms[spec.ID]; dup {
 		return nil, fmt.Errorf("attaching VM %d: %w: ID in use", spec.ID, backend.ErrInvalid)
 	}
-	v := &vm{b: b, id: spec.ID, channels: spec.Channels, complete: spec.Complete, done: make(chan struct{})}
-	v.cond.L = &v.mu
+	v := &vm{b: b, id: spec.ID, channels: spec.Channels, complete: spec.Complete}
 	b.vms[spec.ID] = v
-	go v.run()
 	return v, nil
 }
 
@@ -89,15 +90,13 @@ type vm struct {
 	id       uint32
 	channels int
 	complete func(backend.Completion)
-	done     chan struct{} // closed when run returns
 
-	mu      sync.Mutex
-	cond    sync.Cond
-	queue   []backend.Completion
-	closing bool
+	mu       sync.Mutex
+	closing  bool
+	inflight sync.WaitGroup // Submits completing: Close waits for them
 }
 
-// Submit completes cmd at once, on the VM's goroutine.
+// Submit completes cmd at once, on the caller's goroutine.
 func (v *vm) Submit(channel int, cmd abi.Command, tag uint64) error {
 	if channel < 0 || channel >= v.channels {
 		return fmt.Errorf("submitting to channel %d of VM %d: %w", channel, v.id, backend.ErrInvalid)
@@ -108,12 +107,14 @@ func (v *vm) Submit(channel int, cmd abi.Command, tag uint64) error {
 		c.Code, c.Start, c.End = abi.OK, now, now
 	}
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	if v.closing {
+		v.mu.Unlock()
 		return fmt.Errorf("submitting to VM %d: %w", v.id, backend.ErrClosed)
 	}
-	v.queue = append(v.queue, c)
-	v.cond.Signal()
+	v.inflight.Add(1)
+	v.mu.Unlock()
+	defer v.inflight.Done()
+	v.complete(c)
 	return nil
 }
 
@@ -135,8 +136,8 @@ func (v *vm) SetMaxCommand(int64) {}
 // Timeouts is 0: no command runs long enough.
 func (v *vm) Timeouts() int64 { return 0 }
 
-// Close delivers what was submitted (nothing is ever queued behind a running
-// command here) and stops the VM's goroutine.
+// Close refuses further commands and waits for the completions being
+// delivered (nothing is ever queued here).
 func (v *vm) Close() error {
 	v.mu.Lock()
 	if v.closing {
@@ -144,31 +145,10 @@ func (v *vm) Close() error {
 		return fmt.Errorf("closing VM %d: %w", v.id, backend.ErrClosed)
 	}
 	v.closing = true
-	v.cond.Signal()
 	v.mu.Unlock()
-	<-v.done
+	v.inflight.Wait()
 	v.b.mu.Lock()
 	delete(v.b.vms, v.id)
 	v.b.mu.Unlock()
 	return nil
-}
-
-func (v *vm) run() {
-	defer close(v.done)
-	var batch []backend.Completion
-	for {
-		v.mu.Lock()
-		for len(v.queue) == 0 && !v.closing {
-			v.cond.Wait()
-		}
-		if len(v.queue) == 0 {
-			v.mu.Unlock()
-			return
-		}
-		batch, v.queue = v.queue, batch[:0]
-		v.mu.Unlock()
-		for _, c := range batch {
-			v.complete(c)
-		}
-	}
 }

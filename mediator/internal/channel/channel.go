@@ -215,9 +215,23 @@ const maxBatch = 64
 //
 // A doorbell on a held channel is told to the VM's budget's hook
 // (BudgetHook.Knocked): turn arbitration gives the VM a turn on it.
-func (c *Channel) Poll() {
+func (c *Channel) Poll() { c.poll(true) }
+
+// Put is the guest's put index as it is in shared memory now: a look
+// without the lock, for a poller spinning on the ring (it may be garbage;
+// forwarding validates it).
+func (c *Channel) Put() uint32 { return c.region.Load32(c.off + abi.ChPut) }
+
+// Found handles records a poller spinning on the ring found (Put moved)
+// as a doorbell would, without counting a doorbell: the guest's own comes
+// later and finds them forwarded.
+func (c *Channel) Found() { c.poll(false) }
+
+func (c *Channel) poll(doorbell bool) {
 	c.mu.Lock()
-	c.counters.Doorbells++
+	if doorbell {
+		c.counters.Doorbells++
+	}
 	if c.bellAt == 0 {
 		c.bellAt = now()
 	}

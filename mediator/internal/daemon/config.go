@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/internal/apiserver"
 	"github.com/sluice-gpu/sluice/mediator/internal/gate"
 	"github.com/sluice-gpu/sluice/mediator/internal/sched"
+	"github.com/sluice-gpu/sluice/mediator/internal/spin"
 	"github.com/sluice-gpu/sluice/mediator/internal/syscalls"
 )
 
@@ -88,6 +89,15 @@ type Config struct {
 	Syscalls syscalls.Config
 	// Proxy is how the VMs' syscall proxies run.
 	Proxy ProxyConfig
+	// DoorbellSpin is how long each VM's doorbell goroutine busy-polls the
+	// VM's rings after a doorbell or a completion instead of sleeping
+	// (Window: the longest, adaptive, default 50µs, 0 off, at most 1ms),
+	// and the CPU all VMs together may spend so (Cores, default 1).
+	DoorbellSpin spin.Config
+	// DoorbellLimit is the most doorbells a second read from one VM: a VM
+	// ringing faster has the vector muted 1ms at a time (its commands are
+	// still forwarded, from the ring). Default 200000; 0: no limit.
+	DoorbellLimit int
 }
 
 // ProxyConfig configures the per-VM sluice-proxy processes.
@@ -108,6 +118,11 @@ type ProxyConfig struct {
 	MaxFileSize uint64
 }
 
+// DefaultDoorbellLimit is Config.DoorbellLimit's default: far above what a
+// guest that waits for its work rings (a NOP round trip a µs apart is a
+// million a second, but a spinning host reads the ring without them).
+const DefaultDoorbellLimit = 200_000
+
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
@@ -126,6 +141,9 @@ func DefaultConfig() Config {
 		Accounting:  accounting.Config{Method: accounting.MethodLoga},
 		Syscalls:    syscalls.DefaultConfig(),
 		Proxy:       ProxyConfig{MaxFiles: 256},
+
+		DoorbellSpin:  spin.DefaultConfig(),
+		DoorbellLimit: DefaultDoorbellLimit,
 	}
 }
 
@@ -188,6 +206,12 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Syscalls.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
+	}
+	if err := c.DoorbellSpin.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if c.DoorbellLimit < 0 {
+		return fmt.Errorf("config: doorbell limit %d a second: want 0 (none) or more", c.DoorbellLimit)
 	}
 	if c.Proxy.Binary == "" {
 		exe, err := os.Executable()

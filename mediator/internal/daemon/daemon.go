@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/internal/engine"
 	"github.com/sluice-gpu/sluice/mediator/internal/gate"
 	"github.com/sluice-gpu/sluice/mediator/internal/sched"
+	"github.com/sluice-gpu/sluice/mediator/internal/spin"
 	"github.com/sluice-gpu/sluice/mediator/internal/usage"
 	"github.com/sluice-gpu/sluice/mediator/internal/vm"
 	"github.com/sluice-gpu/sluice/vmm-plugin/ivshmem"
@@ -44,6 +45,8 @@ type Daemon struct {
 	stop   context.CancelFunc
 	done   chan struct{}
 	lock   *stateLock // the state dir's, held until Close
+
+	spin *spin.Budget // the CPU the VMs' doorbell goroutines may spin
 
 	mu       sync.Mutex
 	vms      map[string]*entry
@@ -102,6 +105,7 @@ func open(cfg Config, lock *stateLock) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, be: be, ledger: ledger, epoch: newEpoch(), vms: map[string]*entry{}, deleting: map[string]bool{}, nextID: 1}
+	d.spin = spin.NewBudget(cfg.DoorbellSpin.Cores)
 	saved, err := d.loadVMs()
 	if err != nil {
 		be.Close()
@@ -265,6 +269,10 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 		GPUBaseNs:   base.GPUNs,
 		MemoryQuota: req.Memory,
 		MaxFileSize: d.cfg.Proxy.MaxFileSize, // the proxy's too (proxyStarter)
+
+		SpinWindow:    d.cfg.DoorbellSpin.Window,
+		SpinBudget:    d.spin,
+		DoorbellLimit: d.cfg.DoorbellLimit,
 	}, d.be)
 	if err != nil {
 		return hostapi.VM{}, fmt.Errorf("creating vm %q: %w", req.Name, classify(err))

@@ -57,6 +57,8 @@ func describe(e *entry) hostapi.VM {
 		State:        state,
 		Peers:        peers,
 		Created:      e.vm.Created(),
+
+		DoorbellsLimited: e.vm.DoorbellsLimited(),
 	}
 }
 

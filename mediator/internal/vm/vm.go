@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-gpu/sluice/internal/shm"
 	"github.com/sluice-gpu/sluice/mediator/backend"
 	"github.com/sluice-gpu/sluice/mediator/internal/channel"
+	"github.com/sluice-gpu/sluice/mediator/internal/spin"
 	"github.com/sluice-gpu/sluice/mediator/internal/syscalls"
 	"github.com/sluice-gpu/sluice/vmm-plugin/ivshmem"
 	"golang.org/x/sys/unix"
@@ -54,6 +55,16 @@ type Config struct {
 	// (syscalls.Spec.MaxFileSize); StartProxy must give its proxy the same
 	// (proxy.StartConfig.MaxFileSize). 0: none.
 	MaxFileSize uint64
+	// Spin is how the doorbell goroutine busy-polls the VM's rings after a
+	// doorbell or a completion (spin.Config.Window: the longest window,
+	// 0 never), charged to SpinBudget, shared by the daemon's VMs (nil:
+	// never spins).
+	SpinWindow time.Duration
+	SpinBudget *spin.Budget
+	// DoorbellLimit is the most doorbells a second read from the VM's
+	// guests before the vector rung is muted (ivshmem.ServerConfig); 0:
+	// none.
+	DoorbellLimit int
 }
 
 // ErrNoQuota is returned for a memory quota on a backend that cannot
@@ -95,6 +106,8 @@ type VM struct {
 	doorbells atomic.Uint64 // every doorbell, on any vector
 	other     atomic.Uint64 // doorbells on the syscall and control vectors
 	refusals  refusals      // endpoint.go
+
+	bell bellState // the doorbell goroutine's (doorbell.go)
 }
 
 // New creates the region, attaches the VM to the backend and starts
@@ -166,6 +179,7 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 			return nil, err
 		}
 	}
+	v.initBell()
 	v.server, err = ivshmem.NewServer(ivshmem.ServerConfig{
 		SocketPath: cfg.Socket,
 		SocketMode: cfg.SocketMode,
@@ -178,6 +192,10 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		Owners:           cfg.Owners,
 		HandshakeTimeout: cfg.HandshakeTimeout,
 		OnRefuse:         v.refused,
+		// The storm limit and the busy-poll window (doorbell.go).
+		DoorbellLimit: cfg.DoorbellLimit,
+		OnLimit:       v.limited,
+		OnIdle:        v.idleHook(),
 		// A guest joining reads a header the host wrote just now: one
 		// corrupted since (by a guest of the VM) does not keep the next
 		// from joining.
@@ -275,27 +293,12 @@ func (v *VM) writeHeader(heartbeat uint64) {
 	v.region.CopyIn(0, b[:])
 }
 
-// doorbell runs on the server's epoll goroutine.
-func (v *VM) doorbell(vector int, _ uint64) {
-	v.doorbells.Add(1)
-	if vector >= 0 && vector < len(v.channels) {
-		v.channels[vector].Poll()
-		return
-	}
-	if vector == abi.SyscallVector(len(v.channels)) && v.sys != nil {
-		v.sys.Kick()
-		return
-	}
-	// The control vector is served by a later ABI feature; a vector out of
-	// range is the guest's garbage and is only counted.
-	v.other.Add(1)
-}
-
 // complete runs on a backend goroutine.
 func (v *VM) complete(c backend.Completion) {
 	if c.Channel < 0 || c.Channel >= len(v.channels) {
 		return
 	}
+	v.noteCompletion()
 	v.channels[c.Channel].Complete(channel.Completion{
 		Index:  uint32(c.Tag),
 		Op:     c.Op,
@@ -429,11 +432,24 @@ type Stats struct {
 	Doorbells uint64
 	Channels  []channel.Snapshot
 	Total     channel.Counters
+	// DoorbellsLimited counts the guests' doorbells taken late, in one
+	// read each mute, for ringing over Config.DoorbellLimit.
+	DoorbellsLimited uint64
+}
+
+// DoorbellsLimited counts the doorbells the VM's guests rang on a vector
+// muted for ringing over Config.DoorbellLimit.
+func (v *VM) DoorbellsLimited() uint64 {
+	if srv := v.waker.srv.Load(); srv != nil {
+		return srv.Limited()
+	}
+	return 0
 }
 
 // Stats sums the VM's channels.
 func (v *VM) Stats() Stats {
 	s := Stats{Doorbells: v.doorbells.Load(), Channels: make([]channel.Snapshot, len(v.channels))}
+	s.DoorbellsLimited = v.DoorbellsLimited()
 	for i, c := range v.channels {
 		cs := c.Snapshot()
 		s.Channels[i] = cs
