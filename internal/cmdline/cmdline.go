@@ -133,3 +133,27 @@ func Checked(check func(*pflag.FlagSet) error, act func(context.Context) error) 
 		return act(cmd.Context())
 	}
 }
+
+// Alias registers old as a hidden spelling of the flag named replacement
+// (declared first) that still works, saying on w, once per use, that it
+// is deprecated. Unlike cobra's MarkDeprecated, whose notice goes to the
+// command's output, it keeps stdout clean for what the command prints.
+func Alias(fs *pflag.FlagSet, old, replacement string, w io.Writer) {
+	target := fs.Lookup(replacement)
+	fs.Var(alias{target, old, w}, old, "the old name of --"+replacement)
+	f := fs.Lookup(old)
+	f.Hidden, f.NoOptDefVal = true, target.NoOptDefVal
+}
+
+type alias struct {
+	target *pflag.Flag
+	old    string
+	w      io.Writer
+}
+
+func (a alias) String() string { return a.target.Value.String() }
+func (a alias) Type() string   { return a.target.Value.Type() }
+func (a alias) Set(s string) error {
+	fmt.Fprintf(a.w, "warning: --%s is deprecated: use --%s\n", a.old, a.target.Name)
+	return a.target.Value.Set(s)
+}

@@ -77,3 +77,29 @@ func TestEnv(t *testing.T) {
 		}
 	}
 }
+
+func TestAlias(t *testing.T) {
+	var stderr, stdout bytes.Buffer
+	var domain bool
+	var poll time.Duration
+	root := NewRoot(&cobra.Command{Use: "tool", RunE: func(cmd *cobra.Command, _ []string) error {
+		_, err := cmd.OutOrStdout().Write([]byte("<domain/>"))
+		return err
+	}}, "v1")
+	root.Flags().BoolVar(&domain, "domain", false, "print a domain")
+	root.Flags().DurationVar(&poll, "poll", 0, "poll phase")
+	Alias(root.Flags(), "whole", "domain", &stderr)
+	Alias(root.Flags(), "every", "poll", &stderr)
+	if code := Execute(context.Background(), root, []string{"--whole", "--every", "5ms"}, &stdout, &stderr); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !domain || poll != 5*time.Millisecond || stdout.String() != "<domain/>" ||
+		stderr.String() != "warning: --whole is deprecated: use --domain\nwarning: --every is deprecated: use --poll\n" {
+		t.Errorf("domain %v, poll %v, stdout %q, stderr %q", domain, poll, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	root.SetArgs([]string{"--help"})
+	if err := root.Execute(); err != nil || strings.Contains(stdout.String(), "whole") {
+		t.Errorf("--help shows the alias (%v):\n%s", err, stdout.String())
+	}
+}

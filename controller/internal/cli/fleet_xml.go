@@ -9,37 +9,39 @@ import (
 
 // newVMXMLCommand is "vm xml": a VM's libvirt XML from the controller.
 func newVMXMLCommand(a *app) *cobra.Command {
-	var whole bool
+	var domain bool
 	var image, accel string
 	var memoryMiB int64
 	cmd := &cobra.Command{
-		Use:   "xml NAME [--whole [--image DIR] [--memory MIB] [--accel kvm|tcg]]",
+		Use:   "xml NAME [--domain [--image DIR] [--memory MIB] [--accel kvm|tcg]]",
 		Short: "Print a VM's libvirt XML from the controller: its <shmem> device, or a whole domain",
 		Long: `Ask sluice-controller for VM NAME's libvirt XML, built (by vmm-plugin/libvirt,
 as "sluicectl libvirt xml" builds it on the host) from the endpoint the VM's
 host reported: the <shmem> device to paste into the domain's <devices> on that
-host, or with --whole a whole domain that boots the guest image in --image
+host, or with --domain a whole domain that boots the guest image in --image
 (a directory on the host) directly, with the device, the VM's volume and its
 settings as metadata. A tenant gets its own VMs' only. Until the host has
 created the VM (at its next sync) the controller answers 409 conflict.
---accel is vm start's and libvirt xml's choice (tcg is libvirt's domain type
-qemu); auto is not offered, as the controller cannot look at the host's CPU.
---image names a directory on the VM's host, so $` + GuestImageEnv + ` (a path here) does
-not apply.`,
+
+--domain, --image, --memory and --accel are libvirt xml's flags (--whole is
+the old name of --domain). --accel takes kvm or tcg, as vm start's (tcg is
+libvirt's domain type qemu), but not auto: the controller cannot look at the
+host's CPU. --image names a directory on the VM's host, so $` + GuestImageEnv + `
+(a path on this machine) is not its default.`,
 		Example: `  sluicectl vm xml web
-  sluicectl vm xml web --whole --memory 512 > web.xml   # then, on the VM's host: virsh define web.xml`,
+  sluicectl vm xml web --domain --memory 512 > web.xml   # then, on the VM's host: virsh define web.xml`,
 		Args: argsNamed("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !whole {
+			if !domain {
 				for _, name := range []string{"image", "memory", "accel"} {
 					if cmd.Flags().Changed(name) {
-						return usageErrorf("--%s needs --whole", name)
+						return usageErrorf("--%s needs --domain", name)
 					}
 				}
 			}
 			params := &controllerapi.GetVMDomainXMLParams{}
-			if whole {
-				params.Whole = &whole
+			if domain {
+				params.Whole = &domain
 				if cmd.Flags().Changed("image") {
 					params.Image = &image
 				}
@@ -67,10 +69,11 @@ not apply.`,
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&whole, "whole", false, "print a whole domain instead of the <shmem> device")
-	f.StringVar(&image, "image", "", "with --whole: the guest image directory on the VM's host (default the controller's, /var/lib/sluice/guest)")
-	f.Int64Var(&memoryMiB, "memory", 0, "with --whole: guest memory in MiB (default 256)")
-	f.StringVar(&accel, "accel", "", "with --whole: accelerator kvm or tcg (default kvm)")
+	f.BoolVar(&domain, "domain", false, "print a whole domain instead of the <shmem> device")
+	cmdline.Alias(f, "whole", "domain", a.opts.Stderr)
+	f.StringVar(&image, "image", "", "with --domain: the guest image directory on the VM's host (default the controller's, /var/lib/sluice/guest)")
+	f.Int64Var(&memoryMiB, "memory", 0, "with --domain: guest memory in MiB (default 256)")
+	f.StringVar(&accel, "accel", "", "with --domain: accelerator kvm or tcg (default kvm)")
 	cmdline.Renamed(f, "type", "accel", "kvm or tcg; libvirt's domain type qemu is tcg")
 	return cmd
 }

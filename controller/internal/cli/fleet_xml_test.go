@@ -32,10 +32,10 @@ func TestFleetVMXML(t *testing.T) {
 	if !strings.HasPrefix(out, `<shmem name="sluice">`) || !strings.Contains(out, `<server path="/run/sluice/vms/web.sock">`) {
 		t.Fatalf("vm xml:\n%s", out)
 	}
-	out = mustOK(t, c.ctl(alice, "vm", "xml", "web", "--whole", "--accel", "tcg", "--memory", "512", "--image", "/srv/guest"), "vm xml --whole")
+	out = mustOK(t, c.ctl(alice, "vm", "xml", "web", "--domain", "--accel", "tcg", "--memory", "512", "--image", "/srv/guest"), "vm xml --domain")
 	d, err := libvirt.ParseDomain([]byte(out))
 	if err != nil || d.Type != "qemu" || d.Memory.Value != 512 || d.OS.Initrd != "/srv/guest/initramfs.gz" {
-		t.Fatalf("vm xml --whole: %v\n%s", err, out)
+		t.Fatalf("vm xml --domain: %v\n%s", err, out)
 	}
 	if path := testdeps.Tool(t, "virt-xml-validate", "libvirt-clients"); path != "" {
 		file := filepath.Join(t.TempDir(), "d.xml")
@@ -46,10 +46,15 @@ func TestFleetVMXML(t *testing.T) {
 			t.Errorf("virt-xml-validate: %v\n%s", err, b)
 		}
 	}
-	for _, args := range [][]string{{"--memory", "512"}, {"--whole", "--accel", "xen"}, {"--whole", "--accel", "auto"}, {"--whole", "--type", "qemu"}, {"--image", "/x"}} {
+	for _, args := range [][]string{{"--memory", "512"}, {"--domain", "--accel", "xen"}, {"--domain", "--accel", "auto"}, {"--domain", "--type", "qemu"}, {"--image", "/x"}} {
 		if r := c.ctl(alice, append([]string{"vm", "xml", "web"}, args...)...); r.code != ExitUsage {
 			t.Errorf("vm xml web %q: %+v, want a usage error", args, r)
 		}
+	}
+	// --whole, the old name of --domain, still works, with a warning.
+	if r := c.ctl(alice, "vm", "xml", "web", "--whole"); r.code != ExitOK || !strings.HasPrefix(r.stdout, "<domain") ||
+		r.stderr != "warning: --whole is deprecated: use --domain\n" {
+		t.Errorf("vm xml web --whole: %+v", r)
 	}
 	if r := c.ctl(bob, "vm", "xml", "web"); r.code != ExitError || !strings.Contains(r.stderr, "not found") {
 		t.Errorf("another tenant: %+v", r)
