@@ -168,6 +168,22 @@ type Clock interface {
 	Now() int64
 }
 
+// TimeSlicer is implemented by a backend that says whether its GPU
+// time-slices between VMs' contexts (compute preemption): a long command of
+// one VM then does not keep another VM's commands off the GPU for its whole
+// length. The turns arbitration relies on it for commands far longer than a
+// turn (gate.OverrunQuanta).
+type TimeSlicer interface {
+	TimeSlices() bool
+}
+
+// TimeSlices reports whether b's GPU time-slices between VMs (false for a
+// backend that does not say).
+func TimeSlices(b Backend) bool {
+	t, ok := b.(TimeSlicer)
+	return ok && t.TimeSlices()
+}
+
 // StatusReader is implemented by a backend whose running-channel state can be
 // polled without disturbing it (LoGA): the sim's status register and channel
 // table, or the CUDA backend's markers.

@@ -125,7 +125,7 @@ func newLogaControl(s spec.Spec, sm gpu, hosts []*host) (*logaControl, error) {
 	if s.Tuning.Arbitration == string(gate.ArbitrationTurns) {
 		l.q.direct = true
 		clk := gate.Clock{Now: sm.Clock().Now, After: sm.After}
-		if err := eng.SetArbitration(gate.ArbitrationTurns, int64(s.Tuning.Quantum), clk); err != nil {
+		if err := eng.SetArbitration(gate.ArbitrationTurns, int64(s.Tuning.Quantum), clk, backend.TimeSlices(sm)); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
 		}
 	}

@@ -174,6 +174,11 @@ func (b *Backend) DeviceName() string { return b.name }
 // Clock is monotonic time since Open.
 func (b *Backend) Clock() backend.Clock { return wallClock{b.epoch} }
 
+// TimeSlices is true: each VM is a context of its own, between which the
+// driver time-slices, preempting a running kernel at the end of its slice
+// (compute preemption, every NVIDIA GPU since Pascal).
+func (b *Backend) TimeSlices() bool { return true }
+
 type wallClock struct{ epoch time.Time }
 
 func (c wallClock) Now() int64 { return int64(time.Since(c.epoch)) }

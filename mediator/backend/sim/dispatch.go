@@ -37,12 +37,21 @@ func (s *Sim) dispatchEngineLocked(e Engine) (failed bool) {
 		}
 		ch.inReady = false
 		head := ch.q.front()
+		start := max(s.now, ch.lastEnd)
+		if ch.resume > 0 {
+			// A preempted command goes on where it stopped.
+			en.ch, en.stats, en.orphan, en.code = ch, ch.vm.stats, false, ch.resumeCode
+			en.ref = backend.ChannelRef{VM: ch.vm.id, Channel: ch.idx}
+			ch.running = true
+			s.startSliceLocked(e, en, start, ch.resumeAt, ch.resumeRan, ch.resume)
+			ch.resume = 0
+			continue
+		}
 		if code := s.execLocked(ch.vm, &head.cmd); code != abi.OK {
-			s.finishHeadLocked(ch, code, 0, 0)
+			s.finishHeadLocked(ch, code, 0, 0, 0)
 			failed = true
 			continue
 		}
-		start := max(s.now, ch.lastEnd)
 		en.ch, en.stats, en.orphan, en.code = ch, ch.vm.stats, false, abi.OK
 		en.ref = backend.ChannelRef{VM: ch.vm.id, Channel: ch.idx}
 		ch.running = true
@@ -61,18 +70,61 @@ func (s *Sim) dispatchEngineLocked(e Engine) (failed bool) {
 			s.moving = nil
 			s.queueMoveLocked(en, ch, move)
 		}
-		en.start, en.end = start, start+cost
-		s.seq++
-		s.events.push(event{t: en.end, seq: s.seq, eng: e, kind: evEngine})
+		s.startSliceLocked(e, en, start, start, 0, cost)
 	}
 	return failed
 }
 
-// finishHeadLocked completes ch's head command and readies its next one.
-func (s *Sim) finishHeadLocked(ch *channel, code abi.ErrorCode, start, end int64) {
+// startSliceLocked runs a command on e from start that began at first, has
+// run ran ns and has cost ns left: to its end, or for a time slice when it
+// is one the engine may preempt (Params.TimesliceNs) and longer than that.
+func (s *Sim) startSliceLocked(e Engine, en *engine, start, first, ran, cost int64) {
+	run := cost
+	if ts := s.p.TimesliceNs; ts > 0 && e == Compute && en.fx == nil && cost > ts {
+		run = ts
+	}
+	en.start, en.end = start, start+run
+	en.first, en.ran, en.rest = first, ran, cost-run
+	s.seq++
+	s.events.push(event{t: en.end, seq: s.seq, eng: e, kind: evEngine})
+}
+
+// sliceEndLocked ends the running slice of a command that has more to run:
+// it goes on, or, when a command of another VM waits for the engine, it is
+// preempted to the back of the engine's FIFO.
+func (s *Sim) sliceEndLocked(e Engine, en *engine) {
+	ran := en.ran + en.end - en.start
+	if !s.otherWaitsLocked(en) {
+		s.startSliceLocked(e, en, en.end, en.first, ran, en.rest)
+		return
+	}
+	ch := en.ch
+	ch.resume, ch.resumeAt, ch.resumeRan, ch.resumeCode = en.rest, en.first, ran, en.code
+	ch.running = false
+	ch.lastEnd = en.end
+	en.ch, en.stats, en.code = nil, nil, abi.OK
+	en.first, en.ran, en.rest = 0, 0, 0
+	s.makeReadyLocked(ch)
+}
+
+// otherWaitsLocked reports whether a channel of a VM other than the running
+// command's is in e's FIFO.
+func (s *Sim) otherWaitsLocked(en *engine) bool {
+	for i := range en.ready.len() {
+		if w := en.ready.at(i); w.inReady && !w.dead && w.vm != en.ch.vm {
+			return true
+		}
+	}
+	return false
+}
+
+// finishHeadLocked completes ch's head command and readies its next one;
+// gpuNs, when not 0, is its run time where that is less than end - start
+// (it was preempted).
+func (s *Sim) finishHeadLocked(ch *channel, code abi.ErrorCode, start, end, gpuNs int64) {
 	q := ch.q.popFront()
 	s.pending = append(s.pending, delivery{vm: ch.vm, c: backend.Completion{
-		Channel: ch.idx, Tag: q.tag, Op: q.cmd.Op, Code: code, Start: start, End: end,
+		Channel: ch.idx, Tag: q.tag, Op: q.cmd.Op, Code: code, Start: start, End: end, GPUNs: gpuNs,
 	}})
 	switch {
 	case ch.dead:
@@ -90,8 +142,14 @@ func (s *Sim) engineDoneLocked(e Engine) {
 	busy := en.end - en.start
 	en.busy += busy
 	en.stats.busy += busy
+	if en.rest > 0 && !en.orphan {
+		s.sliceEndLocked(e, en)
+		return
+	}
 	ch, orphan, code, fx := en.ch, en.orphan, en.code, en.fx
+	first, ran := en.first, en.ran+busy
 	en.ch, en.stats, en.orphan, en.prog, en.code, en.fx = nil, nil, false, nil, abi.OK, nil
+	en.first, en.ran, en.rest = 0, 0, 0
 	if orphan {
 		return
 	}
@@ -107,7 +165,11 @@ func (s *Sim) engineDoneLocked(e Engine) {
 		return
 	}
 	ch.lastEnd = en.end
-	s.finishHeadLocked(ch, code, en.start, en.end)
+	var gpuNs int64
+	if ran < en.end-first {
+		gpuNs = ran // preempted on the way
+	}
+	s.finishHeadLocked(ch, code, first, en.end, gpuNs)
 }
 
 // stepLocked processes the next event, then lets the dispatcher react.

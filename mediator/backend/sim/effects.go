@@ -78,7 +78,7 @@ func (s *Sim) finishParkedLocked(fx *effect) {
 	fx.parked = false
 	ch.parked = nil
 	ch.lastEnd = fx.end
-	s.finishHeadLocked(ch, fx.code, fx.start, fx.end)
+	s.finishHeadLocked(ch, fx.code, fx.start, fx.end, 0)
 }
 
 // movingLocked reports whether the virtual timeline must wait before its

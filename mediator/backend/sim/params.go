@@ -44,6 +44,15 @@ type Params struct {
 	// work-groups that fit, and a work-group larger than this cannot
 	// launch.
 	Resident int
+	// TimesliceNs makes the compute engine time-slice between VMs, as a
+	// GPU's driver does between contexts with compute preemption
+	// ("timeslice_ns", default 0: commands are not preemptible, the GPU of
+	// the LoGA paper): a command that has run TimesliceNs while a command
+	// of another VM waits for the engine is preempted, goes to the back of
+	// the engine's FIFO with what it has left, and resumes there. Commands
+	// of one VM never preempt each other, and programs (LAUNCH) and data
+	// movement (MEMSET, COPY) are not preempted.
+	TimesliceNs int64
 }
 
 // Drive modes.
@@ -71,13 +80,14 @@ const maxCost = int64(1) << 60
 
 // paramSetters is the table of keys; each parses its value into p.
 var paramSetters = map[string]func(p *Params, v string) error{
-	"cmd_ns":    func(p *Params, v string) error { return parseNs(v, &p.CmdNs) },
-	"memset_ns": func(p *Params, v string) error { return parseNs(v, &p.MemsetNs) },
-	"memset_bw": func(p *Params, v string) error { return parseBandwidth(v, &p.MemsetBW) },
-	"copy_ns":   func(p *Params, v string) error { return parseNs(v, &p.CopyNs) },
-	"copy_bw":   func(p *Params, v string) error { return parseBandwidth(v, &p.CopyBW) },
-	"memory":    func(p *Params, v string) error { return parseQuantity(v, &p.Memory) },
-	"spin_ns":   func(p *Params, v string) error { return parseNs(v, &p.SpinNs) },
+	"cmd_ns":       func(p *Params, v string) error { return parseNs(v, &p.CmdNs) },
+	"memset_ns":    func(p *Params, v string) error { return parseNs(v, &p.MemsetNs) },
+	"memset_bw":    func(p *Params, v string) error { return parseBandwidth(v, &p.MemsetBW) },
+	"copy_ns":      func(p *Params, v string) error { return parseNs(v, &p.CopyNs) },
+	"copy_bw":      func(p *Params, v string) error { return parseBandwidth(v, &p.CopyBW) },
+	"memory":       func(p *Params, v string) error { return parseQuantity(v, &p.Memory) },
+	"spin_ns":      func(p *Params, v string) error { return parseNs(v, &p.SpinNs) },
+	"timeslice_ns": func(p *Params, v string) error { return parseNs(v, &p.TimesliceNs) },
 	"resident": func(p *Params, v string) error {
 		var q uint64
 		if err := parseQuantity(v, &q); err != nil {

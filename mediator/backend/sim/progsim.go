@@ -14,6 +14,7 @@ func (s *Sim) startProgramLocked(e Engine, l *launch, start int64) {
 	en := &s.engines[e]
 	en.prog = l
 	en.start, en.end = start, start+maxCost // until it ends
+	en.first, en.ran, en.rest = start, 0, 0
 	l.stop = make(chan struct{})
 	if !s.wall {
 		s.holds++

@@ -25,6 +25,9 @@ func (r *ring[T]) push(v T) {
 // front is the oldest element; the ring must not be empty.
 func (r *ring[T]) front() *T { return &r.buf[r.head] }
 
+// at is the i-th element from the front (i < len).
+func (r *ring[T]) at(i int) T { return r.buf[(r.head+i)%len(r.buf)] }
+
 // popFront removes and returns the oldest element; the ring must not be
 // empty.
 func (r *ring[T]) popFront() T {

@@ -107,6 +107,10 @@ type engine struct {
 	prog       *launch        // the program running, whose end is open until it finishes
 	fx         *effect        // the running command's data movement, nil without
 	code       abi.ErrorCode  // what the running command completes with
+	// Time slices (Params.TimesliceNs): start and end are the running
+	// slice's; the command started at first, ran ran ns before this slice
+	// and has rest ns to run after it (0: it ends at end).
+	first, ran, rest int64
 }
 
 type vmStats struct{ busy int64 }
@@ -151,6 +155,10 @@ func New(o backend.Options) (*Sim, error) {
 	}
 	return s, nil
 }
+
+// TimeSlices reports whether the compute engine time-slices between VMs
+// (Params.TimesliceNs).
+func (s *Sim) TimeSlices() bool { return s.p.TimesliceNs > 0 }
 
 // Params returns the cost model in use.
 func (s *Sim) Params() Params { return s.p }

@@ -364,6 +364,7 @@ func TestParseParams(t *testing.T) {
 		{map[string]string{"memset_bw": "3e12"}, func(p *Params) { p.MemsetBW = 3e12 }},
 		{map[string]string{"cmd_ns": "0", "copy_ns": "1k"}, func(p *Params) { p.CmdNs, p.CopyNs = 0, 1000 }},
 		{map[string]string{"spin_ns": "20000", "drive": "manual"}, func(p *Params) { p.SpinNs, p.Drive = 20000, DriveManual }},
+		{map[string]string{"timeslice_ns": "2M"}, func(p *Params) { p.TimesliceNs = 2e6 }},
 	}
 	for _, tc := range tests {
 		got, err := ParseParams(tc.in)
@@ -397,7 +398,7 @@ func FuzzParseParams(f *testing.F) {
 			}
 			return
 		}
-		if p.CopyBW == 0 || p.MemsetBW == 0 || p.CmdNs < 0 || p.CopyNs < 0 || p.MemsetNs < 0 || p.SpinNs < 0 {
+		if p.CopyBW == 0 || p.MemsetBW == 0 || p.CmdNs < 0 || p.CopyNs < 0 || p.MemsetNs < 0 || p.SpinNs < 0 || p.TimesliceNs < 0 {
 			t.Fatalf("accepted %q=%q as %+v", k, v, p)
 		}
 	})

@@ -52,6 +52,10 @@ type channel struct {
 	dead     bool         // its VM closed
 	lastEnd  int64        // when its previous command ended
 	activeAt int          // index in Sim.active, -1 when inactive
+	// A preempted head (Params.TimesliceNs): what it has left to run
+	// (0: none), when it first started, what it ran, its completion code.
+	resume, resumeAt, resumeRan int64
+	resumeCode                  abi.ErrorCode
 }
 
 type queued struct {
@@ -182,9 +186,9 @@ func (s *Sim) closeVMLocked(v *simVM) {
 			en.orphan = true
 			ch.running = false
 			if en.prog != nil { // its end is not known yet: it ends now
-				s.finishHeadLocked(ch, abi.ErrShutdown, en.start, max(s.now, en.start))
+				s.finishHeadLocked(ch, abi.ErrShutdown, en.start, max(s.now, en.start), 0)
 			} else {
-				s.finishHeadLocked(ch, en.code, en.start, en.end) // flushes the rest: ch is dead
+				s.finishHeadLocked(ch, en.code, en.start, en.end, 0) // flushes the rest: ch is dead
 			}
 		}
 		// With the wall clock, engineDone completes the head and flushes.

@@ -145,7 +145,7 @@ func (d *Daemon) startScheduling(persisted string) error {
 		clk := gate.Clock{Now: d.be.Clock().Now, After: func(delay int64, fn func()) {
 			time.AfterFunc(time.Duration(delay), fn)
 		}}
-		if err := d.engine.SetArbitration(a, int64(d.cfg.Quantum), clk); err != nil {
+		if err := d.engine.SetArbitration(a, int64(d.cfg.Quantum), clk, backend.TimeSlices(d.be)); err != nil {
 			return err
 		}
 	}

@@ -113,10 +113,11 @@ func (e *Engine) budgetLocked(p sched.Policy) int64 {
 	return e.derived
 }
 
-// SetArbitration switches to arbitration a; quantumNs (0: the default) and
-// clk (the backend's clock and timers) matter under turns.
-func (e *Engine) SetArbitration(a gate.Arbitration, quantumNs int64, clk gate.Clock) error {
-	if err := e.gate.SetTurns(a, gate.TurnConfig{QuantumNs: quantumNs, Picker: e.sched, Clock: clk}); err != nil {
+// SetArbitration switches to arbitration a; quantumNs (0: the default), clk
+// (the backend's clock and timers) and preempts (the GPU time-slices
+// between VMs: backend.TimeSlices) matter under turns.
+func (e *Engine) SetArbitration(a gate.Arbitration, quantumNs int64, clk gate.Clock, preempts bool) error {
+	if err := e.gate.SetTurns(a, gate.TurnConfig{QuantumNs: quantumNs, Picker: e.sched, Clock: clk, Preempts: preempts}); err != nil {
 		return fmt.Errorf("setting the arbitration: %w", err)
 	}
 	return nil

@@ -60,6 +60,12 @@ type Picker interface {
 // an idle turn (see anticipateLocked): 625 µs at the default quantum.
 const AnticipationDiv = 8
 
+// OverrunQuanta is how many quanta a latched holder's work in flight may
+// run on before the next VM gets the turn beside it (see overrunLocked): 15
+// ms at the default quantum, so kernels up to three quanta long keep turns
+// strict.
+const OverrunQuanta = 3
+
 // Clock is the backend's time base for turns: Now in ns, and After calling
 // fn delay ns from now (a Go timer on the wall clock, the simulator's
 // timeline on a virtual one).
@@ -73,6 +79,10 @@ type TurnConfig struct {
 	QuantumNs int64 // 0: DefaultQuantum
 	Picker    Picker
 	Clock     Clock
+	// Preempts says that the GPU time-slices between VMs' contexts
+	// (backend.TimeSlices): only then does a turn pass beside a holder's
+	// command that runs far past its turn (overrunLocked).
+	Preempts bool
 }
 
 // Turn is the turn's state, for stats.
@@ -82,6 +92,9 @@ type Turn struct {
 	Contended bool   // another VM waits: the quantum runs
 	Ending    bool   // the holder is latched and draining
 	Turns     uint64 // turns granted so far
+	// Overruns counts turns passed while the holder's work still ran
+	// (overrunLocked).
+	Overruns  uint64
 	QuantumNs int64
 }
 
@@ -101,6 +114,10 @@ type turnState struct {
 	idle   bool   // an anticipation runs
 	waited bool   // this idle spell had its anticipation
 	agen   uint64 // the anticipation timer's generation
+	// Overrun: a latched holder's work in flight ran past its grace.
+	overrunArmed bool // the grace timer of this turn's latch runs
+	overrun      bool // the grace is over: the turn passes beside that work
+	overruns     uint64
 }
 
 // runs reports whether id may forward as far as the turn goes.
@@ -157,7 +174,7 @@ func (g *Gate) Arbitration() (Arbitration, Turn) {
 		return ArbitrationDriver, Turn{}
 	}
 	return ArbitrationTurns, Turn{Holder: t.holder, Held: t.has, Contended: t.contended, Ending: t.ending,
-		Turns: t.granted, QuantumNs: t.cfg.QuantumNs}
+		Turns: t.granted, Overruns: t.overruns, QuantumNs: t.cfg.QuantumNs}
 }
 
 // hookLocked makes a VM's budget tell the gate of its drains and knocks.
@@ -320,6 +337,41 @@ func (g *Gate) anticipated(t *turnState, agen uint64) {
 	g.settleLocked()
 }
 
+// overrunLocked starts, once per latch, the grace a latched holder's work in
+// flight has to drain: OverrunQuanta quanta. Work the budget let through
+// drains about when the quantum ends, or one command later; what runs on
+// past the grace is a command far longer than a turn (a kernel of hundreds
+// of milliseconds, up to the VM's longest command), and the VMs waiting
+// behind it would wait that long. So when the grace ends the turn passes beside it: the
+// next holder's commands go to the GPU while that command still runs, and
+// the GPU's own time slicing between contexts (compute preemption; the
+// sim's timeslice_ns) runs them within a time slice, as under the driver's
+// arbitration. The late command is charged to its VM ahead, by its
+// estimate, when the quantum ended (chargeLocked); while it overlaps the
+// next holder's work the backend's bills of the two are those of the
+// driver's arbitration.
+func (g *Gate) overrunLocked() {
+	t := g.turns
+	if !t.cfg.Preempts || t.overrunArmed || !t.contended && len(g.candidatesLocked(t.holder, true)) == 0 {
+		return
+	}
+	t.overrunArmed = true
+	gen := t.gen
+	t.cfg.Clock.After(t.cfg.QuantumNs*OverrunQuanta, func() { g.overran(t, gen) })
+}
+
+// overran ends the grace of overrunLocked: the turn passes if the holder
+// it was started for is still latched with work in flight.
+func (g *Gate) overran(t *turnState, gen uint64) {
+	g.mu.Lock()
+	defer g.unlock()
+	if g.turns != t || t.gen != gen || !t.has || !t.ending || !g.inFlightLocked(t.holder) {
+		return
+	}
+	t.overrun = true
+	g.settleLocked()
+}
+
 // settleLocked moves the turn on as far as the VMs' state allows: it ends
 // a turn that should end, passes a drained one on, and engages or
 // disengages the quantum.
@@ -356,8 +408,12 @@ func (g *Gate) settleLocked() {
 			return
 		}
 		g.syncLocked(h) // latched: nothing more goes
-		if g.inFlightLocked(h) {
-			return // its drain calls back
+		if g.inFlightLocked(h) && !t.overrun {
+			g.overrunLocked()
+			return // its drain calls back, or the grace ends
+		}
+		if t.overrun {
+			t.overruns++
 		}
 		g.chargeLocked()
 		if b := g.budgets[h]; b != nil {
@@ -373,6 +429,7 @@ func (g *Gate) settleLocked() {
 	}
 	t.holder, t.has, t.ending, t.contended = next, true, false, false
 	t.idle, t.waited = false, false
+	t.overrunArmed, t.overrun = false, false
 	t.granted++
 	t.gen++
 	g.syncLocked(next)

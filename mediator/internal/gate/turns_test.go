@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"testing"
@@ -400,4 +401,41 @@ func TestTurnsAnticipation(t *testing.T) {
 			t.Fatalf("the GPU idled %v: a drained holder waited beside short kernels", time.Duration(idle))
 		}
 	})
+}
+
+// TestTurnsOverrun: a holder latched at its quantum's end whose command
+// runs on for more than OverrunQuanta quanta loses the turn beside it when
+// the GPU time-slices between VMs (Preempts), so that a VM waiting behind
+// a 100 ms kernel gets the GPU within a time slice of the grace, not after
+// the kernel; without Preempts the turn waits for the drain (on a GPU that
+// does not preempt, passing it would gain nothing).
+func TestTurnsOverrun(t *testing.T) {
+	for _, preempts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("preempts=%v", preempts), func(t *testing.T) {
+			w := newWorld(t, ArbitrationTurns, 5*time.Millisecond)
+			clk := Clock{Now: func() int64 { return w.now }, After: func(d int64, fn func()) { w.at(w.now+d, fn) }}
+			if err := w.g.SetTurns(ArbitrationTurns, TurnConfig{QuantumNs: ms(5), Picker: w.s, Clock: clk, Preempts: preempts}); err != nil {
+				t.Fatal(err)
+			}
+			w.addVM(1, 1, 100*time.Millisecond, 1, 0, time.Hour)
+			w.addVM(2, 1, time.Millisecond, 1, time.Millisecond, time.Hour)
+			// VM 2 knocks at 1 ms: the quantum ends at 6 ms, the grace
+			// at 21 ms, VM 1's kernel at 100 ms.
+			w.run(ms(20))
+			if _, turn := w.g.Arbitration(); turn.Holder != 1 || turn.Overruns != 0 {
+				t.Fatalf("at 20 ms: %+v, want VM 1 still holding, no overrun", turn)
+			}
+			w.run(ms(22))
+			_, turn := w.g.Arbitration()
+			if !preempts {
+				if turn.Holder != 1 || turn.Overruns != 0 || w.violations != 0 {
+					t.Fatalf("at 22 ms: %+v, %d overlapping submissions: the turn passed beside a running command on a GPU that does not preempt", turn, w.violations)
+				}
+				return
+			}
+			if turn.Holder != 2 || turn.Overruns != 1 || w.violations == 0 {
+				t.Fatalf("at 22 ms: %+v, %d overlapping submissions: want VM 2 holding beside VM 1's kernel", turn, w.violations)
+			}
+		})
+	}
 }
