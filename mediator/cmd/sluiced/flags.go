@@ -88,10 +88,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 // hold, working as a deprecated spelling of --poll in nanoseconds.
 func (o *options) addPollNs(fs *pflag.FlagSet) {
 	fs.Var(nsDuration{&o.poll}, "poll-ns", "poll phase length in ns")
-	_ = fs.MarkDeprecated("poll-ns", "use --poll, a duration such as 500us")
+	_ = fs.MarkHidden("poll-ns")
 }
 
-// nsDuration is a duration given as an integer of nanoseconds.
+// nsDuration is a duration given as an integer of nanoseconds (--poll-ns).
 type nsDuration struct{ d *time.Duration }
 
 func (n nsDuration) String() string { return strconv.FormatInt(int64(*n.d), 10) }
@@ -101,6 +101,7 @@ func (n nsDuration) Set(s string) error {
 	if err != nil {
 		return err
 	}
+	fmt.Fprintln(os.Stderr, "sluiced: warning: --poll-ns is deprecated: use --poll, a duration such as 500us")
 	*n.d = time.Duration(v)
 	return nil
 }
