@@ -61,7 +61,10 @@ var _ = Describe("libvirt domains", Label("libvirt"), func() {
 		Expect(got.Endpoint).To(Equal(vm.Endpoint))
 		Expect(got.Weight).To(Equal(uint32(3)), "the hook creates the VM with the settings of the domain's <sluice:vm> metadata")
 		Expect(got.Channels).To(Equal(2), "the hook creates the VM with the settings of the domain's <sluice:vm> metadata")
-		Expect(got.Peers).To(BeNumerically(">=", 1), "QEMU connects to the endpoint before virsh start returns")
+		// QEMU connects before virsh start returns; it joins once the
+		// endpoint sees it has read its whole handshake.
+		Eventually(func() int { return d.GetVM(name).Peers }).WithTimeout(5*time.Second).
+			Should(BeNumerically(">=", 1), "QEMU joins the endpoint as it starts")
 
 		By("waiting for the guest to run the workload and power off")
 		dom.WaitState("shut off", 2*time.Minute)

@@ -47,11 +47,20 @@ type Proc struct {
 // always reaps it, so a failing spec leaves no process behind.
 func start(path string, args ...string) *Proc {
 	ginkgo.GinkgoHelper()
+	return startWith(nil, path, args...)
+}
+
+// startWith is start with setup, when not nil, changing the command first.
+func startWith(setup func(*exec.Cmd), path string, args ...string) *Proc {
+	ginkgo.GinkgoHelper()
 	p := &Proc{cmd: exec.Command(path, args...), done: make(chan struct{})}
 	p.cmd.Env = cleanEnv()
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = &p.stderr
 	p.cmd.SysProcAttr = sysProcAttr()
+	if setup != nil {
+		setup(p.cmd)
+	}
 	p.res.Args = append([]string{path}, args...)
 	p.start = time.Now()
 	gomega.Expect(p.cmd.Start()).To(gomega.Succeed(), "starting %s", path)

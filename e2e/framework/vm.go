@@ -21,6 +21,7 @@ type VMSpec struct {
 	Volume      string // host directory, the VM's system-call root and its guest's /volume
 	Memory      string // device memory quota, as sluicectl takes it (e.g. "256MiB")
 	MaxCommand  string // longest command, a duration as sluicectl takes it (e.g. "50ms")
+	Owner       string // who may open the endpoint, as sluicectl takes it (e.g. "nobody:nogroup")
 }
 
 // VMOption sets one property of a VMSpec.
@@ -57,6 +58,9 @@ func WithMemory(size string) VMOption { return func(s *VMSpec) { s.Memory = size
 // WithMaxCommand sets the VM's longest command, e.g. "50ms".
 func WithMaxCommand(d string) VMOption { return func(s *VMSpec) { s.MaxCommand = d } }
 
+// WithOwner sets the user who may open the VM's endpoint (vm create --owner).
+func WithOwner(owner string) VMOption { return func(s *VMSpec) { s.Owner = owner } }
+
 // CreateArgs is the sluicectl command line that creates the VM (printing it
 // as JSON).
 func (s VMSpec) CreateArgs() []string {
@@ -81,6 +85,9 @@ func (s VMSpec) CreateArgs() []string {
 	}
 	if s.MaxCommand != "" {
 		args = append(args, "--max-command", s.MaxCommand)
+	}
+	if s.Owner != "" {
+		args = append(args, "--owner", s.Owner)
 	}
 	return args
 }
