@@ -11,14 +11,14 @@ import (
 //
 // Where the host can signal the guest (the header announces
 // abi.FeatureWake and the transport implements Interrupts: a process
-// guest), the waiter busy-polls shared memory for WakeSpin, then arms the
+// guest, or a QEMU guest's device opened through vfio-pci), the waiter busy-polls shared memory for WakeSpin, then arms the
 // channel's wake word, looks once more and sleeps on its eventfd until the
 // host signals that the record it waits for completed (or the channel
 // failed); it disarms when it wakes. A waiter that polls leaves the word
 // clear, so the host does not signal it (virtio's event index idea). NoWake
 // keeps polling.
 //
-// Otherwise (a QEMU guest, an old host, NoWake) it polls: it busy-polls for
+// Otherwise (a QEMU guest without an IOMMU, an old host, NoWake) it polls: it busy-polls for
 // Spin, then yields the processor between polls until Spin+Yield have
 // passed, then sleeps between polls, doubling the sleep from a microsecond
 // up to MaxSleep. Short round trips (a few µs) finish in the spin phase;

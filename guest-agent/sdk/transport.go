@@ -17,10 +17,12 @@ type Transport interface {
 }
 
 // Interrupts is implemented by a Transport on which the host can signal the
-// guest: transport/process holds its peer's own ivshmem eventfds. With it,
-// and a host that announces abi.FeatureWake, a waiter that has busy-polled
-// for Poll.WakeSpin arms its channel's wake word and sleeps until the host
-// signals the channel's vector (see Poll). Transports without it poll.
+// guest: transport/process holds its peer's own ivshmem eventfds, and
+// transport/pci's Waking the MSI-X vectors of a device bound to vfio-pci.
+// With it, and a host that announces abi.FeatureWake, a waiter that has
+// busy-polled for Poll.WakeSpin arms its channel's wake word and sleeps
+// until the host signals the channel's vector (see Poll). Transports
+// without it poll.
 type Interrupts interface {
 	// ID is this guest's ivshmem peer id: the peer the host signals.
 	ID() uint16
