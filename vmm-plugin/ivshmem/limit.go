@@ -13,9 +13,12 @@ import "time"
 // MuteFor is how long a storming vector stays muted.
 const MuteFor = time.Millisecond
 
-// limiter is a token bucket of doorbells, refilled at rate per second up
-// to burst. The caller serializes calls (the epoll goroutine); now is
-// monotonic nanoseconds.
+// limiter is a token bucket of doorbell signals, refilled at rate per
+// second up to burst. It counts signals, not reads: the read that ends a
+// mute brings the signals coalesced during it, so a storm that goes on is
+// muted again at once, one read a mute, and stops costing reads. The
+// caller serializes calls (the epoll goroutine); now is monotonic
+// nanoseconds.
 type limiter struct {
 	perNs  float64 // tokens per ns; 0: no limit
 	burst  float64
@@ -34,8 +37,10 @@ func newLimiter(rate int) limiter {
 	return limiter{perNs: float64(rate) / 1e9, burst: burst, tokens: burst}
 }
 
-// allow takes a token at now; false means the doorbell is over the limit.
-func (l *limiter) allow(now int64) bool {
+// allow takes n tokens at now (n signals read at once); false means they
+// are over the limit. What is over is owed, up to a burst, so a storm stays
+// muted at its rate's share.
+func (l *limiter) allow(now int64, n uint64) bool {
 	if l.perNs == 0 {
 		return true
 	}
@@ -43,9 +48,10 @@ func (l *limiter) allow(now int64) bool {
 		l.tokens = min(l.burst, l.tokens+float64(now-l.last)*l.perNs)
 	}
 	l.last = now
-	if l.tokens < 1 {
+	l.tokens -= float64(n)
+	if l.tokens < 0 {
+		l.tokens = max(l.tokens, -l.burst)
 		return false
 	}
-	l.tokens--
 	return true
 }

@@ -46,7 +46,7 @@ func (s *Server) limit(vector int, count uint64, spinning bool) {
 		return
 	}
 	now := m.mono()
-	if m.lim.allow(now) || m.muted[vector] {
+	if m.lim.allow(now, count) || m.muted[vector] {
 		return
 	}
 	if err := s.setInterest(vector, 0); err != nil {
