@@ -114,18 +114,36 @@ func (e Role) Valid() bool {
 	}
 }
 
+// Defines values for GetVMDomainXMLParamsAccel.
+const (
+	GetVMDomainXMLParamsAccelKvm GetVMDomainXMLParamsAccel = "kvm"
+	GetVMDomainXMLParamsAccelTcg GetVMDomainXMLParamsAccel = "tcg"
+)
+
+// Valid indicates whether the value is a known member of the GetVMDomainXMLParamsAccel enum.
+func (e GetVMDomainXMLParamsAccel) Valid() bool {
+	switch e {
+	case GetVMDomainXMLParamsAccelKvm:
+		return true
+	case GetVMDomainXMLParamsAccelTcg:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetVMDomainXMLParamsType.
 const (
-	Kvm  GetVMDomainXMLParamsType = "kvm"
-	Qemu GetVMDomainXMLParamsType = "qemu"
+	GetVMDomainXMLParamsTypeKvm  GetVMDomainXMLParamsType = "kvm"
+	GetVMDomainXMLParamsTypeQemu GetVMDomainXMLParamsType = "qemu"
 )
 
 // Valid indicates whether the value is a known member of the GetVMDomainXMLParamsType enum.
 func (e GetVMDomainXMLParamsType) Valid() bool {
 	switch e {
-	case Kvm:
+	case GetVMDomainXMLParamsTypeKvm:
 		return true
-	case Qemu:
+	case GetVMDomainXMLParamsTypeQemu:
 		return true
 	default:
 		return false
@@ -524,9 +542,16 @@ type GetVMDomainXMLParams struct {
 	// MemoryMib With whole, the guest's memory in MiB (default 256).
 	MemoryMib *int64 `form:"memory_mib,omitempty" json:"memory_mib,omitempty"`
 
-	// Type With whole, the domain type (default kvm; qemu is TCG, pure emulation).
+	// Accel With whole, the accelerator (default kvm; tcg is pure emulation, libvirt's domain type qemu), the choice sluicectl's --accel names.
+	Accel *GetVMDomainXMLParamsAccel `form:"accel,omitempty" json:"accel,omitempty"`
+
+	// Type The old name of accel, as libvirt's domain type (kvm, or qemu for tcg); not with accel.
+	// Deprecated: use accel (tcg for qemu)
 	Type *GetVMDomainXMLParamsType `form:"type,omitempty" json:"type,omitempty"`
 }
+
+// GetVMDomainXMLParamsAccel defines parameters for GetVMDomainXML.
+type GetVMDomainXMLParamsAccel string
 
 // GetVMDomainXMLParamsType defines parameters for GetVMDomainXML.
 type GetVMDomainXMLParamsType string
@@ -2397,6 +2422,18 @@ func NewGetVMDomainXMLRequest(server string, name VMName, params *GetVMDomainXML
 		if params.MemoryMib != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "memory_mib", *params.MemoryMib, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Accel != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "accel", *params.Accel, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -5906,6 +5943,19 @@ func (siw *ServerInterfaceWrapper) GetVMDomainXML(w http.ResponseWriter, r *http
 			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "memory_mib"})
 		} else {
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "memory_mib", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "accel" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "accel", r.URL.Query(), &params.Accel, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "accel"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "accel", Err: err})
 		}
 		return
 	}

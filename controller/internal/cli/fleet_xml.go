@@ -25,8 +25,8 @@ created the VM (at its next sync) the controller answers 409 conflict.
 
 --domain, --image, --memory and --accel are libvirt xml's flags (--whole is
 the old name of --domain). --accel takes kvm or tcg, as vm start's (tcg is
-libvirt's domain type qemu), but not auto: the controller cannot look at the
-host's CPU. --image names a directory on the VM's host, so $` + GuestImageEnv + `
+libvirt's domain type qemu; the REST API's accel parameter), but not auto: the
+controller cannot look at the host's CPU. --image names a directory on the VM's host, so $` + GuestImageEnv + `
 (a path on this machine) is not its default.`,
 		Example: `  sluicectl vm xml web
   sluicectl vm xml web --domain --memory 512 > web.xml   # then, on the VM's host: virsh define web.xml`,
@@ -52,8 +52,8 @@ host's CPU. --image names a directory on the VM's host, so $` + GuestImageEnv + 
 					if err := checkAccel(accel, false); err != nil {
 						return err
 					}
-					t := controllerapi.GetVMDomainXMLParamsType(libvirtDomainType(accel))
-					params.Type = &t
+					acc := controllerapi.GetVMDomainXMLParamsAccel(accel)
+					params.Accel = &acc
 				}
 			}
 			cl, err := a.fleetClient()

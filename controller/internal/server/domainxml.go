@@ -77,7 +77,8 @@ func (s *Server) GetVMDomainXML(w http.ResponseWriter, r *http.Request, name str
 		}
 		whole := params.Whole != nil && *params.Whole
 		if !whole {
-			for param, set := range map[string]bool{"image": params.Image != nil, "memory_mib": params.MemoryMib != nil, "type": params.Type != nil} {
+			for param, set := range map[string]bool{"image": params.Image != nil, "memory_mib": params.MemoryMib != nil,
+				"accel": params.Accel != nil, "type": params.Type != nil} {
 				if set {
 					return nil, invalid(param, "parameter %s needs whole=true", param)
 				}
@@ -142,6 +143,29 @@ func vmInfo(ep controllerapi.VMEndpoint) libvirt.VMInfo {
 	return info
 }
 
+// domainType is the libvirt domain type of accel (kvm, or qemu for tcg),
+// or of type, its old name; kvm by default.
+func domainType(params controllerapi.GetVMDomainXMLParams) (string, error) {
+	switch {
+	case params.Accel != nil && params.Type != nil:
+		return "", invalid("accel", "parameters accel and type (its old name) exclude each other")
+	case params.Accel != nil:
+		switch *params.Accel {
+		case controllerapi.GetVMDomainXMLParamsAccelKvm:
+			return libvirt.DomainTypeKVM, nil
+		case controllerapi.GetVMDomainXMLParamsAccelTcg:
+			return libvirt.DomainTypeQEMU, nil
+		}
+		return "", invalid("accel", "parameter accel %q: want kvm or tcg", *params.Accel)
+	case params.Type != nil:
+		if !params.Type.Valid() {
+			return "", invalid("type", "parameter type %q: want kvm or qemu", *params.Type)
+		}
+		return string(*params.Type), nil
+	}
+	return libvirt.DomainTypeKVM, nil
+}
+
 // domainOptions are the whole domain's options: the guest image on the
 // host booted directly, its serial console in libvirt's log directory, no
 // firmware ROM (the controller cannot see whether the host has qboot).
@@ -153,12 +177,9 @@ func domainOptions(name string, info libvirt.VMInfo, params controllerapi.GetVMD
 	if !filepath.IsAbs(image) {
 		return libvirt.DomainOptions{}, invalid("image", "parameter image %q: want an absolute directory on the host", image)
 	}
-	typ := libvirt.DomainTypeKVM
-	if params.Type != nil {
-		if !params.Type.Valid() {
-			return libvirt.DomainOptions{}, invalid("type", "parameter type %q: want kvm or qemu", *params.Type)
-		}
-		typ = string(*params.Type)
+	typ, err := domainType(params)
+	if err != nil {
+		return libvirt.DomainOptions{}, err
 	}
 	var mem uint64
 	if params.MemoryMib != nil {

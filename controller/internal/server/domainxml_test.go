@@ -60,7 +60,7 @@ func TestDomainXML(t *testing.T) {
 	validateDomain(t, `<domain type='kvm'><name>pasted</name><memory unit='MiB'>128</memory>
 <os><type arch='x86_64' machine='pc'>hvm</type></os><devices>`+shmem+`</devices></domain>`)
 
-	r = e.do("GET", "/v1/vms/web/domain.xml?whole=true&type=qemu&memory_mib=512&image=/srv/guest", e.acme, "")
+	r = e.do("GET", "/v1/vms/web/domain.xml?whole=true&accel=tcg&memory_mib=512&image=/srv/guest", e.acme, "")
 	if r.status != 200 {
 		t.Fatalf("whole: %d %s", r.status, r.body)
 	}
@@ -84,6 +84,13 @@ func TestDomainXML(t *testing.T) {
 	r = e.do("GET", "/v1/vms/web/domain.xml?whole=true", e.op, "")
 	if d, err := libvirt.ParseDomain(r.body); r.status != 200 || err != nil || d.Type != "kvm" || d.OS.Kernel != DefaultGuestImage+"/vmlinux" {
 		t.Errorf("defaults: %d %v %s", r.status, err, r.body)
+	}
+	// accel's old name, type, as libvirt spells the domain type.
+	for q, want := range map[string]string{"accel=kvm": "kvm", "type=qemu": "qemu", "type=kvm": "kvm"} {
+		r = e.do("GET", "/v1/vms/web/domain.xml?whole=true&"+q, e.op, "")
+		if d, err := libvirt.ParseDomain(r.body); r.status != 200 || err != nil || d.Type != want {
+			t.Errorf("%s: %d %v %s", q, r.status, err, r.body)
+		}
 	}
 }
 
@@ -122,6 +129,9 @@ func TestDomainXMLRejects(t *testing.T) {
 		"/v1/vms/web/domain.xml?whole=true&image=guest":        "image",
 		"/v1/vms/web/domain.xml?whole=true&memory_mib=0":       "memory_mib",
 		"/v1/vms/web/domain.xml?whole=true&type=xen":           "type",
+		"/v1/vms/web/domain.xml?whole=true&accel=qemu":         "accel",
+		"/v1/vms/web/domain.xml?whole=true&accel=tcg&type=kvm": "accel",
+		"/v1/vms/web/domain.xml?accel=tcg":                     "accel",
 		"/v1/vms/web/domain.xml?whole=maybe":                   "whole",
 		"/v1/vms/web/domain.xml?whole=true&memory_mib=lots":    "memory_mib",
 		"/v1/vms/web/domain.xml?whole=false&type=kvm&image=/x": "",
