@@ -139,6 +139,9 @@ func (v *vfioDevice) open(devRoot, gpath string, noIOMMU bool, addr string) erro
 		return fmt.Errorf("VFIO API version %d (%v), want %d", api, err, vfioAPIVersion)
 	}
 	if v.group, err = unix.Open(gpath, unix.O_RDWR|unix.O_CLOEXEC, 0); err != nil {
+		if errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("group %s: %w (another process has the device open: one agent at a time)", gpath, err)
+		}
 		return fmt.Errorf("group %s: %w", gpath, err)
 	}
 	st := vfioGroupStatus{Argsz: 8}
