@@ -139,13 +139,13 @@ type VM struct {
 	InflightNs       int64  `json:"inflight_ns"`
 	EstimateNs       int64  `json:"estimate_ns"`
 	BudgetStalls     uint64 `json:"budget_stalls"`
-	Endpoint         string `json:"endpoint"`         // ivshmem server socket for QEMU or a process guest
+	Endpoint         string `json:"endpoint"` // ivshmem server socket for QEMU or a process guest
 	// Owner is who besides root and the daemon's user may open the
 	// endpoint, "UID" or "UID:GID" ("": nobody else); RefusedPeers counts
 	// the connections refused since the endpoint started.
 	Owner        string       `json:"owner,omitempty"`
 	RefusedPeers PeerRefusals `json:"refused_peers"`
-	Volume           string `json:"volume,omitempty"` // the VM's system-call root, shared with its guest over 9p
+	Volume       string       `json:"volume,omitempty"` // the VM's system-call root, shared with its guest over 9p
 	// Syscalls is the VM's GPU system calls (nil: the VM serves none).
 	Syscalls *SyscallStats `json:"syscalls,omitempty"`
 	Vectors  int           `json:"vectors"` // MSI vectors the ivshmem device needs
@@ -263,13 +263,16 @@ type Stats struct {
 	// VM's at once, the driver time-slices) or "turns" (one VM's at a time;
 	// sluiced --arbitration). Under turns: the quantum, the holder's name
 	// (empty while nobody holds the turn) and the turns granted so far.
-	Arbitration string    `json:"arbitration,omitempty"`
-	QuantumNs   int64     `json:"quantum_ns,omitempty"`
-	TurnHolder  string    `json:"turn_holder,omitempty"`
-	Turns       uint64    `json:"turns,omitempty"`
-	Now         int64     `json:"now_ns"`      // the backend's clock
-	GPUBusyNs   uint64    `json:"gpu_busy_ns"` // sum over VMs
-	VMs         []VMStats `json:"vms"`
+	Arbitration string `json:"arbitration,omitempty"`
+	QuantumNs   int64  `json:"quantum_ns,omitempty"`
+	TurnHolder  string `json:"turn_holder,omitempty"`
+	Turns       uint64 `json:"turns,omitempty"`
+	// TurnOverruns counts the turns passed beside a holder command that
+	// ran far past its turn, where the GPU time-slices between VMs.
+	TurnOverruns uint64    `json:"turn_overruns,omitempty"`
+	Now          int64     `json:"now_ns"`      // the backend's clock
+	GPUBusyNs    uint64    `json:"gpu_busy_ns"` // sum over VMs
+	VMs          []VMStats `json:"vms"`
 }
 
 // Version identifies the daemon.

@@ -388,7 +388,7 @@ func (d *Daemon) Stats(_ context.Context) (hostapi.Stats, error) {
 	arb, turn := d.engine.Arbitration()
 	s.Arbitration = string(arb)
 	if arb == gate.ArbitrationTurns {
-		s.QuantumNs, s.Turns = turn.QuantumNs, turn.Turns
+		s.QuantumNs, s.Turns, s.TurnOverruns = turn.QuantumNs, turn.Turns, turn.Overruns
 	}
 	sched := map[uint32]engine.VMStats{}
 	for _, st := range d.engine.Stats(now) {
