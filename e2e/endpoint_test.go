@@ -46,6 +46,13 @@ var _ = Describe("VM endpoints", Label("process"), func() {
 		Expect(d.Usage("other").Kernels).To(BeZero(), "nothing billed to the VM")
 		Expect(d.GetVM("other").RefusedPeers.Foreign).To(BeNumerically(">=", 1))
 		Expect(d.CtlOK("vm", "get", "other")).To(MatchRegexp(`Refused peers: +\d+ foreign`))
+
+		By("the user made its owner at run time is admitted")
+		d.CtlOK("vm", "set", "other", "--owner", "nobody")
+		res = framework.Decode[framework.ThrottleResult](d.StartAgentAs(nobody, nobody, other.Endpoint,
+			framework.ThrottleArgs(100*time.Microsecond, 20)...).Wait())
+		Expect(res.Kernels).To(Equal(uint64(20)))
+		Expect(d.GetVM("other").Owner).To(Equal("65534"))
 	})
 
 	It("keep no slot for connections that never read their handshake", func() {

@@ -75,7 +75,7 @@ const (
 )
 
 // UpdateVMRequest changes a running VM's share, system-call batching,
-// memory quota or longest command. Absent fields stay as they are; a share
+// memory quota, longest command or owner. Absent fields stay as they are; a share
 // applies from the scheduler's next period.
 type UpdateVMRequest struct {
 	Weight *uint32  `json:"weight,omitempty"` // MinWeight..MaxWeight
@@ -94,6 +94,9 @@ type UpdateVMRequest struct {
 	// It applies to the next records the VM submits, and to the commands
 	// running on a GPU (cuda) too.
 	MaxCommandNs *int64 `json:"max_command_ns,omitempty"`
+	// Owner is the VM's new owner (as in CreateVMRequest); "" removes it.
+	// It applies to the connections that follow: guests connected stay.
+	Owner *string `json:"owner,omitempty"`
 }
 
 // Scheduling policies.
@@ -263,16 +266,13 @@ type Stats struct {
 	// VM's at once, the driver time-slices) or "turns" (one VM's at a time;
 	// sluiced --arbitration). Under turns: the quantum, the holder's name
 	// (empty while nobody holds the turn) and the turns granted so far.
-	Arbitration string `json:"arbitration,omitempty"`
-	QuantumNs   int64  `json:"quantum_ns,omitempty"`
-	TurnHolder  string `json:"turn_holder,omitempty"`
-	Turns       uint64 `json:"turns,omitempty"`
-	// TurnOverruns counts the turns passed beside a holder command that
-	// ran far past its turn, where the GPU time-slices between VMs.
-	TurnOverruns uint64    `json:"turn_overruns,omitempty"`
-	Now          int64     `json:"now_ns"`      // the backend's clock
-	GPUBusyNs    uint64    `json:"gpu_busy_ns"` // sum over VMs
-	VMs          []VMStats `json:"vms"`
+	Arbitration string    `json:"arbitration,omitempty"`
+	QuantumNs   int64     `json:"quantum_ns,omitempty"`
+	TurnHolder  string    `json:"turn_holder,omitempty"`
+	Turns       uint64    `json:"turns,omitempty"`
+	Now         int64     `json:"now_ns"`      // the backend's clock
+	GPUBusyNs   uint64    `json:"gpu_busy_ns"` // sum over VMs
+	VMs         []VMStats `json:"vms"`
 }
 
 // Version identifies the daemon.

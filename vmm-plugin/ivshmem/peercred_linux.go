@@ -3,6 +3,7 @@ package ivshmem
 import (
 	"fmt"
 	"net"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,17 +37,25 @@ func (o Owner) matches(c Cred) bool {
 
 // admits reports whether c may connect: root (it can read any process's
 // memory, the server's included, so refusing it would protect nothing), the
-// server's own uid (likewise) and cfg.Owners.
+// server's own uid (likewise) and the owners.
 func (s *Server) admits(c Cred) bool {
 	if c.UID == 0 || c.UID == s.uid {
 		return true
 	}
-	for _, o := range s.cfg.Owners {
+	for _, o := range *s.owners.Load() {
 		if o.matches(c) {
 			return true
 		}
 	}
 	return false
+}
+
+// SetOwners replaces the users who may connect besides root and the
+// server's own uid (ServerConfig.Owners) for the connections that follow;
+// the peers connected stay.
+func (s *Server) SetOwners(owners []Owner) {
+	o := slices.Clone(owners)
+	s.owners.Store(&o)
 }
 
 // peerCred reads the credentials of conn's peer.

@@ -191,7 +191,8 @@ func TestOwnerAdmitted(t *testing.T) {
 }
 
 func TestRootAndOwnUIDAdmitted(t *testing.T) {
-	s := &Server{uid: 1000, cfg: ServerConfig{Owners: []Owner{{UID: 7, GID: 8, HasGID: true}}}}
+	s := &Server{uid: 1000}
+	s.SetOwners([]Owner{{UID: 7, GID: 8, HasGID: true}})
 	for _, tc := range []struct {
 		cred Cred
 		want bool
@@ -206,5 +207,26 @@ func TestRootAndOwnUIDAdmitted(t *testing.T) {
 		if got := s.admits(tc.cred); got != tc.want {
 			t.Errorf("admits(%+v) = %v, want %v", tc.cred, got, tc.want)
 		}
+	}
+}
+
+// TestSetOwners: owners set on a running server decide the connections
+// that follow.
+func TestSetOwners(t *testing.T) {
+	srv, events, refused := credServer(t, ServerConfig{})
+	if said := dialAs(t, srv.cfg.SocketPath, nobody, nobody); !strings.HasPrefix(said, "refused") {
+		t.Fatalf("peer as uid %d before SetOwners: %q, want refused", nobody, said)
+	}
+	if r := recvRefusal(t, refused); !errors.Is(r.why, ErrForeignPeer) {
+		t.Fatalf("refusal %v, want ErrForeignPeer", r.why)
+	}
+	srv.SetOwners([]Owner{{UID: nobody}})
+	said := dialAs(t, srv.cfg.SocketPath, nobody, nobody)
+	var id uint16
+	if _, err := fmt.Sscanf(said, "joined %d", &id); err != nil {
+		t.Fatalf("peer as uid %d after SetOwners: %q, want joined", nobody, said)
+	}
+	if e := recvPeerEvent(t, events); e != (peerEvent{id, true}) {
+		t.Fatalf("peer event %v, want %d joined", e, id)
 	}
 }

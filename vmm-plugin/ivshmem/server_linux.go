@@ -131,7 +131,8 @@ const hostPeerID = 0
 // Server is an ivshmem server that is also peer 0, the host peer.
 type Server struct {
 	cfg     ServerConfig
-	uid     uint32 // the server's own, always admitted
+	uid     uint32                  // the server's own, always admitted
+	owners  atomic.Pointer[[]Owner] // admitted besides (cfg.Owners, SetOwners)
 	ln      *net.UnixListener
 	shm     int   // the server's dup of cfg.ShmFD
 	hostFDs []int // the host peer's eventfds, one per vector
@@ -186,6 +187,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		peers: make(map[uint16]*serverPeer),
 	}
 	s.initMutes()
+	s.SetOwners(cfg.Owners)
 	if err := s.openFDs(); err != nil {
 		s.closeFDs()
 		return nil, err

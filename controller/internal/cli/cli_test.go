@@ -217,7 +217,7 @@ var commandTests = []commandTest{
 		want:  result{stdout: strings.Replace(wantVMGet, "Created:", "Max command:   500ms\nCreated:", 1)},
 		check: func(t *testing.T, f *fakeDaemon) { wantUpdates(t, f, "web weight=- cap=- max_command_ns=0") }},
 	{name: "set nothing", args: []string{"vm", "set", "web"},
-		want:  result{stderr: "sluicectl: nothing to change: give --weight, --cap, --syscall-window, --syscall-batch, --memory or --max-command\n" + setHint, code: 2},
+		want:  result{stderr: "sluicectl: nothing to change: give --weight, --cap, --syscall-window, --syscall-batch, --memory, --max-command or --owner\n" + setHint, code: 2},
 		check: func(t *testing.T, f *fakeDaemon) { wantUpdates(t, f) }},
 	{name: "set zero weight", args: []string{"vm", "set", "web", "--weight", "0"},
 		want:  result{stderr: "sluicectl: --weight must be at least 1\n" + setHint, code: 2},

@@ -179,6 +179,9 @@ func (f *fakeDaemon) update(w http.ResponseWriter, r *http.Request) {
 	if req.MaxCommandNs != nil {
 		up += fmt.Sprint(" max_command_ns=", *req.MaxCommandNs)
 	}
+	if req.Owner != nil {
+		up += fmt.Sprintf(" owner=%q", *req.Owner)
+	}
 	f.updates = append(f.updates, up)
 	vm, ok := f.vms[name]
 	switch {

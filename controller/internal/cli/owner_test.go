@@ -24,6 +24,19 @@ func TestCreateOwner(t *testing.T) {
 	}
 }
 
+func TestSetOwner(t *testing.T) {
+	f := newFakeDaemon()
+	socket := f.serve(t)
+	for _, owner := range []string{"libvirt-qemu:kvm", "none"} {
+		if got := runCLI(t.Context(), nil, false, "--socket", socket, "vm", "set", "web", "--owner", owner); got.code != 0 {
+			t.Fatalf("vm set --owner %s: %+v", owner, got)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	wantUpdates(t, f, `web weight=- cap=- owner="libvirt-qemu:kvm"`, `web weight=- cap=- owner=""`)
+}
+
 func TestRenderOwner(t *testing.T) {
 	vm := vmWeb
 	out := RenderVM(vm)

@@ -203,10 +203,11 @@ func newVMSetCommand(a *app) *cobra.Command {
 	var batch int
 	var memory uint64
 	var maxCommand int64
+	var owner string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "set NAME [--weight W] [--cap SHARE] [--syscall-window D] [--syscall-batch N] [--memory SIZE] [--max-command D]",
-		Short: "Change a running VM's weight, cap, system-call batching, memory quota or longest command",
+		Use:   "set NAME [--weight W] [--cap SHARE] [--syscall-window D] [--syscall-batch N] [--memory SIZE] [--max-command D] [--owner UID[:GID]]",
+		Short: "Change a running VM's weight, cap, system-call batching, memory quota, longest command or owner",
 		Long: `Change the scheduling weight, the cap, the system-call batching or the device
 memory quota of VM NAME while it runs, then print the VM as changed. Give at
 least one of the flags; what is not given stays as it is. Weight and cap apply
@@ -234,7 +235,11 @@ freed enough to be under the quota ("vm get" shows the use).
 returns it to the daemon's). It applies to the next commands the VM submits
 and to the header its guest reads; on a GPU (cuda) to its commands running
 too. It is kept when sluiced restarts. "vm get" shows it and how often the
-VM's commands ran past it.`,
+VM's commands ran past it.
+
+--owner is the VM's new owner (as for vm create; "none" removes it). It
+applies to the connections that follow (guests connected stay) and is kept
+when sluiced restarts.`,
 		Example: `  sluicectl vm set web --weight 4
   sluicectl vm set batch --cap 0.25
   sluicectl vm set batch --cap 25%
@@ -244,12 +249,16 @@ VM's commands ran past it.`,
   sluicectl vm set batch --memory 16GiB
   sluicectl vm set batch --memory none     # remove the quota
   sluicectl vm set train --max-command 5s
-  sluicectl vm set train --max-command default`,
+  sluicectl vm set train --max-command default
+  sluicectl vm set guest1 --owner libvirt-qemu:kvm`,
 		Args: argsNamed("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
-			if !f.Changed("weight") && !f.Changed("cap") && !f.Changed("syscall-window") && !f.Changed("syscall-batch") && !f.Changed("memory") && !f.Changed("max-command") {
-				return usageErrorf("nothing to change: give --weight, --cap, --syscall-window, --syscall-batch, --memory or --max-command")
+			if !f.Changed("weight") && !f.Changed("cap") && !f.Changed("syscall-window") && !f.Changed("syscall-batch") && !f.Changed("memory") && !f.Changed("max-command") && !f.Changed("owner") {
+				return usageErrorf("nothing to change: give --weight, --cap, --syscall-window, --syscall-batch, --memory, --max-command or --owner")
+			}
+			if f.Changed("owner") {
+				req.Owner = ownerOrNone(owner)
 			}
 			if f.Changed("max-command") {
 				req.MaxCommandNs = &maxCommand
@@ -291,8 +300,17 @@ VM's commands ran past it.`,
 	f.IntVar(&batch, "syscall-batch", 0, "most GPU system calls in one batch to the VM's proxy (1..1024)")
 	f.Var(quotaValue{&memory}, "memory", "new device memory quota, e.g. 16GiB; 0 or none removes it")
 	f.Var(maxCommandValue{&maxCommand}, "max-command", `new longest command the VM may run, e.g. 2s (1ms..1h); "default" returns it to the daemon's`)
+	f.StringVar(&owner, "owner", "", `new user who may open the endpoint besides root and the daemon's, UID[:GID] or USER[:GROUP]; "none" removes it`)
 	f.BoolVar(&asJSON, "json", false, "print the changed VM as JSON")
 	return cmd
+}
+
+// ownerOrNone is --owner of vm set: "none" is no owner.
+func ownerOrNone(s string) *string {
+	if s == "none" {
+		s = ""
+	}
+	return &s
 }
 
 func newVMDeleteCommand(a *app) *cobra.Command {

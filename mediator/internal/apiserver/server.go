@@ -156,8 +156,8 @@ var policies = []string{hostapi.PolicyNone, hostapi.PolicyDFQ, hostapi.PolicyCap
 // checkUpdate refuses an update that changes nothing or is out of the
 // contract's range, so that every service sees the same valid requests.
 func checkUpdate(req hostapi.UpdateVMRequest) error {
-	if req.Weight == nil && req.Cap == nil && req.SyscallWindowNs == nil && req.SyscallBatch == nil && req.Memory == nil && req.MaxCommandNs == nil {
-		return fmt.Errorf("nothing to change: set weight, cap, syscall_window_ns, syscall_batch, memory or max_command_ns: %w", hostapi.ErrInvalid)
+	if req.Weight == nil && req.Cap == nil && req.SyscallWindowNs == nil && req.SyscallBatch == nil && req.Memory == nil && req.MaxCommandNs == nil && req.Owner == nil {
+		return fmt.Errorf("nothing to change: set weight, cap, syscall_window_ns, syscall_batch, memory, max_command_ns or owner: %w", hostapi.ErrInvalid)
 	}
 	if m := req.MaxCommandNs; m != nil && *m != 0 && (*m < int64(hostapi.MinMaxCommand) || *m > int64(hostapi.MaxMaxCommand)) {
 		return fmt.Errorf("max_command_ns %d: want 0 (the daemon's default) or %d to %d: %w", *m, int64(hostapi.MinMaxCommand), int64(hostapi.MaxMaxCommand), hostapi.ErrInvalid)

@@ -11,8 +11,8 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/internal/sched"
 )
 
-// UpdateVM changes a VM's weight, cap, system-call batching, memory quota
-// or longest command at run time; all but the batching are persisted.
+// UpdateVM changes a VM's weight, cap, system-call batching, memory quota,
+// longest command or owner at run time; all but the batching are persisted.
 func (d *Daemon) UpdateVM(_ context.Context, name string, req hostapi.UpdateVMRequest) (hostapi.VM, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -20,7 +20,7 @@ func (d *Daemon) UpdateVM(_ context.Context, name string, req hostapi.UpdateVMRe
 	if !ok {
 		return hostapi.VM{}, fmt.Errorf("vm %q: %w", name, hostapi.ErrNotFound)
 	}
-	if req.Weight == nil && req.Cap == nil && req.SyscallWindowNs == nil && req.SyscallBatch == nil && req.Memory == nil && req.MaxCommandNs == nil {
+	if req.Weight == nil && req.Cap == nil && req.SyscallWindowNs == nil && req.SyscallBatch == nil && req.Memory == nil && req.MaxCommandNs == nil && req.Owner == nil {
 		return hostapi.VM{}, fmt.Errorf("vm %q: nothing to change: %w", name, hostapi.ErrInvalid)
 	}
 	if req.Weight != nil {
@@ -38,6 +38,10 @@ func (d *Daemon) UpdateVM(_ context.Context, name string, req hostapi.UpdateVMRe
 	// Checked first, applied last: a refused weight or cap leaves the
 	// batching as it was.
 	apply, err := syscallChange(e, req)
+	if err != nil {
+		return hostapi.VM{}, err
+	}
+	setOwner, err := ownerChange(e, req)
 	if err != nil {
 		return hostapi.VM{}, err
 	}
@@ -67,6 +71,7 @@ func (d *Daemon) UpdateVM(_ context.Context, name string, req hostapi.UpdateVMRe
 		e.req.Cap = *req.Cap
 	}
 	apply()
+	setOwner()
 	if err := d.saveVMsLocked(); err != nil {
 		return hostapi.VM{}, err
 	}

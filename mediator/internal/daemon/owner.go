@@ -68,6 +68,22 @@ func lookupID(s, what string, lookup func(string) (string, error)) (uint32, erro
 	return uint32(n), nil
 }
 
+// ownerChange checks a new owner for the VM and returns what applies it
+// (and keeps it with the VM); a no-op when the request changes none.
+func ownerChange(e *entry, req hostapi.UpdateVMRequest) (func(), error) {
+	if req.Owner == nil {
+		return func() {}, nil
+	}
+	owners, err := resolveOwner(*req.Owner)
+	if err != nil {
+		return nil, fmt.Errorf("vm %q: %w", e.req.Name, err)
+	}
+	return func() {
+		e.vm.SetOwners(owners)
+		e.req.Owner = ownerString(owners)
+	}, nil
+}
+
 // ownerString is the owner as the VM keeps it: numbers, "" for none.
 func ownerString(owners []ivshmem.Owner) string {
 	if len(owners) == 0 {

@@ -80,3 +80,31 @@ func TestOwnerKept(t *testing.T) {
 		t.Fatalf("the endpoint's owners %v, want %s", owners, want)
 	}
 }
+
+// TestUpdateOwner: a VM's owner set at run time (the libvirt hook does it
+// for a VM the fleet agent created) is kept across a restart; an unknown
+// one changes nothing; "" removes it.
+func TestUpdateOwner(t *testing.T) {
+	state := t.TempDir()
+	d := newDaemon(t, "virtual", state)
+	ctx := context.Background()
+	if _, err := d.CreateVM(ctx, hostapi.CreateVMRequest{Name: "placed"}); err != nil {
+		t.Fatal(err)
+	}
+	owner := func(s string) hostapi.UpdateVMRequest { return hostapi.UpdateVMRequest{Owner: &s} }
+	vm, err := d.UpdateVM(ctx, "placed", owner("root:0"))
+	if err != nil || vm.Owner != "0:0" {
+		t.Fatalf("set owner: %q, %v; want 0:0", vm.Owner, err)
+	}
+	if _, err := d.UpdateVM(ctx, "placed", owner("no-such-user-sluice")); !errors.Is(err, hostapi.ErrInvalid) {
+		t.Fatalf("an unknown owner: %v, want ErrInvalid", err)
+	}
+	d.Close()
+	d = newDaemon(t, "virtual", state)
+	if vm, err = d.GetVM(ctx, "placed"); err != nil || vm.Owner != "0:0" {
+		t.Fatalf("after a restart: %q, %v; want 0:0", vm.Owner, err)
+	}
+	if vm, err = d.UpdateVM(ctx, "placed", owner("")); err != nil || vm.Owner != "" {
+		t.Fatalf("remove owner: %q, %v; want none", vm.Owner, err)
+	}
+}

@@ -57,6 +57,18 @@ func (v *VM) refused(peer ivshmem.Cred, why error) {
 	r.unlogged++
 }
 
+// SetOwners changes who may open the endpoint besides root and the
+// daemon's user (Config.Owners has the first) for the connections that
+// follow; the guests connected stay.
+func (v *VM) SetOwners(owners []ivshmem.Owner) {
+	v.mu.Lock()
+	srv := v.server
+	v.mu.Unlock()
+	if srv != nil {
+		srv.SetOwners(owners)
+	}
+}
+
 // Refusals counts the connections refused since the endpoint started.
 func (v *VM) Refusals() Refusals {
 	r := &v.refusals

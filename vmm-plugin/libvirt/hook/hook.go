@@ -87,7 +87,9 @@ ivshmem-doorbell (print one with "sluicectl libvirt xml NAME"):
                  <seclabel>, else user= in --qemu-conf, else libvirt-qemu or
                  qemu, whichever exists): only QEMU's user (and root, and
                  sluiced's) may open its endpoint; or accepts the VM if it
-                 exists (and is not owned by another user); then checks that
+                 exists, making QEMU's user the owner of one without (the
+                 fleet agent creates them so) and refusing one owned by
+                 another user; then checks that
                  the device's <server path> is the VM's endpoint and its
                  <msi vectors> are enough; when the domain shares the VM's
                  volume (<filesystem> sluice-volume), grants QEMU's user
@@ -242,7 +244,7 @@ func prepare(ctx context.Context, e *env, name string, d libvirt.Domain) error {
 	}
 	err = checkDevice(name, dev, vm)
 	if err == nil {
-		err = checkOwner(name, owner, vm)
+		err = ensureOwner(ctx, api, name, owner, vm, created)
 	}
 	if err == nil && volume != "" && filepath.Clean(volume) != filepath.Clean(vm.Volume) {
 		// The guest would see other files than the VM's GPU system calls.

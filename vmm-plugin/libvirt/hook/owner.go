@@ -1,6 +1,7 @@
 package hook
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -22,15 +23,33 @@ func qemuOwner(e *env, name string) (string, error) {
 	return strconv.FormatUint(uint64(uid), 10), nil
 }
 
-// checkOwner makes sure QEMU, running as owner, may open the endpoint of a
-// VM that existed before the domain started: one made for another user
-// would refuse it. A VM without an owner admits the daemon's user, which the
-// hook cannot know, so it passes.
-func checkOwner(name, owner string, vm hostapi.VM) error {
+// ownerSetter is the part of sluiced's host API that changes a VM's owner;
+// hostapi.Client has it.
+type ownerSetter interface {
+	UpdateVM(ctx context.Context, name string, req hostapi.UpdateVMRequest) (hostapi.VM, error)
+}
+
+var _ ownerSetter = (*hostapi.Client)(nil)
+
+// ensureOwner makes sure QEMU, running as owner, may open the endpoint of
+// a VM that existed before the domain started (one the hook created has
+// it). One without an owner (the fleet agent creates them so) is given
+// QEMU's user; one made for another user is refused, with what to do.
+func ensureOwner(ctx context.Context, api API, name, owner string, vm hostapi.VM, created bool) error {
 	uid, _, _ := strings.Cut(vm.Owner, ":")
-	if owner == "" || vm.Owner == "" || uid == owner {
+	if created || owner == "" || uid == owner {
 		return nil
 	}
-	return fmt.Errorf("domain %q: QEMU runs as uid %s, but the vm's endpoint admits uid %s (owner %s): delete the vm ('sluicectl vm delete %s') so that the hook creates it for QEMU",
-		name, owner, uid, vm.Owner, name)
+	if vm.Owner != "" {
+		return fmt.Errorf("domain %q: QEMU runs as uid %s, but the vm's endpoint admits uid %s (owner %s): delete the vm ('sluicectl vm delete %s') so that the hook creates it for QEMU",
+			name, owner, uid, vm.Owner, name)
+	}
+	set, ok := api.(ownerSetter)
+	if !ok {
+		return nil
+	}
+	if _, err := set.UpdateVM(ctx, name, hostapi.UpdateVMRequest{Owner: &owner}); err != nil {
+		return fmt.Errorf("domain %q: making QEMU's uid %s the owner of vm %q: %w", name, owner, name, err)
+	}
+	return nil
 }
