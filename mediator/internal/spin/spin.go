@@ -101,6 +101,10 @@ func (b *Budget) Spent() time.Duration {
 // in advance: a lock taken every few µs, not every poll.
 const chargeEvery = int64(4 * time.Microsecond)
 
+// preempted is the gap between two looks of a spin that means the
+// spinning thread was preempted (a look takes well under a µs).
+const preempted = int64(20 * time.Microsecond)
+
 // Window is one VM's busy-poll window. Times are monotonic ns.
 type Window struct {
 	budget   *Budget
@@ -109,6 +113,7 @@ type Window struct {
 	deadline int64 // spinning until; 0: not spinning
 	ended    int64 // when the last spin ended; 0: never
 	paid     int64 // the spin is paid for up to here
+	looked   int64 // the last Spin call of the spin in progress
 }
 
 // NewWindow is a window of at most max (0: never spins) charged to b.
@@ -136,7 +141,7 @@ func (w *Window) Start(now int64) {
 		default: // no spin would have: the VM idles between doorbells
 			w.cur = max(w.cur/2, min(int64(MinWindow), w.max))
 		}
-		w.paid = now + chargeEvery
+		w.paid, w.looked = now+chargeEvery, now
 	}
 	w.deadline = max(w.deadline, now+w.cur)
 }
@@ -149,6 +154,7 @@ func (w *Window) Found(now int64) {
 	}
 	w.cur = min(2*w.cur, w.max)
 	w.deadline = max(w.deadline, now+w.cur)
+	w.looked = now
 }
 
 // Extend keeps a spin in progress going for the window from now (a
@@ -161,11 +167,22 @@ func (w *Window) Extend(now int64) {
 }
 
 // Spin reports whether to go on spinning at now, paying the budget for the
-// time it will spin.
+// time it will spin. A spin whose looks are far apart (the thread was
+// preempted: more threads want the CPUs than there are) stops and halves
+// the window, as KVM's halt polling stops on a busy host.
 func (w *Window) Spin(now int64) bool {
 	if w.deadline == 0 {
 		return false
 	}
+	if now-w.looked > preempted {
+		// The spinner was off the CPU: the CPUs are oversubscribed, and
+		// spinning takes CPU from the guest it waits for. Stop, shrink,
+		// and do not count the gap as a spin that gave up too soon.
+		w.cur = max(w.cur/2, min(int64(MinWindow), w.max))
+		w.deadline, w.ended = 0, 0
+		return false
+	}
+	w.looked = now
 	if now < w.deadline {
 		if now < w.paid {
 			return true

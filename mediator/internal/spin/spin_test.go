@@ -60,6 +60,34 @@ func TestWindowAdapts(t *testing.T) {
 	}
 }
 
+// A spin whose thread was preempted stops at once and shrinks its window,
+// and the doorbell after it does not count the gap as a spin that gave up
+// too soon.
+func TestWindowStopsWhenPreempted(t *testing.T) {
+	w := NewWindow(50*time.Microsecond, NewBudget(1))
+	now := int64(us)
+	for range 4 { // grow to 32 µs
+		w.Start(now)
+		w.Found(now)
+		now += us
+	}
+	before := w.Current()
+	if !w.Spin(now) {
+		t.Fatal("not spinning")
+	}
+	now += 25 * us // off the CPU
+	if w.Spin(now) {
+		t.Fatal("went on spinning after a 25 µs gap between looks")
+	}
+	if w.Current() != before/2 {
+		t.Fatalf("window %v after a preempted spin, want %v", w.Current(), before/2)
+	}
+	w.Start(now + us)
+	if w.Current() != before/2 {
+		t.Fatalf("window %v after the doorbell that followed, want %v (no growth)", w.Current(), before/2)
+	}
+}
+
 func TestWindowOff(t *testing.T) {
 	for _, w := range []*Window{NewWindow(0, NewBudget(1)), NewWindow(DefaultWindow, nil)} {
 		w.Start(1)

@@ -17,7 +17,7 @@ import (
 
 // stormVM is a one-channel VM on an instantGPU with cfg's doorbell limit
 // and spinning, and a process guest joined to it.
-func stormVM(t *testing.T, name string, cfg Config) (*VM, *sdk.Device, *sdk.Channel) {
+func stormVM(t testing.TB, name string, cfg Config) (*VM, *sdk.Device, *sdk.Channel) {
 	t.Helper()
 	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 64})
 	if err != nil {
