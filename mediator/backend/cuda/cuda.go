@@ -3,6 +3,7 @@ package cuda
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,8 @@ type Backend struct {
 	ordinal      int
 	library      string
 	name         string
+	memory       uint64 // bytes
+	pciBusID     string
 	epoch        time.Time
 	gap          uint64
 	stall        int64
@@ -160,6 +163,12 @@ func open(d driver, opts backend.Options, spawn spawner) (*Backend, error) {
 	if b.name, err = d.DeviceName(dev); err != nil {
 		return nil, fmt.Errorf("naming CUDA device %d: %w", b.ordinal, err)
 	}
+	if b.memory, err = d.DeviceTotalMem(dev); err != nil {
+		return nil, fmt.Errorf("sizing CUDA device %d: %w", b.ordinal, err)
+	}
+	if b.pciBusID, err = d.DevicePCIBusID(dev); err != nil {
+		return nil, fmt.Errorf("locating CUDA device %d on the PCI bus: %w", b.ordinal, err)
+	}
 	b.epoch = time.Now()
 	b.chans.Store(&[]*channel{})
 	b.done.Add(2)
@@ -170,6 +179,13 @@ func open(d driver, opts backend.Options, spawn spawner) (*Backend, error) {
 
 // DeviceName is the GPU's name as the driver reports it.
 func (b *Backend) DeviceName() string { return b.name }
+
+// DeviceMemory is the GPU's memory in bytes, as the driver reports it.
+func (b *Backend) DeviceMemory() int64 { return int64(min(b.memory, math.MaxInt64)) }
+
+// PCIBusID is the GPU's PCI address as the driver writes it
+// ("0000:00:06.0"; gpuinv normalises it).
+func (b *Backend) PCIBusID() string { return b.pciBusID }
 
 // Clock is monotonic time since Open.
 func (b *Backend) Clock() backend.Clock { return wallClock{b.epoch} }

@@ -26,6 +26,8 @@ type driver interface {
 	Init() error
 	DeviceGet(ordinal int) (int32, error)
 	DeviceName(dev int32) (string, error)
+	DeviceTotalMem(dev int32) (uint64, error) // bytes
+	DevicePCIBusID(dev int32) (string, error) // "0000:00:06.0", as the driver writes it
 
 	CtxCreate(dev int32) (cuContext, error)
 	CtxDestroy(ctx cuContext) error

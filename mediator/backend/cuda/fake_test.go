@@ -175,6 +175,10 @@ func (f *fakeDriver) Init() error                      { return nil }
 func (f *fakeDriver) DeviceGet(int) (int32, error)     { return 0, nil }
 func (f *fakeDriver) DeviceName(int32) (string, error) { return "Fake GPU", nil }
 
+func (f *fakeDriver) DeviceTotalMem(int32) (uint64, error) { return 80 << 30, nil }
+
+func (f *fakeDriver) DevicePCIBusID(int32) (string, error) { return "0000:00:06.0", nil }
+
 func (f *fakeDriver) CtxCreate(int32) (cuContext, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

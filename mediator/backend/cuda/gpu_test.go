@@ -36,7 +36,10 @@ func gpuBackend(t *testing.T, params map[string]string) *Backend {
 	}
 	b := be.(*Backend)
 	t.Cleanup(func() { _ = b.Close() })
-	t.Logf("GPU: %s", b.DeviceName())
+	t.Logf("GPU: %s, %d bytes, PCI %s", b.DeviceName(), b.DeviceMemory(), b.PCIBusID())
+	if b.DeviceMemory() <= 0 || b.PCIBusID() == "" {
+		t.Fatalf("the driver told no memory (%d) or PCI address (%q)", b.DeviceMemory(), b.PCIBusID())
+	}
 	return b
 }
 

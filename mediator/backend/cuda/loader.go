@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"bytes"
 	"fmt"
 	"runtime"
 	"sync"
@@ -15,6 +16,7 @@ import (
 type libcuda struct {
 	fn struct {
 		init, deviceGet, deviceGetName                    uintptr
+		deviceTotalMem, deviceGetPCIBusID                 uintptr
 		ctxCreate, ctxDestroy, ctxSetCurrent              uintptr
 		streamCreate, streamQuery, writeValue             uintptr
 		memAllocAsync, memFreeAsync, memsetD8Async        uintptr
@@ -56,6 +58,7 @@ func openLibcuda(path string) (*libcuda, error) {
 		name string
 	}{
 		{&f.init, "cuInit"}, {&f.deviceGet, "cuDeviceGet"}, {&f.deviceGetName, "cuDeviceGetName"},
+		{&f.deviceTotalMem, "cuDeviceTotalMem_v2"}, {&f.deviceGetPCIBusID, "cuDeviceGetPCIBusId"},
 		{&f.ctxCreate, "cuCtxCreate_v2"}, {&f.ctxDestroy, "cuCtxDestroy_v2"}, {&f.ctxSetCurrent, "cuCtxSetCurrent"},
 		{&f.streamCreate, "cuStreamCreate"}, {&f.streamQuery, "cuStreamQuery"},
 		{&f.writeValue, "cuStreamWriteValue64_v2"},
@@ -106,6 +109,28 @@ func (l *libcuda) DeviceName(dev int32) (string, error) {
 		if c == 0 {
 			return string(buf[:i]), nil
 		}
+	}
+	return string(buf), nil
+}
+
+func (l *libcuda) DeviceTotalMem(dev int32) (uint64, error) {
+	var n uint64
+	r, _, _ := purego.SyscallN(l.fn.deviceTotalMem, ptr(&n), uintptr(dev))
+	return n, check(r)
+}
+
+// cuPCIBusIDMax fits "dddd:bb:dd.f" and more (the driver writes 13 bytes
+// with the NUL).
+const cuPCIBusIDMax = 64
+
+func (l *libcuda) DevicePCIBusID(dev int32) (string, error) {
+	buf := make([]byte, cuPCIBusIDMax)
+	r, _, _ := purego.SyscallN(l.fn.deviceGetPCIBusID, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(dev))
+	if err := check(r); err != nil {
+		return "", err
+	}
+	if i := bytes.IndexByte(buf, 0); i >= 0 {
+		buf = buf[:i]
 	}
 	return string(buf), nil
 }

@@ -3,8 +3,7 @@ package daemon
 import "github.com/sluice-gpu/sluice/mediator/internal/gpuinv"
 
 // Abilities a backend may have to describe the GPU it drives, found by type
-// assertion (the cuda backend names its device; none tells its PCI bus id or
-// memory yet).
+// assertion (the cuda backend has all three, from the driver).
 type (
 	deviceNamer  interface{ DeviceName() string }
 	deviceMemory interface{ DeviceMemory() int64 }
