@@ -137,6 +137,9 @@ var (
 		sys("sluice_vm_syscall_poller_busy_seconds_total", "Time the VM's syscall poller was awake (spinning or working): the host CPU it held.", counter,
 			func(s *hostapi.SyscallStats) float64 { return seconds(s.PollerBusyNs) }),
 	}
+	peersRefused = prometheus.NewDesc("sluice_vm_peers_refused_total",
+		"Connections to the VM's endpoint closed before they joined, by reason: foreign (a user that may not open it), no_handshake (did not read its handshake in time), full (every peer slot held), other.",
+		[]string{"vm", "reason"}, nil)
 	turnHolder = prometheus.NewDesc("sluice_vm_turn_holder",
 		"1 while the VM holds the turn (arbitration turns: its work alone is on the GPU), else 0.", []string{"vm"}, nil)
 	turns = prometheus.NewDesc("sluice_turns_total", "Turns granted under arbitration turns since the daemon started.", nil, nil)
@@ -166,7 +169,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range syscallMetrics {
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{turnHolder, turns, pollerCPU, periods, vms, info, dispatchHist, turnaroundHist} {
+	for _, d := range []*prometheus.Desc{peersRefused, turnHolder, turns, pollerCPU, periods, vms, info, dispatchHist, turnaroundHist} {
 		ch <- d
 	}
 }
@@ -221,6 +224,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, v := range st.VMs {
 		ch <- histogram(dispatchHist, v.Dispatch, v.Name)
 		ch <- histogram(turnaroundHist, v.Turnaround, v.Name)
+		r := v.RefusedPeers
+		for reason, n := range map[string]uint64{"foreign": r.Foreign, "no_handshake": r.NoHandshake, "full": r.Full, "other": r.Other} {
+			send(peersRefused, counter, float64(n), v.Name, reason)
+		}
 	}
 	for _, v := range st.VMs {
 		if v.Syscalls == nil {

@@ -54,6 +54,7 @@ func Full() hostapi.Stats {
 		Arbitration: "turns", Turns: 9, PollerCPUNs: 12_345_678_901, Periods: 77,
 		VMs: []hostapi.VMStats{
 			{VM: hostapi.VM{Name: "busy", Weight: 2, Cap: 0.5, Peers: 1, Timeouts: 2,
+				RefusedPeers:     hostapi.PeerRefusals{Foreign: 5, NoHandshake: 4, Full: 3, Other: 1},
 				InflightBudgetNs: 3_250_000, InflightNs: 2_000_001, EstimateNs: 100_000, BudgetStalls: 17,
 				Syscalls: &hostapi.SyscallStats{Calls: map[string]uint64{"openat": 3, "null": 10},
 					Errnos: map[string]uint64{"OK": 12, "ENOENT": 1}, InFlight: 2, ProxyCPUNs: 1_500_000_000,
@@ -190,6 +191,10 @@ func TestValues(t *testing.T) {
 		{"sluice_vm_syscalls_total", []string{"call", "null", "vm", "busy"}, 10},
 		{"sluice_vm_syscalls_total", []string{"call", "openat", "vm", "busy"}, 3},
 		{"sluice_vm_syscall_results_total", []string{"errno", "ENOENT", "vm", "busy"}, 1},
+		{"sluice_vm_peers_refused_total", []string{"reason", "foreign", "vm", "busy"}, 5},
+		{"sluice_vm_peers_refused_total", []string{"reason", "no_handshake", "vm", "busy"}, 4},
+		{"sluice_vm_peers_refused_total", []string{"reason", "full", "vm", "busy"}, 3},
+		{"sluice_vm_peers_refused_total", []string{"reason", "other", "vm", "busy"}, 1},
 		{"sluice_turns_total", nil, 9},
 		{"sluice_poller_cpu_seconds_total", nil, 12.345678901},
 		{"sluice_scheduling_periods_total", nil, 77},
