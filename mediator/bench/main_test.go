@@ -9,9 +9,4 @@ import (
 
 // TestMain lets the cuda backend start this test binary again as its GPU
 // workers and native runner (the GPU runs' tests).
-func TestMain(m *testing.M) {
-	if code, ok := cuda.Dispatch(os.Args[1:]); ok {
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { os.Exit(cuda.MainOr(m.Run)) }

@@ -11,12 +11,7 @@ import (
 // TestMain lets this test binary be a GPU worker or the native runner, as
 // a binary with cudacmd's subcommands is: spawnProcess and RunNative
 // start it again with the role's name as its first argument.
-func TestMain(m *testing.M) {
-	if code, ok := Dispatch(os.Args[1:]); ok {
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { os.Exit(MainOr(m.Run)) }
 
 func TestDispatchIgnoresOtherArgs(t *testing.T) {
 	for _, args := range [][]string{nil, {}, {"-test.run=X"}, {"cuda-workers"}, {"native", NativeCommand}} {

@@ -53,6 +53,15 @@ func Dispatch(args []string) (int, bool) {
 	return 0, false
 }
 
+// MainOr is a test binary's main: the role os.Args names (Dispatch), else
+// run (m.Run). Use: func TestMain(m *testing.M) { os.Exit(cuda.MainOr(m.Run)) }
+func MainOr(run func() int) int {
+	if code, ok := Dispatch(os.Args[1:]); ok {
+		return code
+	}
+	return run()
+}
+
 // Messages on a worker's socket (SOCK_SEQPACKET, one JSON object each).
 const (
 	msgConfig = "config" // mediator → worker, first: Config
