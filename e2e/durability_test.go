@@ -20,10 +20,15 @@ import (
 // Where the kills fall: the controller dies while the hosts push (their
 // intervals in flight are sent again and must count once), and again while
 // the guests run, so that the hosts' usage waits for it. A host dies once
-// its ledger is on disk (sluiced persists it every second; what a killed
-// sluiced had not persisted is lost to the host as well, and to the guests'
-// count it could not be compared): one right after its guests ran, before
-// it reported them, one holding usage the dead controller could not take.
+// its guests' last completions are in its usage journal (committed every
+// 5ms; what a killed sluiced had not committed is lost to the host as well,
+// and to the guests' count it could not be compared; the chaos spec bounds
+// that loss): one right after its guests ran, one holding usage the dead
+// controller could not take.
+// journalSettle is twenty of sluiced's 5ms journal commits: a guest's last
+// completions are on disk that long after it exits.
+const journalSettle = 100 * time.Millisecond
+
 var _ = Describe("a fleet's usage through crashes", Label("process"), func() {
 	BeforeEach(framework.RequiresLinux)
 
@@ -131,15 +136,15 @@ var _ = Describe("a fleet's usage through crashes", Label("process"), func() {
 			AddReportEntry("gpu1 shares", fmt.Sprintf("GPU time %s:%s %.2f at weights 1:1, %.2f at 9:1", p, q, before, after))
 			ctl.Restart()
 
-			By("gpu1's sluiced is killed once its ledger is on disk, before it reported its guests' last work")
-			time.Sleep(1500 * time.Millisecond)
+			By("gpu1's sluiced is killed right after its guests ran, their work in its journal")
+			time.Sleep(journalSettle)
 			hosts["gpu1"].Kill()
 			restart("gpu1")
 
 			By("the controller is killed, the guests run, and gpu2's sluiced is killed holding usage the controller has not seen")
 			ctl.Kill()
 			run(time.Second, nil)
-			time.Sleep(1500 * time.Millisecond)
+			time.Sleep(journalSettle)
 			hosts["gpu2"].Kill()
 			ctl.Restart()
 			restart("gpu2")

@@ -33,6 +33,13 @@ type Config struct {
 	// StateDir holds what survives restarts: the VM list and the usage
 	// ledger. Default /var/lib/sluice.
 	StateDir string
+	// JournalInterval is the usage journal's group commit: every interval
+	// the GPU time each VM used since the last commit is appended to
+	// STATE_DIR/usage.journal.0 or .1 with one write, which survives a
+	// killed sluiced at once, and fdatasync'ed behind it; so a kill -9
+	// loses at most about an interval of billing. Default 5ms; 0: no
+	// journal, the ledger is flushed once a second only; at most 1s.
+	JournalInterval time.Duration
 	// Backend names the GPU backend. Default "sim".
 	Backend string
 	// Clock is the backend's time base: "wall" (default) or "virtual".
@@ -118,6 +125,9 @@ type ProxyConfig struct {
 	MaxFileSize uint64
 }
 
+// DefaultJournalInterval is Config.JournalInterval's default.
+const DefaultJournalInterval = 5 * time.Millisecond
+
 // DefaultDoorbellLimit is Config.DoorbellLimit's default: far above what a
 // guest that waits for its work rings (a NOP round trip a µs apart is a
 // million a second, but a spinning host reads the ring without them).
@@ -144,6 +154,8 @@ func DefaultConfig() Config {
 
 		DoorbellSpin:  spin.DefaultConfig(),
 		DoorbellLimit: DefaultDoorbellLimit,
+
+		JournalInterval: DefaultJournalInterval,
 	}
 }
 
@@ -160,6 +172,9 @@ func (c *Config) Validate() error {
 	}
 	if c.StateDir == "" {
 		return fmt.Errorf("config: state dir is empty")
+	}
+	if c.JournalInterval < 0 || c.JournalInterval > time.Second {
+		return fmt.Errorf("config: journal interval %v: want 0 (no journal) to 1s", c.JournalInterval)
 	}
 	if err := sockfile.CheckPath(c.Socket); err != nil {
 		return fmt.Errorf("config: the host API's %w", err)

@@ -48,6 +48,8 @@ type Daemon struct {
 
 	spin *spin.Budget // the CPU the VMs' doorbell goroutines may spin
 
+	journal *journaler // nil when Config.JournalInterval is 0
+
 	mu       sync.Mutex
 	vms      map[string]*entry
 	deleting map[string]bool // names being torn down outside mu
@@ -58,6 +60,9 @@ type entry struct {
 	vm   *vm.VM
 	req  hostapi.CreateVMRequest
 	base usage.Record // usage before this endpoint existed
+	// journaled is what of this endpoint's counts the journal holds
+	// (guarded by journaler.mu).
+	journaled usage.Record
 }
 
 // New opens the backend and the state directory and re-creates the VMs that
@@ -96,7 +101,7 @@ func open(cfg Config, lock *stateLock) (*Daemon, error) {
 			}
 		}
 	}
-	ledger, err := usage.Open(filepath.Join(cfg.StateDir, "usage.json"))
+	ledger, err := openLedger(cfg.StateDir)
 	if err != nil {
 		return nil, err
 	}
@@ -113,6 +118,10 @@ func open(cfg Config, lock *stateLock) (*Daemon, error) {
 	}
 	if err := d.startScheduling(saved.Policy); err != nil {
 		be.Close()
+		return nil, err
+	}
+	if d.journal, err = startJournal(cfg.StateDir, cfg.JournalInterval, ledger, d.entries); err != nil {
+		d.Close() // the caller releases the lock
 		return nil, err
 	}
 	if err := d.restore(saved); err != nil {
@@ -325,12 +334,14 @@ func (d *Daemon) DeleteVM(_ context.Context, name string) error {
 	d.mu.Unlock()
 
 	closeErr := e.vm.Close()
+	// Persisted before the name is free again: a VM created under it
+	// starts from the ledger.
+	persistErr := d.persist([]*entry{e})
 
 	d.mu.Lock()
 	delete(d.deleting, name)
-	d.ledger.Put(name, e.usage())
 	d.mu.Unlock()
-	if err := errors.Join(saveErr, closeErr, d.ledger.Flush()); err != nil {
+	if err := errors.Join(saveErr, closeErr, persistErr); err != nil {
 		slog.Warn("vm deleted with errors", "vm", name, "err", err)
 		return fmt.Errorf("deleting vm %q: %w", name, err)
 	}
@@ -425,15 +436,37 @@ func (d *Daemon) sortedLocked() []*entry {
 	return es
 }
 
-// Heartbeat publishes liveness into every VM's header and persists usage.
+// Heartbeat publishes liveness into every VM's header and, without a
+// journal, persists usage (the journal commits on its own interval).
 func (d *Daemon) Heartbeat() error {
 	d.mu.Lock()
 	now := uint64(time.Now().UnixNano())
-	for name, e := range d.vms {
+	for _, e := range d.vms {
 		e.vm.Heartbeat(now)
-		d.ledger.Put(name, e.usage())
 	}
 	d.mu.Unlock()
+	if d.journal != nil {
+		return nil
+	}
+	return d.persist(d.entries())
+}
+
+// entries lists the VMs.
+func (d *Daemon) entries() []*entry {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.sortedLocked()
+}
+
+// persist puts what es used on stable storage: a journal commit, or
+// without a journal the ledger's flush.
+func (d *Daemon) persist(es []*entry) error {
+	if d.journal != nil {
+		return d.journal.commit(es, true)
+	}
+	for _, e := range es {
+		d.ledger.Put(e.req.Name, e.usage())
+	}
 	return d.ledger.Flush()
 }
 
@@ -441,6 +474,9 @@ func (d *Daemon) Heartbeat() error {
 // flushes the ledger and closes the backend. All guests are stopped before
 // any GPU work is waited for, and the waits run in parallel.
 func (d *Daemon) Close() error {
+	if d.journal != nil {
+		d.journal.close() // its loop takes d.mu; the last commits are Close's
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var errs []error
@@ -469,16 +505,16 @@ func (d *Daemon) Close() error {
 		d.stop = nil
 	}
 	errs = append(errs, d.flushLocked(), d.be.Close())
+	if d.journal != nil {
+		errs = append(errs, d.journal.finish(d.sortedLocked()))
+	}
 	clear(d.vms)
 	errs = append(errs, d.lock.release()) // last: the ledger is on disk
 	return errors.Join(errs...)
 }
 
 func (d *Daemon) flushLocked() error {
-	for name, e := range d.vms {
-		d.ledger.Put(name, e.usage())
-	}
-	return d.ledger.Flush()
+	return d.persist(d.sortedLocked())
 }
 
 // classify maps lower layers' errors onto the host API's sentinels.

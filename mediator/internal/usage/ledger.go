@@ -5,7 +5,12 @@
 //
 // The ledger is one JSON file, replaced atomically (write a temporary file,
 // fsync, rename, fsync the directory), so a crash leaves either the old or
-// the new ledger, never a torn one.
+// the new ledger, never a torn one. Between two ledger flushes the usage
+// goes to the journal: an append-only file of per-VM deltas, each with a
+// sequence number and a CRC32C, group-committed every few milliseconds.
+// The ledger records the last journal sequence it holds, so Recover folds
+// every record in exactly once, also after a crash between flushing the
+// ledger and emptying the journal.
 package usage
 
 import (
@@ -42,6 +47,8 @@ const fileVersion = 1
 type file struct {
 	Version int               `json:"version"`
 	VMs     map[string]Record `json:"vms"`
+	// JournalSeq is the last journal record folded in (0: none).
+	JournalSeq uint64 `json:"journal_seq,omitempty"`
 }
 
 // Ledger is the persisted set of records.
@@ -49,6 +56,7 @@ type Ledger struct {
 	path string
 	mu   sync.Mutex
 	recs map[string]Record
+	seq  uint64 // the last journal record applied
 }
 
 // Open loads the ledger at path, or starts an empty one if the file does not
@@ -72,7 +80,44 @@ func Open(path string) (*Ledger, error) {
 	if f.VMs != nil {
 		l.recs = f.VMs
 	}
+	l.seq = f.JournalSeq
 	return l, nil
+}
+
+// Apply adds a journal record to its VM's record (creating it, from the
+// record's Since, for a VM the ledger does not know) unless the ledger
+// holds it already (its sequence number is not past Seq). It reports
+// whether it applied d.
+func (l *Ledger) Apply(d Delta) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d.Seq <= l.seq {
+		return false
+	}
+	r, ok := l.recs[d.Name]
+	if !ok {
+		r.Since = d.Since
+	}
+	l.recs[d.Name] = r.Add(d.Usage)
+	l.seq = d.Seq
+	return true
+}
+
+// Settle replaces the record of a VM with its final count, journaled or
+// not, and marks every journal record up to seq as held: a clean stop
+// makes the ledger whole whatever became of the journal.
+func (l *Ledger) Settle(name string, r Record, seq uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs[name] = r
+	l.seq = max(l.seq, seq)
+}
+
+// Seq is the last journal record the ledger holds.
+func (l *Ledger) Seq() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seq
 }
 
 // Get returns the record of a VM.
@@ -91,15 +136,28 @@ func (l *Ledger) Put(name string, r Record) {
 }
 
 // Flush writes the ledger to disk atomically.
-func (l *Ledger) Flush() error {
+func (l *Ledger) Flush() error { return l.Snapshot().Write() }
+
+// Snapshot is the ledger's content at one moment.
+type Snapshot struct {
+	path string
+	f    file
+}
+
+// Snapshot copies the ledger, to Write without holding up its updates.
+func (l *Ledger) Snapshot() Snapshot {
 	l.mu.Lock()
-	f := file{Version: fileVersion, VMs: maps.Clone(l.recs)}
-	l.mu.Unlock()
-	b, err := json.MarshalIndent(f, "", "  ")
+	defer l.mu.Unlock()
+	return Snapshot{path: l.path, f: file{Version: fileVersion, VMs: maps.Clone(l.recs), JournalSeq: l.seq}}
+}
+
+// Write replaces the ledger file with the snapshot atomically.
+func (s Snapshot) Write() error {
+	b, err := json.MarshalIndent(s.f, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding usage ledger: %w", err)
 	}
-	return WriteFileAtomic(l.path, b)
+	return WriteFileAtomic(s.path, b)
 }
 
 // WriteFileAtomic replaces path with data so that a crash at any point leaves
@@ -125,13 +183,5 @@ func WriteFileAtomic(path string, data []byte) error {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("replacing %s: %w", path, err)
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	return nil
+	return syncDir(dir)
 }

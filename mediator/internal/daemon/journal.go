@@ -1,0 +1,227 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/sluice-gpu/sluice/mediator/internal/usage"
+)
+
+// Files of the usage ledger and its journal in the state directory.
+const (
+	ledgerFile  = "usage.json"
+	journalBase = "usage.journal" // segments usage.journal.0 and .1
+)
+
+// journalRotate is how often the journal is folded into a flushed ledger
+// and emptied: it bounds the journal's size and the work of a start.
+const journalRotate = time.Second
+
+// journaler commits what every VM used to the journal each interval: one
+// record per VM whose counters moved, one write for all, which survives a
+// killed daemon at once; a syncer goroutine fdatasyncs behind it, each
+// sync covering every write before it, so that a slow disk delays the
+// records' safety against a power loss and never the next write.
+type journaler struct {
+	interval time.Duration
+	list     func() []*entry // the VMs to commit, read under the daemon's lock
+	ledger   *usage.Ledger
+
+	mu      sync.Mutex // serializes writes; guards j's writes and switches, every entry's journaled, rotate, rotated
+	j       *usage.Journal
+	rotate  time.Duration // journalRotate
+	rotated time.Time
+
+	kick chan struct{} // wakes the syncer
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// openLedger folds the journal left by the last run into the ledger and
+// reports in the log what it found.
+func openLedger(stateDir string) (*usage.Ledger, error) {
+	l, rec, err := usage.Recover(filepath.Join(stateDir, ledgerFile), filepath.Join(stateDir, journalBase))
+	if err != nil {
+		return nil, err
+	}
+	if rec.Folded > 0 || rec.CutErr != nil {
+		slog.Info("usage journal folded into the ledger", "records", rec.Folded, "skipped", rec.Skipped, "seq", l.Seq())
+	}
+	if rec.CutErr != nil {
+		slog.Warn("usage journal: a torn or corrupt tail dropped", "bytes", rec.Cut, "err", rec.CutErr)
+	}
+	return l, nil
+}
+
+// startJournal starts a new journal after the ledger's last record, and
+// its goroutines; with interval 0 it removes the journal (openLedger folded
+// it) and returns nil: the ledger is flushed by Heartbeat alone.
+func startJournal(stateDir string, interval time.Duration, ledger *usage.Ledger, list func() []*entry) (*journaler, error) {
+	base := filepath.Join(stateDir, journalBase)
+	if interval == 0 {
+		var errs []error
+		for _, p := range usage.SegmentPaths(base) {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		return nil, errors.Join(errs...)
+	}
+	j, err := usage.CreateJournal(base, ledger.Seq()+1)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	jr := &journaler{interval: interval, list: list, ledger: ledger, j: j, rotate: journalRotate,
+		rotated: time.Now(), kick: make(chan struct{}, 1), stop: cancel}
+	jr.wg.Add(2)
+	go jr.run(ctx)
+	go jr.syncer(ctx)
+	return jr, nil
+}
+
+func (jr *journaler) run(ctx context.Context) {
+	defer jr.wg.Done()
+	tick := time.NewTicker(jr.interval)
+	defer tick.Stop()
+	var failing bool
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		err := errors.Join(jr.commit(jr.list(), false), jr.maybeRotate())
+		switch {
+		case err != nil && !failing:
+			slog.Error("usage journal: commit failed; retrying every interval", "err", err)
+		case err == nil && failing:
+			slog.Info("usage journal: commits succeed again")
+		}
+		failing = err != nil
+	}
+}
+
+// syncer puts the journal's writes on stable storage, one fdatasync for
+// all the writes since the last.
+func (jr *journaler) syncer(ctx context.Context) {
+	defer jr.wg.Done()
+	var failing bool
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-jr.kick:
+		}
+		err := jr.j.Sync()
+		if err != nil && !failing {
+			slog.Error("usage journal: fdatasync failed; what it wrote survives a crash of sluiced, maybe not of the host", "err", err)
+		}
+		failing = err != nil
+	}
+}
+
+// commit writes what es used since their last commit to the journal and
+// applies it to the ledger; durable waits for its fdatasync, otherwise the
+// syncer does it.
+func (jr *journaler) commit(es []*entry, durable bool) error {
+	jr.mu.Lock()
+	ds := make([]usage.Delta, 0, len(es))
+	moved := make([]*entry, 0, len(es))
+	for _, e := range es {
+		d, ok := since(e.counted(), e.journaled)
+		if !ok {
+			continue
+		}
+		ds = append(ds, usage.Delta{Name: e.req.Name, Since: e.base.Since, Usage: d})
+		moved = append(moved, e)
+	}
+	err := jr.j.Write(ds)
+	if err == nil {
+		for i, e := range moved {
+			e.journaled = e.journaled.Add(ds[i].Usage)
+			jr.ledger.Apply(ds[i])
+		}
+	}
+	jr.mu.Unlock()
+	switch {
+	case err != nil || len(ds) == 0:
+		return err
+	case durable:
+		return jr.j.Sync()
+	}
+	select {
+	case jr.kick <- struct{}{}:
+	default: // a sync is due already and covers this write
+	}
+	return nil
+}
+
+// maybeRotate folds the journal into the ledger when due: it switches the
+// journal's segment, flushes a snapshot of the ledger (which holds every
+// record of the segment left) and then empties that segment. Writes go on
+// into the other segment meanwhile. Called by run alone.
+func (jr *journaler) maybeRotate() error {
+	jr.mu.Lock()
+	if time.Since(jr.rotated) < jr.rotate || jr.j.ActiveEmpty() {
+		jr.mu.Unlock()
+		return nil
+	}
+	old := jr.j.Switch()
+	snap := jr.ledger.Snapshot()
+	jr.rotated = time.Now()
+	jr.mu.Unlock()
+	if err := snap.Write(); err != nil {
+		return err // the segment keeps its records, which the next start skips or folds
+	}
+	return old.Reset()
+}
+
+// close stops the goroutines; the last commits are Close's.
+func (jr *journaler) close() {
+	jr.stop()
+	jr.wg.Wait()
+}
+
+// finish settles the ledger on es's final counts and flushes it, then
+// empties the journal: a clean stop leaves the ledger whole, also when the
+// journal had failed.
+func (jr *journaler) finish(es []*entry) error {
+	jr.mu.Lock()
+	defer jr.mu.Unlock()
+	for _, e := range es {
+		jr.ledger.Settle(e.req.Name, e.usage(), jr.j.Next()-1)
+	}
+	err := jr.ledger.Flush()
+	if err == nil {
+		err = errors.Join(jr.j.Switch().Reset(), jr.j.Switch().Reset())
+	}
+	return errors.Join(err, jr.j.Close())
+}
+
+// counted is what this endpoint's channels counted (the ledger's base
+// excluded).
+func (e *entry) counted() usage.Record {
+	t := e.vm.Stats().Total
+	return usage.Record{GPUNs: t.BusyNs, Kernels: t.Kernels, Commands: t.Commands, Errors: t.Errors}
+}
+
+// since is c minus the counts already journaled, and whether any moved.
+// Counters only grow; one that went back would be a bug in the channels,
+// and journals nothing rather than wrapping around.
+func since(c, journaled usage.Record) (usage.Record, bool) {
+	sub := func(a, b uint64) uint64 {
+		if a < b {
+			return 0
+		}
+		return a - b
+	}
+	d := usage.Record{GPUNs: sub(c.GPUNs, journaled.GPUNs), Kernels: sub(c.Kernels, journaled.Kernels),
+		Commands: sub(c.Commands, journaled.Commands), Errors: sub(c.Errors, journaled.Errors)}
+	return d, d != usage.Record{}
+}
