@@ -266,13 +266,16 @@ type Stats struct {
 	// VM's at once, the driver time-slices) or "turns" (one VM's at a time;
 	// sluiced --arbitration). Under turns: the quantum, the holder's name
 	// (empty while nobody holds the turn) and the turns granted so far.
-	Arbitration string    `json:"arbitration,omitempty"`
-	QuantumNs   int64     `json:"quantum_ns,omitempty"`
-	TurnHolder  string    `json:"turn_holder,omitempty"`
-	Turns       uint64    `json:"turns,omitempty"`
-	Now         int64     `json:"now_ns"`      // the backend's clock
-	GPUBusyNs   uint64    `json:"gpu_busy_ns"` // sum over VMs
-	VMs         []VMStats `json:"vms"`
+	Arbitration string `json:"arbitration,omitempty"`
+	QuantumNs   int64  `json:"quantum_ns,omitempty"`
+	TurnHolder  string `json:"turn_holder,omitempty"`
+	Turns       uint64 `json:"turns,omitempty"`
+	// TurnOverruns counts the turns passed beside a holder command that
+	// ran far past its turn, where the GPU time-slices between VMs.
+	TurnOverruns uint64    `json:"turn_overruns,omitempty"`
+	Now          int64     `json:"now_ns"`      // the backend's clock
+	GPUBusyNs    uint64    `json:"gpu_busy_ns"` // sum over VMs
+	VMs          []VMStats `json:"vms"`
 }
 
 // Version identifies the daemon.
