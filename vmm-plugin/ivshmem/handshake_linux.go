@@ -2,7 +2,10 @@ package ivshmem
 
 import (
 	"fmt"
+	"net"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // How often awaitHandshake looks whether a new peer has read its handshake:
@@ -92,4 +95,26 @@ func (s *Server) evictLocked() error {
 		s.refuse(old.cred, fmt.Errorf("peer %d: %w before a new connection needed its slot", old.id, ErrNoHandshake))
 	}
 	return nil
+}
+
+// handshakeMsgBytes is what one message of a handshake may take of a
+// socket's send buffer (the kernel's accounting of an 8-byte message with
+// an fd is about 1 KiB), with room to spare.
+const handshakeMsgBytes = 2048
+
+// roomForHandshake grows conn's send buffer to hold a whole handshake
+// (with every peer slot taken), so that sending it never waits for a peer
+// that does not read: ctl is held meanwhile, and every admission with it
+// (64 channels' vectors overflow the default buffer). SO_SNDBUFFORCE
+// where the server may (root), else SO_SNDBUF up to the system's maximum;
+// a refusal leaves the default, and the write deadline then bounds the
+// wait.
+func (s *Server) roomForHandshake(conn *net.UnixConn) {
+	msgs := 3 + s.cfg.Vectors*(s.cfg.MaxPeers+1)
+	size := min(msgs*handshakeMsgBytes, 64<<20)
+	_ = control(conn, func(fd int) {
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, size) != nil {
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, size)
+		}
+	})
 }

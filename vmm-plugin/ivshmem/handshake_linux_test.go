@@ -156,3 +156,30 @@ func TestSlotsFreedAtDeadline(t *testing.T) {
 	default:
 	}
 }
+
+// TestNonReaderDoesNotStallAdmission: a handshake too large for a default
+// socket buffer (64 channels' vectors, every slot taken) is sent to a peer
+// that never reads without holding up the next guest's admission.
+func TestNonReaderDoesNotStallAdmission(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: SO_SNDBUFFORCE past the system's maximum buffer")
+	}
+	const vectors, maxPeers = 66, 5
+	srv, events, _ := refusingServer(t, ServerConfig{Vectors: vectors, MaxPeers: maxPeers, HandshakeTimeout: time.Minute})
+	path := srv.cfg.SocketPath
+	for range maxPeers - 2 {
+		mustDial(t, path, vectors)
+		recvPeerEvent(t, events)
+	}
+	stuck := dialRaw(t, path)
+	eventually(t, "the non-reader admitted", func() bool { return srv.slots() == maxPeers-1 })
+	// Admission waits for the non-reader's handshake to be sent: with no
+	// room for it, for the minute of its deadline, past dialTest's guard.
+	c := mustDial(t, path, vectors)
+	if e := recvPeerEvent(t, events); e != (peerEvent{c.ID(), true}) {
+		t.Fatalf("peer event %v, want %d joined", e, c.ID())
+	}
+	if stuck.hungUp() {
+		t.Fatal("the non-reader was dropped: its handshake did not fit")
+	}
+}

@@ -91,6 +91,7 @@ func (s *Server) admit(conn *net.UnixConn, cred Cred) error {
 	s.mu.Lock()
 	s.peers[p.id] = p
 	s.mu.Unlock()
+	s.roomForHandshake(conn)
 	if err := s.sendHandshake(p, deadline); err != nil {
 		// Not announced yet: forget it without telling anyone.
 		s.mu.Lock()
