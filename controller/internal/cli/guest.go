@@ -63,8 +63,8 @@ func newVMStartCommand(a *app) *cobra.Command {
 		Use:   "start NAME",
 		Short: "Boot a QEMU guest attached to VM NAME's endpoint",
 		Long: `Boot a QEMU guest for VM NAME with its ivshmem-doorbell device on the VM's
-endpoint (the VM is created with the daemon's defaults if it does not exist),
-and wait until the guest's agent answers on its control port. The guest runs
+endpoint (the VM is created with the daemon's defaults if it does not exist,
+owned by the user running sluicectl, as whom QEMU runs), and wait until the guest's agent answers on its control port. The guest runs
 in the background; "sluicectl vm exec NAME -- ..." runs workloads in it and
 "sluicectl vm stop NAME" powers it off.
 
@@ -104,7 +104,7 @@ signals (a q35 guest takes no --hotplug).`,
 			c := a.client()
 			vm, err := c.GetVM(ctx, name)
 			if errors.Is(err, hostapi.ErrNotFound) {
-				vm, err = c.CreateVM(ctx, hostapi.CreateVMRequest{Name: name})
+				vm, err = c.CreateVM(ctx, hostapi.CreateVMRequest{Name: name, Owner: invokingOwner()})
 			}
 			if err != nil {
 				return vmError(name, err)
