@@ -178,7 +178,7 @@ var _ = Describe("Hostile guests", Label("process", "hostile"), func() {
 	// ms): no scheduler that only picks whose commands go next can bound
 	// the normal VM's wait below one of them. The GPU can: a real one
 	// time-slices between contexts (compute preemption), and the sim
-	// models it with timeslice_ns (2 ms here). Under turns a holder whose
+	// models it with timeslice (2 ms here). Under turns a holder whose
 	// command runs three quanta past its turn's end loses the turn beside
 	// it (gate.OverrunQuanta), and the normal VM's commands run within a
 	// time slice (before that: accounted 40.3%, p99 503 ms; under the
@@ -189,7 +189,7 @@ var _ = Describe("Hostile guests", Label("process", "hostile"), func() {
 	// moves the normal VM's charged share by 8 points (45.6-62.9% in four
 	// runs of 3 s).
 	It("keeps the GPU fair against kernels as long as the VM may run, and refuses longer ones", func() {
-		setupWith(append(turns, "--backend-params", "timeslice_ns=2000000"))
+		setupWith(append(turns, "--backend-params", "timeslice=2ms"))
 		limit := time.Duration(hostile.MaxCommandNs)
 		Expect(limit).To(BeNumerically(">", 0))
 		r := d.Agent(hostile.Endpoint, "run", "throttle", "--kernel", (10 * limit).String(),

@@ -86,10 +86,11 @@ var (
 )
 
 // Open opens the GPU named by opts.Params: "device" (ordinal, default 0),
-// "library" (the driver's path, default libcuda.so.1), "gap_ns" (see
-// DefaultGapNs), "stall_check", "restart_delay" and "worker_spin"
-// (durations, see DefaultStallCheck, DefaultRestartDelay and
-// DefaultWorkerSpin; worker_spin 0: never spin). The clock is always the wall
+// "library" (the driver's path, default libcuda.so.1), and the durations
+// "gap" (see DefaultGapNs; its old key gap_ns, in nanoseconds, still
+// works), "stall_check", "restart_delay" and "worker_spin" (see
+// DefaultStallCheck, DefaultRestartDelay and DefaultWorkerSpin; worker_spin
+// 0: never spin). The clock is always the wall
 // clock. Each VM's context lives in a GPU worker process of its own.
 func Open(opts backend.Options) (backend.Backend, error) {
 	lib, err := loadLibcuda(opts.Params["library"])
@@ -104,6 +105,15 @@ func Open(opts backend.Options) (backend.Backend, error) {
 	return b, nil
 }
 
+// positiveDuration reads an option that is a duration above 0.
+func positiveDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err == nil && d <= 0 {
+		err = fmt.Errorf("must be positive")
+	}
+	return d, err
+}
+
 // open opens the backend with d, which it uses only to check the device
 // and learn its name: workers, started by spawn, drive the GPU.
 func open(d driver, opts backend.Options, spawn spawner) (*Backend, error) {
@@ -115,6 +125,9 @@ func open(d driver, opts backend.Options, spawn spawner) (*Backend, error) {
 		restartDelay: DefaultRestartDelay, workerSpin: DefaultWorkerSpin, vms: map[uint32]*cudaVM{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), dwake: make(chan struct{}, 1),
 	}
+	if _, both := opts.Params["gap_ns"]; both && opts.Params["gap"] != "" {
+		return nil, fmt.Errorf("%w: options gap and gap_ns: the same setting (gap_ns is its old name)", backend.ErrInvalid)
+	}
 	for k, v := range opts.Params {
 		var err error
 		switch k {
@@ -124,6 +137,10 @@ func open(d driver, opts backend.Options, spawn spawner) (*Backend, error) {
 			if err == nil && b.ordinal < 0 {
 				err = fmt.Errorf("negative")
 			}
+		case "gap":
+			var dur time.Duration
+			dur, err = positiveDuration(v)
+			b.gap = uint64(dur)
 		case "gap_ns":
 			b.gap, err = strconv.ParseUint(v, 10, 64)
 			if err == nil && b.gap == 0 {
@@ -131,23 +148,17 @@ func open(d driver, opts backend.Options, spawn spawner) (*Backend, error) {
 			}
 		case "stall_check":
 			var dur time.Duration
-			dur, err = time.ParseDuration(v)
-			if err == nil && dur <= 0 {
-				err = fmt.Errorf("must be positive")
-			}
+			dur, err = positiveDuration(v)
 			b.stall = int64(dur)
 		case "restart_delay":
-			b.restartDelay, err = time.ParseDuration(v)
-			if err == nil && b.restartDelay <= 0 {
-				err = fmt.Errorf("must be positive")
-			}
+			b.restartDelay, err = positiveDuration(v)
 		case "worker_spin":
 			b.workerSpin, err = time.ParseDuration(v)
 			if err == nil && b.workerSpin < 0 {
 				err = fmt.Errorf("must not be negative")
 			}
 		default:
-			return nil, fmt.Errorf("%w: unknown option %q (have device, library, gap_ns, stall_check, restart_delay, worker_spin)", backend.ErrInvalid, k)
+			return nil, fmt.Errorf("%w: unknown option %q (have device, library, gap, stall_check, restart_delay, worker_spin)", backend.ErrInvalid, k)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: option %s=%q: %v", backend.ErrInvalid, k, v, err)

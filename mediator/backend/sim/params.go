@@ -7,24 +7,28 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/mediator/backend"
 )
 
 // Params are the sim's cost model and options. Each field names the key of
-// backend.Options.Params that sets it and its default.
+// backend.Options.Params that sets it and its default. A length of time is a
+// Go duration ("cmd", "memset", "copy", "spin", "timeslice": 2ms); its old
+// key KEY_ns, in nanoseconds ("2000000" or "2M"), still works, and giving
+// both is an error.
 type Params struct {
-	// CmdNs is what NOP, FENCE, ALLOC and FREE take ("cmd_ns", default 1000;
+	// CmdNs is what NOP, FENCE, ALLOC and FREE take ("cmd", default 1us;
 	// 0 is allowed).
 	CmdNs int64
 	// MemsetNs and MemsetBW: a MEMSET takes MemsetNs plus its length at
-	// MemsetBW bytes per second ("memset_ns", default 1000; "memset_bw",
+	// MemsetBW bytes per second ("memset", default 1us; "memset_bw",
 	// default 1T, device memory).
 	MemsetNs int64
 	MemsetBW uint64
 	// CopyNs and CopyBW: a COPY takes CopyNs plus its length at CopyBW bytes
-	// per second, whatever its direction ("copy_ns", default 2000;
+	// per second, whatever its direction ("copy", default 2us;
 	// "copy_bw", default 25G, PCIe).
 	CopyNs int64
 	CopyBW uint64
@@ -36,7 +40,7 @@ type Params struct {
 	// "loop").
 	Drive string
 	// SpinNs: with the wall clock, the backend goroutine sleeps on a timer
-	// until SpinNs before the next event, then spins ("spin_ns", default 0:
+	// until SpinNs before the next event, then spins ("spin", default 0:
 	// never spin).
 	SpinNs int64
 	// Resident is how many work-items of a program are resident at once
@@ -46,7 +50,7 @@ type Params struct {
 	Resident int
 	// TimesliceNs makes the compute engine time-slice between VMs, as a
 	// GPU's driver does between contexts with compute preemption
-	// ("timeslice_ns", default 0: commands are not preemptible, the GPU of
+	// ("timeslice", default 0: commands are not preemptible, the GPU of
 	// the LoGA paper): a command that has run TimesliceNs while a command
 	// of another VM waits for the engine is preempted, goes to the back of
 	// the engine's FIFO with what it has left, and resumes there. Commands
@@ -78,34 +82,50 @@ func DefaultParams() Params {
 // maxCost bounds any one command's cost so that start+cost never overflows.
 const maxCost = int64(1) << 60
 
+// durationKeys are the keys of lengths of time and the fields they set;
+// each also has its old key, KEY_ns.
+var durationKeys = map[string]func(p *Params) *int64{
+	"cmd":       func(p *Params) *int64 { return &p.CmdNs },
+	"memset":    func(p *Params) *int64 { return &p.MemsetNs },
+	"copy":      func(p *Params) *int64 { return &p.CopyNs },
+	"spin":      func(p *Params) *int64 { return &p.SpinNs },
+	"timeslice": func(p *Params) *int64 { return &p.TimesliceNs },
+}
+
 // paramSetters is the table of keys; each parses its value into p.
-var paramSetters = map[string]func(p *Params, v string) error{
-	"cmd_ns":       func(p *Params, v string) error { return parseNs(v, &p.CmdNs) },
-	"memset_ns":    func(p *Params, v string) error { return parseNs(v, &p.MemsetNs) },
-	"memset_bw":    func(p *Params, v string) error { return parseBandwidth(v, &p.MemsetBW) },
-	"copy_ns":      func(p *Params, v string) error { return parseNs(v, &p.CopyNs) },
-	"copy_bw":      func(p *Params, v string) error { return parseBandwidth(v, &p.CopyBW) },
-	"memory":       func(p *Params, v string) error { return parseQuantity(v, &p.Memory) },
-	"spin_ns":      func(p *Params, v string) error { return parseNs(v, &p.SpinNs) },
-	"timeslice_ns": func(p *Params, v string) error { return parseNs(v, &p.TimesliceNs) },
-	"resident": func(p *Params, v string) error {
-		var q uint64
-		if err := parseQuantity(v, &q); err != nil {
-			return err
-		}
-		if q == 0 || q > 1<<30 {
-			return fmt.Errorf("want 1..2^30 work-items")
-		}
-		p.Resident = int(q)
-		return nil
-	},
-	"drive": func(p *Params, v string) error {
-		if v != DriveLoop && v != DriveManual {
-			return fmt.Errorf("want %q or %q", DriveLoop, DriveManual)
-		}
-		p.Drive = v
-		return nil
-	},
+var paramSetters = func() map[string]func(p *Params, v string) error {
+	m := map[string]func(p *Params, v string) error{
+		"memset_bw": func(p *Params, v string) error { return parseBandwidth(v, &p.MemsetBW) },
+		"copy_bw":   func(p *Params, v string) error { return parseBandwidth(v, &p.CopyBW) },
+		"memory":    func(p *Params, v string) error { return parseQuantity(v, &p.Memory) },
+		"resident":  parseResident,
+		"drive":     parseDrive,
+	}
+	for k, field := range durationKeys {
+		m[k] = func(p *Params, v string) error { return parseDuration(v, field(p)) }
+		m[k+"_ns"] = func(p *Params, v string) error { return parseNs(v, field(p)) }
+	}
+	return m
+}()
+
+func parseResident(p *Params, v string) error {
+	var q uint64
+	if err := parseQuantity(v, &q); err != nil {
+		return err
+	}
+	if q == 0 || q > 1<<30 {
+		return fmt.Errorf("want 1..2^30 work-items")
+	}
+	p.Resident = int(q)
+	return nil
+}
+
+func parseDrive(p *Params, v string) error {
+	if v != DriveLoop && v != DriveManual {
+		return fmt.Errorf("want %q or %q", DriveLoop, DriveManual)
+	}
+	p.Drive = v
+	return nil
 }
 
 // ParseParams applies the keys of m to the defaults. An unknown key or a bad
@@ -118,6 +138,11 @@ func ParseParams(m map[string]string) (Params, error) {
 	}
 	sort.Strings(keys) // the first bad key reported does not depend on map order
 	for _, k := range keys {
+		if _, both := m[k+"_ns"]; both && durationKeys[k] != nil {
+			return Params{}, fmt.Errorf("sim params %q and %q: %w: the same setting (%s_ns is its old name)", k, k+"_ns", backend.ErrInvalid, k)
+		}
+	}
+	for _, k := range keys {
 		set, ok := paramSetters[k]
 		if !ok {
 			return Params{}, fmt.Errorf("sim param %q: %w: unknown key", k, backend.ErrInvalid)
@@ -127,6 +152,19 @@ func ParseParams(m map[string]string) (Params, error) {
 		}
 	}
 	return p, nil
+}
+
+// parseDuration reads a Go duration from 0 to maxCost.
+func parseDuration(v string, dst *int64) error {
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		return fmt.Errorf("want a duration such as 2ms: %w", err)
+	case d < 0 || int64(d) > maxCost:
+		return fmt.Errorf("want a duration from 0 to %v", time.Duration(maxCost))
+	}
+	*dst = int64(d)
+	return nil
 }
 
 func parseNs(v string, dst *int64) error {

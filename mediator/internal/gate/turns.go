@@ -345,7 +345,7 @@ func (g *Gate) anticipated(t *turnState, agen uint64) {
 // behind it would wait that long. So when the grace ends the turn passes beside it: the
 // next holder's commands go to the GPU while that command still runs, and
 // the GPU's own time slicing between contexts (compute preemption; the
-// sim's timeslice_ns) runs them within a time slice, as under the driver's
+// sim's timeslice) runs them within a time slice, as under the driver's
 // arbitration. The late command is charged to its VM ahead, by its
 // estimate, when the quantum ended (chargeLocked); while it overlaps the
 // next holder's work the backend's bills of the two are those of the
