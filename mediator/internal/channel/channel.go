@@ -224,8 +224,18 @@ func (c *Channel) Put() uint32 { return c.region.Load32(c.off + abi.ChPut) }
 
 // Found handles records a poller spinning on the ring found (Put moved)
 // as a doorbell would, without counting a doorbell: the guest's own comes
-// later and finds them forwarded.
-func (c *Channel) Found() { c.poll(false) }
+// later and finds them forwarded. It reports whether records were
+// forwarded: a put that moved over garbage, or on a failed or held
+// channel, is no work for a spin to wait for more of.
+func (c *Channel) Found() bool {
+	c.mu.Lock()
+	before := c.submitted
+	c.mu.Unlock()
+	c.poll(false)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.submitted != before
+}
 
 func (c *Channel) poll(doorbell bool) {
 	c.mu.Lock()

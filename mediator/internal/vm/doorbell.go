@@ -90,8 +90,7 @@ func (v *VM) spinOnce() bool {
 		for i, c := range v.channels {
 			if p := c.Put(); p != b.seen[i] {
 				b.seen[i] = p
-				c.Found()
-				found = true
+				found = c.Found() || found
 			}
 		}
 		now := v.mono()
