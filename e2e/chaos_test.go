@@ -35,7 +35,7 @@ var _ = Describe("billing through crashes of sluiced", Label("process"), func() 
 		const (
 			kills       = 20
 			chaosKernel = 500 * time.Microsecond
-			// journalInterval is sluiced's default (--journal-interval).
+			// journalInterval is sluiced's default (daemon.DefaultJournalInterval).
 			journalInterval = 5 * time.Millisecond
 			// perCrash bounds the GPU time one crash may lose, seen from
 			// the guests: a commit interval, a kernel that completes

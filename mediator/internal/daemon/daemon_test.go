@@ -18,7 +18,7 @@ import (
 	_ "github.com/sluice-gpu/sluice/mediator/backend/sim"
 )
 
-func newDaemon(t *testing.T, clock, stateDir string) *Daemon {
+func newDaemon(t testing.TB, clock, stateDir string) *Daemon {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := DefaultConfig()
@@ -35,7 +35,7 @@ func newDaemon(t *testing.T, clock, stateDir string) *Daemon {
 }
 
 // guest joins a VM's endpoint as a process guest, as QEMU would.
-func guest(t *testing.T, vm hostapi.VM) *sdk.Device {
+func guest(t testing.TB, vm hostapi.VM) *sdk.Device {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -52,7 +52,7 @@ func guest(t *testing.T, vm hostapi.VM) *sdk.Device {
 	return dev
 }
 
-func channel(t *testing.T, dev *sdk.Device, i int) *sdk.Channel {
+func channel(t testing.TB, dev *sdk.Device, i int) *sdk.Channel {
 	t.Helper()
 	ch, err := dev.Channel(i)
 	if err != nil {
@@ -61,7 +61,7 @@ func channel(t *testing.T, dev *sdk.Device, i int) *sdk.Channel {
 	return ch
 }
 
-func createVM(t *testing.T, d *Daemon, name string) hostapi.VM {
+func createVM(t testing.TB, d *Daemon, name string) hostapi.VM {
 	t.Helper()
 	vm, err := d.CreateVM(context.Background(), hostapi.CreateVMRequest{Name: name, Channels: 2})
 	if err != nil {

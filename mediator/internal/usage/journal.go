@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 )
 
 // Journal is where usage goes between two ledger flushes: two append-only
@@ -26,10 +27,11 @@ type Journal struct {
 
 // Segment is one of a journal's two files.
 type Segment struct {
-	f    *os.File
-	path string
-	size int64 // bytes committed
-	err  error // set when the file could not be brought back to size
+	f     *os.File
+	path  string
+	size  int64       // bytes committed
+	err   error       // set when the file could not be brought back to size
+	dirty atomic.Bool // written since its last sync
 }
 
 // SegmentPaths are the files of the journal at base.
@@ -87,17 +89,23 @@ func (j *Journal) Write(ds []Delta) error {
 		return err
 	}
 	s.size += int64(len(j.buf))
+	s.dirty.Store(true)
 	j.next += uint64(len(ds))
 	return nil
 }
 
-// Sync puts everything written so far on stable storage (fdatasync of both
-// segments). A failure leaves the records written: a later Recover may or
-// may not find them, and they must not be written again.
+// Sync puts everything written so far on stable storage (fdatasync of the
+// segments written since their last sync). A failure leaves the records
+// written: a later Recover may or may not find them, and they must not be
+// written again.
 func (j *Journal) Sync() error {
 	var errs []error
 	for _, s := range j.segs {
+		if !s.dirty.Swap(false) {
+			continue
+		}
 		if err := datasync(s.f); err != nil {
+			s.dirty.Store(true)
 			errs = append(errs, fmt.Errorf("syncing journal %s: %w", s.path, err))
 		}
 	}
