@@ -3,12 +3,14 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/sluice-gpu/sluice/api/hostapi"
 	"github.com/sluice-gpu/sluice/mediator/internal/usage"
 )
 
@@ -224,4 +226,17 @@ func since(c, journaled usage.Record) (usage.Record, bool) {
 	d := usage.Record{GPUNs: sub(c.GPUNs, journaled.GPUNs), Kernels: sub(c.Kernels, journaled.Kernels),
 		Commands: sub(c.Commands, journaled.Commands), Errors: sub(c.Errors, journaled.Errors)}
 	return d, d != usage.Record{}
+}
+
+// CommittedUsage is a VM's usage as far as a crash cannot take it back:
+// what the journal holds (without a journal, the ledger as last flushed).
+// Usage counts completions up to now, and a kill -9 may lose the last
+// interval of them; a reader that passes usage on and must never see it
+// go back (the fleet agent) reads this.
+func (d *Daemon) CommittedUsage(_ context.Context, name string) (hostapi.Usage, error) {
+	r, ok := d.ledger.Get(name)
+	if !ok {
+		return hostapi.Usage{}, fmt.Errorf("vm %q: %w", name, hostapi.ErrNotFound)
+	}
+	return toUsage(name, r), nil
 }

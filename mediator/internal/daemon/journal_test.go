@@ -82,6 +82,9 @@ func TestJournalSurvivesACrash(t *testing.T) {
 	if live.Kernels != 50 || live.GPUNs != 50*100_000 {
 		t.Fatalf("live usage %+v", live)
 	}
+	if c, err := d.CommittedUsage(context.Background(), "a"); err != nil || c != live {
+		t.Fatalf("committed usage %+v, %v; want %+v", c, err, live)
+	}
 	crashed := crashCopy(t, state)
 	if l, err := usage.Open(filepath.Join(crashed, ledgerFile)); err != nil || l.Seq() != 0 {
 		t.Fatalf("the ledger on disk holds journal records (seq %d, %v): the test would prove nothing", l.Seq(), err)
@@ -233,8 +236,15 @@ func TestJournalRotatingUnderLoad(t *testing.T) {
 			running = false
 		default:
 		}
+		committed, err := d.CommittedUsage(context.Background(), "a")
+		if err != nil {
+			t.Fatal(err)
+		}
 		r := recovered()
 		live := usageOf(t, d, "a")
+		if r.Kernels < committed.Kernels {
+			t.Fatalf("copy %d: on disk %+v, committed before %+v", copies, r, committed)
+		}
 		if r.GPUNs != r.Kernels*uint64(kernel) || r.Kernels > live.Kernels {
 			t.Fatalf("copy %d: on disk %+v, counted %+v", copies, r, live)
 		}
