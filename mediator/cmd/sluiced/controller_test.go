@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluice-gpu/sluice/mediator/internal/gpuinv"
+	"github.com/sluice-gpu/sluice/mediator/internal/gpuinv/gpuinvtest"
 )
 
 func TestControllerFlags(t *testing.T) {
@@ -15,7 +18,7 @@ func TestControllerFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, join, err := ctl.agentConfig(cfg, nil); err != nil || join {
+	if _, join, err := ctl.agentConfig(cfg, gpuinv.Declared{Model: "sim"}, nil); err != nil || join {
 		t.Fatalf("without --controller: join %v, %v", join, err)
 	}
 	for args, want := range map[string]string{
@@ -35,12 +38,55 @@ func TestControllerFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ac, join, err := ctl.agentConfig(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ac, join, err := ctl.agentConfig(cfg, gpuinv.Declared{Model: "sim"}, quiet)
 	if err != nil || !join {
 		t.Fatalf("agentConfig: %v %v", join, err)
 	}
 	if ac.Host != "gpu1" || len(ac.GPUs) != 1 || ac.GPUs[0].Model != "sim" || ac.GPUs[0].MemoryBytes != 1<<30 ||
-		ac.StatePath != filepath.Join(dir, "state", "controller-agent.json") {
+		ac.GPUs[0].PciAddress != nil || ac.StatePath != filepath.Join(dir, "state", "controller-agent.json") {
 		t.Fatalf("agent config %+v", ac)
+	}
+}
+
+// TestControllerInventoryMerged: on the H100 host's recorded sysfs, the
+// cuda backend's GPU (its name, memory and bus id as the driver tells
+// them) is reported with the function's PCI data; the sim's GPU there is
+// reported without any, the H100 left unused; an operator's address that
+// sysfs does not show is refused.
+func TestControllerInventoryMerged(t *testing.T) {
+	root := gpuinvtest.Tree(t, "h100-host.tar")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c := controllerFlags{gpuMemory: "1GiB", sysfs: root}
+	cuda := gpuinv.Declared{Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 85017493504, PCIAddress: "00000000:00:06.0"}
+	gpus, err := c.inventory(cuda, quiet)
+	if err != nil || len(gpus) != 1 || gpus[0].PciAddress == nil || *gpus[0].PciAddress != "0000:00:06.0" ||
+		gpus[0].MemoryBytes != 85017493504 || gpus[0].Model != cuda.Model {
+		t.Fatalf("cuda on the H100 host: %+v, %v", gpus, err)
+	}
+	if gpus, err = c.inventory(gpuinv.Declared{Model: "sim"}, quiet); err != nil || len(gpus) != 1 || gpus[0].PciAddress != nil || gpus[0].MemoryBytes != 1<<30 {
+		t.Fatalf("sim on the H100 host: %+v, %v", gpus, err)
+	}
+	c.gpus = "H100:80GiB@0000:41:00.0"
+	if _, err := c.inventory(gpuinv.Declared{Model: "sim"}, quiet); err == nil || !strings.Contains(err.Error(), "--controller-gpus") {
+		t.Fatalf("an address sysfs does not show: %v", err)
+	}
+}
+
+// TestListenFlags: --listen and its files fill the TCP host API's config,
+// and --listen without a token file is refused at the command line.
+func TestListenFlags(t *testing.T) {
+	dir := t.TempDir()
+	base := []string{"--socket", filepath.Join(dir, "s.sock"), "--state-dir", filepath.Join(dir, "state"), "--proxy", "off"}
+	if _, _, _, err := parseAll(append(base, "--listen", "127.0.0.1:7071")); err == nil || !strings.Contains(err.Error(), "token") {
+		t.Fatalf("--listen without a token file: %v", err)
+	}
+	cfg, _, _, err := parseAll(append(base, "--listen", "127.0.0.1:7071", "--listen-token-file", "/etc/sluice/host.token",
+		"--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := cfg.HostTCP; h.Addr != "127.0.0.1:7071" || h.TokenFile != "/etc/sluice/host.token" || h.CertFile != "c.pem" || h.KeyFile != "k.pem" || h.ClientCAFile != "ca.pem" {
+		t.Fatalf("HostTCP %+v", h)
 	}
 }

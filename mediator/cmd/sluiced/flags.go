@@ -76,10 +76,15 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&ctl.token, "controller-token", o.env("SLUICE_CONTROLLER_TOKEN", ""), "the controller's host token for --controller-host (prefer the environment variable SLUICE_CONTROLLER_TOKEN)")
 	fs.StringVar(&ctl.host, "controller-host", hostname, "this host's name at the controller")
 	fs.StringVar(&ctl.address, "controller-address", hostname, "where operators reach this host, as the controller shows it")
-	fs.StringVar(&ctl.gpus, "controller-gpus", "", "the GPU inventory reported to the controller: MODEL:SIZE,... (default: the GPUs read from --controller-sysfs, or with none, one GPU named after --backend with 1GiB)")
-	fs.StringVar(&ctl.gpuMemory, "controller-gpu-memory", "1GiB", "without --controller-gpus, the memory reported for each GPU read from sysfs (sysfs does not tell it)")
-	fs.StringVar(&ctl.sysfs, "controller-sysfs", "/sys", "without --controller-gpus, the sysfs mount the GPU inventory is read from")
+	fs.StringVar(&ctl.gpus, "controller-gpus", "", "the GPUs this daemon drives, as reported to the controller: MODEL:SIZE[@PCI_ADDRESS],... (default: the backend's GPU, e.g. the CUDA device with its memory and PCI address); each is merged with its PCI function in --controller-sysfs")
+	fs.StringVar(&ctl.gpuMemory, "controller-gpu-memory", "1GiB", "the memory reported for a GPU whose memory neither the backend nor --controller-gpus tells (the sim's)")
+	fs.StringVar(&ctl.sysfs, "controller-sysfs", "/sys", "the sysfs mount the GPUs' PCI data (address, NUMA node, driver, IOMMU group, SR-IOV) is read from")
 	fs.DurationVar(&ctl.interval, "controller-interval", 10*time.Second, "how often to heartbeat, apply the controller's VMs and push usage")
+	fs.StringVar(&cfg.HostTCP.Addr, "listen", "", "also serve the host API on this TCP address (host:port), every request with the bearer token of --listen-token-file; default none (the UNIX socket alone)")
+	fs.StringVar(&cfg.HostTCP.TokenFile, "listen-token-file", o.env("SLUICE_HOST_TOKEN_FILE", ""), "with --listen: file holding the token (one line, 16 bytes or more, not readable by every user; read again on SIGHUP) (env SLUICE_HOST_TOKEN_FILE)")
+	fs.StringVar(&cfg.HostTCP.CertFile, "tls-cert", "", "with --listen: the server's TLS certificate (PEM); without it the token crosses the network in clear")
+	fs.StringVar(&cfg.HostTCP.KeyFile, "tls-key", "", "with --listen: the TLS certificate's key (PEM)")
+	fs.StringVar(&cfg.HostTCP.ClientCAFile, "tls-client-ca", "", "with --listen and TLS: clients must also present a certificate signed by these CAs (PEM; mutual TLS)")
 	fs.StringVar(&ctl.metricsListen, "metrics-listen", "", "also serve GET /metrics on this TCP address (host:port) for Prometheus; default none (the host API socket serves it too)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 }
@@ -151,10 +156,11 @@ func (c controllerFlags) check() error {
 		return errors.New("--controller-interval: at least 100ms")
 	}
 	if c.gpus != "" {
-		if _, err := fleetagent.ParseGPUs(c.gpus); err != nil {
+		if _, err := fleetagent.ParseDeclared(c.gpus); err != nil {
 			return fmt.Errorf("--controller-gpus: %w", err)
 		}
-	} else if _, err := fleetagent.ParseSize(c.gpuMemory); err != nil {
+	}
+	if _, err := fleetagent.ParseSize(c.gpuMemory); err != nil {
 		return fmt.Errorf("--controller-gpu-memory: %w", err)
 	}
 	return nil

@@ -37,6 +37,11 @@ changes and deletes the VMs the controller places on it, and pushes their
 usage as numbered intervals (at least once; the controller counts each once).
 Its state is STATE_DIR/controller-agent.json.
 
+With --listen ADDR it also serves the host API over TCP, every request with
+the bearer token of --listen-token-file (sluicectl --socket tcp://ADDR
+--host-token-file FILE), over TLS with --tls-cert and --tls-key; SIGHUP
+reads the token file again.
+
 Environment (defaults of the flags named; flags win):
   SLUICE_SOCKET            --socket
   SLUICE_STATE_DIR         --state-dir
@@ -44,6 +49,7 @@ Environment (defaults of the flags named; flags win):
   SLUICE_CLOCK             --clock
   SLUICE_PROXY             --proxy
   SLUICE_CONTROLLER_TOKEN  --controller-token
+  SLUICE_HOST_TOKEN_FILE   --listen-token-file
 
 Diagnostics (environment; for measuring, not for production):
   SLUICE_CPU_PROFILE=FILE        write a Go CPU profile of the daemon to FILE

@@ -18,12 +18,13 @@ func serve(cfg daemon.Config, ctl controllerFlags, log *slog.Logger) error {
 	// Before the socket exists: whoever sees it may stop the daemon at once.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	agentCfg, joinFleet, err := ctl.agentConfig(cfg, log)
+	d, err := daemon.New(cfg)
 	if err != nil {
 		return err
 	}
-	d, err := daemon.New(cfg)
+	agentCfg, joinFleet, err := ctl.agentConfig(cfg, d.DeclaredGPU(), log)
 	if err != nil {
+		d.Close()
 		return err
 	}
 	srv, err := apiserver.Listen(cfg.Socket, os.FileMode(cfg.SocketMode), apiserver.Handler(d))
@@ -31,6 +32,28 @@ func serve(cfg daemon.Config, ctl controllerFlags, log *slog.Logger) error {
 		d.Close()
 		return err
 	}
+	var tcp *apiserver.Server
+	if cfg.HostTCP.Addr != "" {
+		if tcp, err = apiserver.ListenTCP(cfg.HostTCP, apiserver.Handler(d)); err != nil {
+			srv.Shutdown(context.Background())
+			d.Close()
+			return err
+		}
+		go func() {
+			if err := tcp.Serve(); err != nil {
+				log.Error("serving the host api over tcp", "err", err)
+			}
+		}()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = tcp.Shutdown(sctx)
+		}()
+		log.Info("host api over tcp", "addr", tcp.Addr().String(), "tls", cfg.HostTCP.CertFile != "")
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	if ctl.metricsListen != "" {
 		stopMetrics, err := serveMetrics(ctl.metricsListen, d, log)
 		if err != nil {
@@ -67,6 +90,15 @@ loop:
 			break loop
 		case serveErr = <-errc:
 			break loop
+		case <-hup:
+			if tcp == nil {
+				continue
+			}
+			if err := tcp.ReloadToken(); err != nil {
+				log.Warn("SIGHUP: the host api token was not reloaded; the old one stays", "err", err)
+			} else {
+				log.Info("SIGHUP: the host api token was reloaded")
+			}
 		case <-tick.C:
 			if err := d.Heartbeat(); err != nil {
 				log.Warn("persisting usage", "err", err)
