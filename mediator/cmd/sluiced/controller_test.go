@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-gpu/sluice/mediator/internal/gpuinv"
 	"github.com/sluice-gpu/sluice/mediator/internal/gpuinv/gpuinvtest"
@@ -88,5 +89,24 @@ func TestListenFlags(t *testing.T) {
 	}
 	if h := cfg.HostTCP; h.Addr != "127.0.0.1:7071" || h.TokenFile != "/etc/sluice/host.token" || h.CertFile != "c.pem" || h.KeyFile != "k.pem" || h.ClientCAFile != "ca.pem" {
 		t.Fatalf("HostTCP %+v", h)
+	}
+}
+
+// TestDoorbellFlags: the doorbell path's settings reach the daemon's
+// config, and a bad one is refused.
+func TestDoorbellFlags(t *testing.T) {
+	dir := t.TempDir()
+	base := []string{"--socket", filepath.Join(dir, "s.sock"), "--state-dir", filepath.Join(dir, "state"), "--proxy", "off"}
+	cfg, _, _, err := parseAll(append(base, "--doorbell-spin", "20us", "--doorbell-spin-cores", "0.5", "--doorbell-limit", "1000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DoorbellSpin.Window != 20*time.Microsecond || cfg.DoorbellSpin.Cores != 0.5 || cfg.DoorbellLimit != 1000 {
+		t.Fatalf("spin %+v limit %d", cfg.DoorbellSpin, cfg.DoorbellLimit)
+	}
+	for _, bad := range [][]string{{"--doorbell-spin", "1s"}, {"--doorbell-limit", "-1"}, {"--doorbell-spin", "50"}} {
+		if _, _, _, err := parseAll(append(base, bad...)); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 }
