@@ -120,7 +120,7 @@ func open(cfg Config, lock *stateLock) (*Daemon, error) {
 		be.Close()
 		return nil, err
 	}
-	if d.journal, err = startJournal(cfg.StateDir, cfg.JournalInterval, ledger, d.entries); err != nil {
+	if d.journal, err = startJournal(cfg.StateDir, cfg.JournalInterval, ledger, d.tryEntries); err != nil {
 		d.Close() // the caller releases the lock
 		return nil, err
 	}

@@ -31,7 +31,8 @@ const journalRotate = time.Second
 // records' safety against a power loss and never the next write.
 type journaler struct {
 	interval time.Duration
-	list     func() []*entry // the VMs to commit, read under the daemon's lock
+	list     func() ([]*entry, bool) // the VMs to commit, if the daemon's lock is free
+	last     []*entry                // the last list (run's own)
 	ledger   *usage.Ledger
 
 	mu      sync.Mutex // serializes writes; guards j's writes and switches, every entry's journaled, rotate, rotated
@@ -63,7 +64,7 @@ func openLedger(stateDir string) (*usage.Ledger, error) {
 // startJournal starts a new journal after the ledger's last record, and
 // its goroutines; with interval 0 it removes the journal (openLedger folded
 // it) and returns nil: the ledger is flushed by Heartbeat alone.
-func startJournal(stateDir string, interval time.Duration, ledger *usage.Ledger, list func() []*entry) (*journaler, error) {
+func startJournal(stateDir string, interval time.Duration, ledger *usage.Ledger, list func() ([]*entry, bool)) (*journaler, error) {
 	base := filepath.Join(stateDir, journalBase)
 	if interval == 0 {
 		var errs []error
@@ -98,7 +99,13 @@ func (jr *journaler) run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		err := errors.Join(jr.commit(jr.list(), false), jr.maybeRotate())
+		// The daemon's lock may be held across a disk write (vms.json, as
+		// a VM is created): the commit does not wait for it, the last list
+		// serves (a VM created meanwhile has no guest yet).
+		if es, ok := jr.list(); ok {
+			jr.last = es
+		}
+		err := errors.Join(jr.commit(jr.last, false), jr.maybeRotate())
 		switch {
 		case err != nil && !failing:
 			slog.Error("usage journal: commit failed; retrying every interval", "err", err)
@@ -239,4 +246,13 @@ func (d *Daemon) CommittedUsage(_ context.Context, name string) (hostapi.Usage, 
 		return hostapi.Usage{}, fmt.Errorf("vm %q: %w", name, hostapi.ErrNotFound)
 	}
 	return toUsage(name, r), nil
+}
+
+// tryEntries lists the VMs unless the daemon's lock is taken.
+func (d *Daemon) tryEntries() ([]*entry, bool) {
+	if !d.mu.TryLock() {
+		return nil, false
+	}
+	defer d.mu.Unlock()
+	return d.sortedLocked(), true
 }
