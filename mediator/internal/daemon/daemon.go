@@ -1,6 +1,7 @@
 // Package daemon is sluiced's core: the registry of VM endpoints on one
 // backend, their persistence in the state directory, and the operations the
-// host API exposes. Lock order: Daemon.mu, then a VM's own locks.
+// host API exposes. Lock order: Daemon.mu, then journaler.mu (the usage
+// journal), then a VM's own locks and the ledger's.
 package daemon
 
 import (
