@@ -256,3 +256,33 @@ func TestJournalRotatingUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d crash copies", copies)
 }
+
+// A journal torn or overwritten with garbage does not keep the daemon from
+// starting: its valid records count, the rest is dropped.
+func TestJournalGarbageNotFatal(t *testing.T) {
+	state := t.TempDir()
+	d := newDaemon(t, "virtual", state)
+	d.journal.mu.Lock()
+	d.journal.rotate = time.Hour
+	d.journal.mu.Unlock()
+	ch := channel(t, guest(t, createVM(t, d, "a")), 0)
+	if _, err := workload.Throttle(context.Background(), ch, workload.ThrottleConfig{Kernel: 100 * time.Microsecond, Kernels: 7}); err != nil {
+		t.Fatal(err)
+	}
+	committed(t, d, "a")
+	crashed := crashCopy(t, state)
+	seg := usage.SegmentPaths(filepath.Join(crashed, journalBase))
+	f, err := os.OpenFile(seg[0], os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("\xde\xad\xbe\xef garbage after the records"))
+	f.Close()
+	if err := os.WriteFile(seg[1], []byte("not a journal"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d2 := newDaemon(t, "virtual", crashed)
+	if u := usageOf(t, d2, "a"); u.Kernels != 7 {
+		t.Fatalf("after a garbage tail: %+v", u)
+	}
+}
