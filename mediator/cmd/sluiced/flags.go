@@ -52,6 +52,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&cfg.Layout.RingEntries, "ring-entries", cfg.Layout.RingEntries, "default ring entries per channel (power of two)")
 	fs.Uint64Var(&cfg.Layout.RegionSize, "region-size", cfg.Layout.RegionSize, "default shared-memory region size per VM in bytes (power of two)")
 	fs.IntVar(&cfg.MaxVMs, "max-vms", cfg.MaxVMs, "maximum number of VMs")
+	fs.DurationVar(&cfg.JournalInterval, "journal-interval", cfg.JournalInterval, "how often each VM's usage since the last commit goes to the usage journal (STATE_DIR/usage.journal.0 and .1, folded into usage.json every second and at start): a kill -9 loses at most this much of each VM's GPU time (0: no journal, usage.json alone, once a second; at most 1s)")
 	fs.DurationVar(&cfg.MaxCommand, "max-command", cfg.MaxCommand,
 		"longest command a VM may run (1ms..1h; sluicectl vm create/set --max-command sets one VM's): a longer THROTTLE fails with ETOOLONG, a command running past it with ETIMEDOUT (cuda: the VM's GPU worker is killed and restarted)")
 	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "scheduling policy at start: none, dfq, cap, timeslice (sluicectl policy set changes it); none with --accounting off")

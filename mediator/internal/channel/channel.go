@@ -41,6 +41,21 @@ type Counters struct {
 	BusyNs    uint64
 }
 
+// UsageGen moves whenever one of the channel's usage counters does
+// (Commands, BusyNs, Kernels, Errors); it costs one atomic load.
+func (c *Channel) UsageGen() uint64 { return c.usageGen.Load() }
+
+// SetUsageNotify has fn called after each completion is counted (outside
+// the channel's lock; nil: none), so that a reader of the counters may
+// sleep while nothing completes. fn must be cheap and must not block.
+func (c *Channel) SetUsageNotify(fn func()) {
+	if fn == nil {
+		c.notify.Store(nil)
+		return
+	}
+	c.notify.Store(&fn)
+}
+
 // Snapshot is the host's view of a channel, for stats.
 type Snapshot struct {
 	State      abi.ChannelState
@@ -70,6 +85,12 @@ type Channel struct {
 
 	pollMu sync.Mutex  // held by the one goroutine forwarding (batch is used outside mu)
 	kick   atomic.Bool // more to forward: the goroutine holding pollMu goes round again
+
+	// usageGen moves whenever a usage counter does (Commands, BusyNs,
+	// Kernels, Errors): a reader polling usage skips a channel it has not
+	// moved for with one atomic load (UsageGen).
+	usageGen atomic.Uint64
+	notify   atomic.Pointer[func()] // SetUsageNotify's
 
 	mu        sync.Mutex
 	get       uint32 // next record to complete
@@ -352,6 +373,7 @@ func (c *Channel) collectLocked(limit uint32) []pending {
 		// Nothing to step over: the guest's indices are broken, and only a
 		// reset (get = put) repairs them.
 		c.counters.Errors++
+		c.usageGen.Add(1)
 		c.failLocked(c.submitted, code, false)
 		return nil
 	}
@@ -379,6 +401,7 @@ func (c *Channel) collectLocked(limit uint32) []pending {
 		cmd, code := abi.DecodeCommand(&rec, c.layout, c.limits)
 		if code != abi.OK {
 			c.counters.Errors++
+			c.usageGen.Add(1)
 			c.failLocked(i, code, true)
 			break
 		}
@@ -420,6 +443,7 @@ func (c *Channel) rejectUnsent(idx uint32, code abi.ErrorCode) {
 	defer c.mu.Unlock()
 	c.submitted = idx
 	c.counters.Errors++
+	c.usageGen.Add(1)
 	if c.failed && c.failLocal && int32(c.failIndex-idx) > 0 {
 		// A later record of the batch had failed validation; the refused
 		// one comes first, so it is the channel's failure now.
@@ -506,12 +530,14 @@ func (c *Channel) Complete(cp Completion) {
 	}
 	c.get = cp.Index + 1
 	c.counters.Commands++
+	c.usageGen.Add(1)
 	if cp.BusyNs > 0 {
 		c.counters.BusyNs += uint64(cp.BusyNs)
 	}
 	switch {
 	case cp.Code != abi.OK:
 		c.counters.Errors++
+		c.usageGen.Add(1)
 		c.failLocked(cp.Index, cp.Code, false)
 	case cp.Op == abi.OpThrottle || cp.Op == abi.OpLaunch:
 		c.counters.Kernels++
@@ -525,6 +551,9 @@ func (c *Channel) Complete(cp Completion) {
 	more := c.window > 0 && !c.held && !c.failed && c.submitted-c.get < c.window
 	b := c.budget
 	c.mu.Unlock()
+	if fn := c.notify.Load(); fn != nil {
+		(*fn)()
+	}
 	if b != nil {
 		if cp.Code == abi.OK {
 			b.measured(cp.Op, cp.BusyNs)

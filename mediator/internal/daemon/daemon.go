@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
@@ -53,6 +54,7 @@ type Daemon struct {
 
 	mu       sync.Mutex
 	vms      map[string]*entry
+	vmsGen   atomic.Uint64   // moves whenever vms does, for the journal's list
 	deleting map[string]bool // names being torn down outside mu
 	nextID   uint32
 }
@@ -61,9 +63,10 @@ type entry struct {
 	vm   *vm.VM
 	req  hostapi.CreateVMRequest
 	base usage.Record // usage before this endpoint existed
-	// journaled is what of this endpoint's counts the journal holds
-	// (guarded by journaler.mu).
+	// journaled is what of this endpoint's counts the journal holds, and
+	// jgen the VM's UsageGen when they were read (guarded by journaler.mu).
 	journaled usage.Record
+	jgen      uint64
 }
 
 // New opens the backend and the state directory and re-creates the VMs that
@@ -206,6 +209,7 @@ func (d *Daemon) CreateVM(_ context.Context, req hostapi.CreateVMRequest) (hosta
 		// Not persisted means not created: a restart would lose it.
 		e := d.vms[req.Name]
 		delete(d.vms, req.Name)
+		d.vmsGen.Add(1)
 		return hostapi.VM{}, errors.Join(fmt.Errorf("creating vm %q: %w", req.Name, err), e.vm.Close())
 	}
 	slog.Info("vm created", "vm", v.Name, "weight", v.Weight, "channels", v.Channels, "endpoint", v.Endpoint)
@@ -298,7 +302,11 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 		d.ledger.Put(req.Name, base)
 	}
 	e := &entry{vm: v, req: req, base: base}
+	if d.journal != nil {
+		v.SetUsageNotify(d.journal.poke)
+	}
 	d.vms[req.Name] = e
+	d.vmsGen.Add(1)
 	return describe(e), nil
 }
 
@@ -329,6 +337,7 @@ func (d *Daemon) DeleteVM(_ context.Context, name string) error {
 		return fmt.Errorf("vm %q: %w", name, hostapi.ErrNotFound)
 	}
 	delete(d.vms, name)
+	d.vmsGen.Add(1)
 	d.deleting[name] = true
 	d.engine.RemoveVM(e.vm.Config().ID)
 	saveErr := d.saveVMsLocked()
@@ -463,7 +472,8 @@ func (d *Daemon) entries() []*entry {
 // without a journal the ledger's flush.
 func (d *Daemon) persist(es []*entry) error {
 	if d.journal != nil {
-		return d.journal.commit(es, true)
+		_, err := d.journal.commit(es, true)
+		return err
 	}
 	for _, e := range es {
 		d.ledger.Put(e.req.Name, e.usage())

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/hostapi"
@@ -31,8 +32,9 @@ const journalRotate = time.Second
 // records' safety against a power loss and never the next write.
 type journaler struct {
 	interval time.Duration
-	list     func() ([]*entry, bool) // the VMs to commit, if the daemon's lock is free
-	last     []*entry                // the last list (run's own)
+	list     func(seen uint64) ([]*entry, uint64, bool) // the VMs to commit, if their set moved since seen and the daemon's lock is free
+	last     []*entry                                   // the last list (run's own)
+	lastGen  uint64                                     // its generation (Daemon.vmsGen)
 	ledger   *usage.Ledger
 
 	mu      sync.Mutex // serializes writes; guards j's writes and switches, every entry's journaled, rotate, rotated
@@ -41,6 +43,13 @@ type journaler struct {
 	rotated time.Time
 
 	kick chan struct{} // wakes the syncer
+
+	// Idle: after journalIdleTicks commits that found nothing to write,
+	// run stops ticking (an idle daemon does not wake every interval) and
+	// sleeps until a completion pokes it.
+	sleeping atomic.Bool
+	wake     chan struct{}
+
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 }
@@ -64,7 +73,7 @@ func openLedger(stateDir string) (*usage.Ledger, error) {
 // startJournal starts a new journal after the ledger's last record, and
 // its goroutines; with interval 0 it removes the journal (openLedger folded
 // it) and returns nil: the ledger is flushed by Heartbeat alone.
-func startJournal(stateDir string, interval time.Duration, ledger *usage.Ledger, list func() ([]*entry, bool)) (*journaler, error) {
+func startJournal(stateDir string, interval time.Duration, ledger *usage.Ledger, list func(seen uint64) ([]*entry, uint64, bool)) (*journaler, error) {
 	base := filepath.Join(stateDir, journalBase)
 	if interval == 0 {
 		var errs []error
@@ -81,7 +90,7 @@ func startJournal(stateDir string, interval time.Duration, ledger *usage.Ledger,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	jr := &journaler{interval: interval, list: list, ledger: ledger, j: j, rotate: journalRotate,
-		rotated: time.Now(), kick: make(chan struct{}, 1), stop: cancel}
+		rotated: time.Now(), kick: make(chan struct{}, 1), wake: make(chan struct{}, 1), stop: cancel}
 	jr.wg.Add(2)
 	go jr.run(ctx)
 	go jr.syncer(ctx)
@@ -93,27 +102,77 @@ func (jr *journaler) run(ctx context.Context) {
 	tick := time.NewTicker(jr.interval)
 	defer tick.Stop()
 	var failing bool
+	idle := 0
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+		if idle >= journalIdleTicks {
+			// Announce the sleep, then look once more: a completion
+			// counted before the announcement was seen is written now,
+			// one after it pokes.
+			jr.sleeping.Store(true)
+			if wrote, err := jr.pass(&failing); err != nil || wrote {
+				jr.sleeping.Store(false)
+				idle = 0
+				continue
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-jr.wake:
+			}
+			idle = 0
+			tick.Reset(jr.interval)
+			// The poke came with a completion: commit it at once, as
+			// a tick would have within an interval.
+		} else {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
 		}
-		// The daemon's lock may be held across a disk write (vms.json, as
-		// a VM is created): the commit does not wait for it, the last list
-		// serves (a VM created meanwhile has no guest yet).
-		if es, ok := jr.list(); ok {
-			jr.last = es
+		if wrote, _ := jr.pass(&failing); wrote {
+			idle = 0
+		} else {
+			idle++
 		}
-		err := errors.Join(jr.commit(jr.last, false), jr.maybeRotate())
-		switch {
-		case err != nil && !failing:
-			slog.Error("usage journal: commit failed; retrying every interval", "err", err)
-		case err == nil && failing:
-			slog.Info("usage journal: commits succeed again")
-		}
-		failing = err != nil
 	}
+}
+
+// journalIdleTicks is how many commits in a row that find nothing to write
+// put the journal to sleep until the next completion (100 ms at 5 ms).
+const journalIdleTicks = 20
+
+// poke wakes a sleeping journal; every completion calls it (through the
+// channels' usage notify), so it is an atomic load when the journal is
+// awake.
+func (jr *journaler) poke() {
+	if jr.sleeping.Load() && jr.sleeping.CompareAndSwap(true, false) {
+		select {
+		case jr.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// pass is one interval's work: the VM list if it moved, a commit and a
+// rotation when due; wrote says whether the commit wrote records.
+func (jr *journaler) pass(failing *bool) (wrote bool, err error) {
+	// The daemon's lock may be held across a disk write (vms.json, as
+	// a VM is created): the commit does not wait for it, the last list
+	// serves (a VM created meanwhile has no guest yet).
+	if es, gen, ok := jr.list(jr.lastGen); ok {
+		jr.last, jr.lastGen = es, gen
+	}
+	n, cerr := jr.commit(jr.last, false)
+	err = errors.Join(cerr, jr.maybeRotate())
+	switch {
+	case err != nil && !*failing:
+		slog.Error("usage journal: commit failed; retrying every interval", "err", err)
+	case err == nil && *failing:
+		slog.Info("usage journal: commits succeed again")
+	}
+	*failing = err != nil
+	return n > 0, err
 }
 
 // syncer puts the journal's writes on stable storage, one fdatasync for
@@ -138,37 +197,46 @@ func (jr *journaler) syncer(ctx context.Context) {
 // commit writes what es used since their last commit to the journal and
 // applies it to the ledger; durable waits for its fdatasync, otherwise the
 // syncer does it.
-func (jr *journaler) commit(es []*entry, durable bool) error {
+func (jr *journaler) commit(es []*entry, durable bool) (int, error) {
 	jr.mu.Lock()
 	ds := make([]usage.Delta, 0, len(es))
 	moved := make([]*entry, 0, len(es))
+	gens := make([]uint64, 0, len(es))
 	for _, e := range es {
-		d, ok := since(e.counted(), e.journaled)
-		if !ok {
+		// An idle VM costs an atomic load a channel, not a read of its
+		// counters (the journal commits every few milliseconds).
+		g := e.vm.UsageGen()
+		if g == e.jgen {
 			continue
 		}
+		d, ok := since(e.counted(), e.journaled)
+		if !ok {
+			e.jgen = g
+			continue
+		}
+		gens = append(gens, g)
 		ds = append(ds, usage.Delta{Name: e.req.Name, Since: e.base.Since, Usage: d})
 		moved = append(moved, e)
 	}
 	err := jr.j.Write(ds)
 	if err == nil {
 		for i, e := range moved {
-			e.journaled = e.journaled.Add(ds[i].Usage)
+			e.journaled, e.jgen = e.journaled.Add(ds[i].Usage), gens[i]
 			jr.ledger.Apply(ds[i])
 		}
 	}
 	jr.mu.Unlock()
 	switch {
 	case err != nil || len(ds) == 0:
-		return err
+		return 0, err
 	case durable:
-		return jr.j.Sync()
+		return len(ds), jr.j.Sync()
 	}
 	select {
 	case jr.kick <- struct{}{}:
 	default: // a sync is due already and covers this write
 	}
-	return nil
+	return len(ds), nil
 }
 
 // maybeRotate folds the journal into the ledger when due: it switches the
@@ -248,11 +316,15 @@ func (d *Daemon) CommittedUsage(_ context.Context, name string) (hostapi.Usage, 
 	return toUsage(name, r), nil
 }
 
-// tryEntries lists the VMs unless the daemon's lock is taken.
-func (d *Daemon) tryEntries() ([]*entry, bool) {
-	if !d.mu.TryLock() {
-		return nil, false
+// tryEntries lists the VMs unless the daemon's lock is taken; seen is the
+// VM set's generation the caller's list is of, and ok false when that list
+// serves (the set has not moved, or the lock is taken).
+func (d *Daemon) tryEntries(seen uint64) (es []*entry, gen uint64, ok bool) {
+	gen = d.vmsGen.Load()
+	if gen == seen && gen != 0 || !d.mu.TryLock() {
+		return nil, seen, false
 	}
 	defer d.mu.Unlock()
-	return d.sortedLocked(), true
+	gen = d.vmsGen.Load() // under the lock: the list is of this one
+	return d.sortedLocked(), gen, true
 }

@@ -84,7 +84,7 @@ func benchCommit(b *testing.B, jr *journaler, es []*entry) {
 		e.journaled = usage.Record{}
 	}
 	jr.mu.Unlock()
-	if err := jr.commit(es, false); err != nil {
+	if _, err := jr.commit(es, false); err != nil {
 		b.Fatal(err)
 	}
 }

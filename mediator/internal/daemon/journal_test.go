@@ -286,3 +286,25 @@ func TestJournalGarbageNotFatal(t *testing.T) {
 		t.Fatalf("after a garbage tail: %+v", u)
 	}
 }
+
+// An idle daemon's journal stops ticking and sleeps, and the next
+// completion wakes it: that completion is committed within an interval or
+// so, as a tick would have.
+func TestJournalSleepsWhenIdle(t *testing.T) {
+	d := newDaemon(t, "wall", t.TempDir())
+	ch := channel(t, guest(t, createVM(t, d, "a")), 0)
+	waitFor(t, func() bool { return d.journal.sleeping.Load() })
+	start := time.Now()
+	if _, err := workload.Throttle(context.Background(), ch, workload.ThrottleConfig{Kernel: 100 * time.Microsecond, Kernels: 1}); err != nil {
+		t.Fatal(err)
+	}
+	committed(t, d, "a")
+	if d.journal.sleeping.Load() {
+		t.Fatal("the journal slept through a completion")
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("the completion took %v to reach the journal", took)
+	}
+	// Idle again: back to sleep.
+	waitFor(t, func() bool { return d.journal.sleeping.Load() })
+}

@@ -447,6 +447,25 @@ func (v *VM) DoorbellsLimited() uint64 {
 }
 
 // Stats sums the VM's channels.
+// SetUsageNotify has fn called after each completion on any of the VM's
+// channels (channel.Channel.SetUsageNotify).
+func (v *VM) SetUsageNotify(fn func()) {
+	for _, c := range v.channels {
+		c.SetUsageNotify(fn)
+	}
+}
+
+// UsageGen moves whenever the usage counters of one of the VM's channels
+// do (channel.Channel.UsageGen): a reader that saw the same value before
+// need not read them again.
+func (v *VM) UsageGen() uint64 {
+	var g uint64
+	for _, c := range v.channels {
+		g += c.UsageGen()
+	}
+	return g
+}
+
 func (v *VM) Stats() Stats {
 	s := Stats{Doorbells: v.doorbells.Load(), Channels: make([]channel.Snapshot, len(v.channels))}
 	s.DoorbellsLimited = v.DoorbellsLimited()
