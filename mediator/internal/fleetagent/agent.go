@@ -42,7 +42,11 @@ type Local interface {
 	UpdateVM(ctx context.Context, name string, req hostapi.UpdateVMRequest) (hostapi.VM, error)
 	DeleteVM(ctx context.Context, name string) error
 	ListVMs(ctx context.Context) ([]hostapi.VM, error)
-	Usage(ctx context.Context, name string) (hostapi.Usage, error)
+	// CommittedUsage is a VM's usage as far as a crash of the daemon
+	// cannot take it back (its usage journal): what the agent pushes, so
+	// that the controller never holds GPU time the host loses in a kill -9
+	// and counters never go back.
+	CommittedUsage(ctx context.Context, name string) (hostapi.Usage, error)
 }
 
 // Config configures an Agent.
@@ -291,7 +295,7 @@ func (a *Agent) baseline(ctx context.Context, name string) {
 	if _, seen := a.st.VMs[name]; seen {
 		return
 	}
-	u, err := a.local.Usage(ctx, name)
+	u, err := a.local.CommittedUsage(ctx, name)
 	if err != nil {
 		return // the next push takes it
 	}
@@ -309,7 +313,7 @@ func (a *Agent) pushUsage(ctx context.Context) error {
 	sort.Strings(names)
 	var errs []error
 	for _, n := range names {
-		u, err := a.local.Usage(ctx, n)
+		u, err := a.local.CommittedUsage(ctx, n)
 		if errors.Is(err, hostapi.ErrNotFound) {
 			continue
 		}

@@ -84,7 +84,7 @@ func (f *fakeDaemon) ListVMs(context.Context) ([]hostapi.VM, error) {
 }
 
 // Usage outlives the VM, as the daemon's ledger does.
-func (f *fakeDaemon) Usage(_ context.Context, name string) (hostapi.Usage, error) {
+func (f *fakeDaemon) CommittedUsage(_ context.Context, name string) (hostapi.Usage, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	u, ok := f.usage[name]
