@@ -57,9 +57,13 @@ var _ = Describe("QEMU guests", Label("qemu"), func() {
 	It("hot-plugs the device into a running guest through QMP", func() {
 		d := framework.StartDaemon(framework.DaemonOptions{})
 		g := d.StartGuest("hot", "--hotplug")
-		var vm hostapi.VM
-		d.CtlJSON(&vm, "vm", "get", "hot", "--json")
-		Expect(vm.Peers).To(Equal(1), "the hot-plugged device joined the endpoint")
+		// A peer counts once it has read its whole handshake (ivshmem), which
+		// QEMU does from its main loop after the device_add returns.
+		Eventually(func() int {
+			var vm hostapi.VM
+			d.CtlJSON(&vm, "vm", "get", "hot", "--json")
+			return vm.Peers
+		}).WithTimeout(10*time.Second).WithPolling(20*time.Millisecond).Should(Equal(1), "the hot-plugged device joined the endpoint")
 		res := framework.Decode[framework.ThrottleResult](g.Exec("throttle", "--kernel", "50us", "--kernels", "200", "--json"))
 		Expect(res.Kernels).To(Equal(uint64(200)))
 		Expect(d.Usage("hot").Kernels).To(Equal(uint64(200)))
