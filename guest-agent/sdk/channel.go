@@ -41,6 +41,13 @@ type Channel struct {
 	put     uint32
 	poll    Poll
 	sleeps  atomic.Uint64 // waits that slept on the eventfd
+
+	// Wait's condition and sleeper, made once (a closure passed on each
+	// call is an allocation each command): they read waitIdx.
+	waitIdx   uint32
+	waitDone  func() (bool, error)
+	waitSleep sleeper
+	waitMade  bool
 }
 
 func newChannel(d *Device, idx uint32) *Channel {
@@ -63,6 +70,7 @@ func (c *Channel) SetPoll(p Poll) error {
 		return err
 	}
 	c.poll = p
+	c.waitMade = false // the sleeper depends on NoWake
 	return nil
 }
 
@@ -104,9 +112,13 @@ func (c *Channel) load32(field uint64) uint32 { return c.d.r.Load32(c.desc + fie
 // publishes what it wrote so far and polls for space until ctx ends; a
 // channel that failed frees no space, so Submit then returns the failure.
 func (c *Channel) Submit(ctx context.Context, cmds ...abi.Command) (uint32, error) {
-	recs := make([]abi.Record, len(cmds))
-	for i, cmd := range cmds {
-		recs[i] = abi.EncodeCommand(cmd)
+	var buf [8]abi.Record // a few commands at a time: no allocation
+	recs := buf[:0]
+	if len(cmds) > len(buf) {
+		recs = make([]abi.Record, 0, len(cmds))
+	}
+	for _, cmd := range cmds {
+		recs = append(recs, abi.EncodeCommand(cmd))
 	}
 	return c.SubmitRecord(ctx, recs...)
 }
@@ -197,7 +209,13 @@ func (c *Channel) Done(idx uint32) (bool, error) {
 // (a *ChannelError), or ctx ends: it polls, or sleeps until the host signals
 // (see Poll). Records dropped by a Reset count as completed.
 func (c *Channel) Wait(ctx context.Context, idx uint32) error {
-	return c.poll.until(ctx, func() (bool, error) { return c.Done(idx) }, c.sleeper(func() uint32 { return idx }))
+	if !c.waitMade {
+		c.waitDone = func() (bool, error) { return c.Done(c.waitIdx) }
+		c.waitSleep = c.sleeper(func() uint32 { return c.waitIdx })
+		c.waitMade = true
+	}
+	c.waitIdx = idx
+	return c.poll.until(ctx, c.waitDone, c.waitSleep)
 }
 
 // Sleeps is how many times a wait of this channel slept until the host
