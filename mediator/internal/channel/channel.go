@@ -83,13 +83,17 @@ type Channel struct {
 	window    uint32 // most records forwarded and not completed; 0: no limit
 	fence     uint64
 	closed    bool
+	frozen    bool // Freeze: completions are dropped
 	counters  Counters
-	batch     []pending
-	fences    []uint64     // FENCE values by ring slot, noted when forwarded
-	budget    *Budget      // the VM's in-flight budget; nil: none
-	costs     []int64      // what each record in flight was charged, by ring slot
-	waker     Waker        // signals guests that armed the wake word; nil: none
-	log       *slog.Logger // failures (SetLog); nil: none
+	// completedBase is what a predecessor completed (Resume), published
+	// with counters.Commands in ChCompleted.
+	completedBase uint64
+	batch         []pending
+	fences        []uint64     // FENCE values by ring slot, noted when forwarded
+	budget        *Budget      // the VM's in-flight budget; nil: none
+	costs         []int64      // what each record in flight was charged, by ring slot
+	waker         Waker        // signals guests that armed the wake word; nil: none
+	log           *slog.Logger // failures (SetLog); nil: none
 	// failLogged is when the last failure was logged (now()), 0: never;
 	// failsUnlogged the failures since that were not.
 	failLogged    int64
@@ -492,6 +496,10 @@ type Completion struct {
 // may call the backend's Submit (which the backend contract allows).
 func (c *Channel) Complete(cp Completion) {
 	c.mu.Lock()
+	if c.frozen { // handed over: the successor runs the record again
+		c.mu.Unlock()
+		return
+	}
 	if cp.Index != c.get {
 		// A backend completing out of order is a bug on the host side;
 		// fail loudly in the channel rather than corrupting indices.
@@ -626,7 +634,7 @@ func (c *Channel) publishLocked() {
 		r.Store32(o+abi.ChErrorIndex, idx)
 	}
 	r.Store64(o+abi.ChFence, c.fence)
-	r.Store64(o+abi.ChCompleted, c.counters.Commands)
+	r.Store64(o+abi.ChCompleted, c.completedBase+c.counters.Commands)
 	r.Store32(o+abi.ChState, uint32(c.stateLocked()))
 	r.Store32(o+abi.ChResetAck, c.resetAck)
 	r.Store32(o+abi.ChGet, c.get)
