@@ -114,7 +114,19 @@ type pending struct {
 // New returns the host side of channel idx of a region laid out as l, whose
 // host-owned line it initialises.
 func New(idx int, region *shm.Region, l abi.Layout, lim abi.Limits, gpu Submitter) *Channel {
-	c := &Channel{
+	c := newChannel(idx, region, l, lim, gpu)
+	c.resetAck = region.Load32(c.off + abi.ChReset)
+	// A guest may already have written put (an old region is served
+	// again only by Resumed). Start from the guest's put so stale indices
+	// are not executed.
+	c.get = region.Load32(c.off + abi.ChPut)
+	c.submitted = c.get
+	c.publishLocked()
+	return c
+}
+
+func newChannel(idx int, region *shm.Region, l abi.Layout, lim abi.Limits, gpu Submitter) *Channel {
+	return &Channel{
 		idx:    idx,
 		region: region,
 		layout: l,
@@ -126,14 +138,6 @@ func New(idx int, region *shm.Region, l abi.Layout, lim abi.Limits, gpu Submitte
 		costs:  make([]int64, l.RingEntries),
 		since:  make([]int64, l.RingEntries),
 	}
-	c.resetAck = region.Load32(c.off + abi.ChReset)
-	// A guest may already have written put (a restarted mediator on an old
-	// region is not supported: the region is new). Start from the guest's
-	// put so stale indices are not executed.
-	c.get = region.Load32(c.off + abi.ChPut)
-	c.submitted = c.get
-	c.publishLocked()
-	return c
 }
 
 // Index is the channel's index in its VM.

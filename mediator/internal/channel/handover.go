@@ -1,6 +1,9 @@
 package channel
 
-import "github.com/sluice-gpu/sluice/api/abi"
+import (
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/shm"
+)
 
 // Position is what a channel's host side must carry across a hand-over to
 // a successor process (sluiced re-executing itself): where the guest's
@@ -36,15 +39,16 @@ func (c *Channel) Freeze() Position {
 	return p
 }
 
-// Resume starts a new channel (New's, over a region a predecessor served)
-// from p instead of from the guest's put, and publishes it. Its counters
-// start at zero: the predecessor's are in the usage ledger. p comes from
-// the predecessor, not from the guest: a guest cannot move get.
-func (c *Channel) Resume(p Position) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// Resumed is New for a successor process, over a region a predecessor
+// served: the channel starts from p instead of from the guest's put (it
+// never publishes anything else), and its counters from zero: the
+// predecessor's are in the usage ledger. p comes from the predecessor, not
+// from the guest: a guest cannot move get.
+func Resumed(idx int, region *shm.Region, l abi.Layout, lim abi.Limits, gpu Submitter, p Position) *Channel {
+	c := newChannel(idx, region, l, lim, gpu)
 	c.get, c.submitted = p.Get, p.Get
 	c.fence, c.resetAck, c.completedBase = p.Fence, p.ResetAck, p.Completed
-	c.failed, c.failCode, c.failIndex, c.failLocal = p.Failed, p.FailCode, p.FailIndex, false
+	c.failed, c.failCode, c.failIndex = p.Failed, p.FailCode, p.FailIndex
 	c.publishLocked()
+	return c
 }

@@ -38,11 +38,10 @@ func TestFreezeResume(t *testing.T) {
 	}
 
 	// The successor: a new channel over the same region.
-	succ := New(1, r.region, r.layout, abi.DefaultLimits(), r.gpu)
-	if get := r.region.Load32(r.layout.ChannelOff(1) + abi.ChGet); get != r.put {
-		t.Fatalf("New starts from put (%d), got get %d", r.put, get)
+	succ := Resumed(1, r.region, r.layout, abi.DefaultLimits(), r.gpu, pos)
+	if get := r.region.Load32(r.layout.ChannelOff(1) + abi.ChGet); get != 2 {
+		t.Fatalf("the successor published get %d, want 2", get)
 	}
-	succ.Resume(pos)
 	succ.Poll()
 	again := r.gpu.take()
 	if len(again) != 2 || again[0].tag != 2 || again[1].tag != 3 {
@@ -71,8 +70,7 @@ func TestFreezeKeepsBackendFailure(t *testing.T) {
 	if !pos.Failed || pos.FailCode != abi.ErrDevice || pos.FailIndex != 0 || pos.Get != 1 {
 		t.Fatalf("position %+v, want the device error on record 0", pos)
 	}
-	succ := New(1, r.region, r.layout, abi.DefaultLimits(), r.gpu)
-	succ.Resume(pos)
+	succ := Resumed(1, r.region, r.layout, abi.DefaultLimits(), r.gpu, pos)
 	if s := succ.Snapshot(); s.State != abi.ChannelFailed || s.Error != abi.ErrDevice {
 		t.Fatalf("successor state %v error %v, want failed with the device error", s.State, s.Error)
 	}

@@ -65,6 +65,10 @@ type Config struct {
 	// guests before the vector rung is muted (ivshmem.ServerConfig); 0:
 	// none.
 	DoorbellLimit int
+	// Adopt, set in a successor process, is the endpoint the predecessor
+	// handed over (Export): New takes its region, channel positions and
+	// doorbell server over instead of making new ones.
+	Adopt *Handover
 }
 
 // ErrNoQuota is returned for a memory quota on a backend that cannot
@@ -120,7 +124,15 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		}
 	}()
 	l := cfg.Layout
-	if v.memfd, err = shm.NewMemfd("sluice-"+cfg.Name, int64(l.RegionSize)); err != nil {
+	if a := cfg.Adopt; a != nil {
+		if err := adoptMemfd(a.Memfd, l.RegionSize); err != nil {
+			return nil, err
+		}
+		if len(a.Channels) != int(l.Channels) {
+			return nil, fmt.Errorf("%d channel positions for %d channels: %w", len(a.Channels), l.Channels, ivshmem.ErrBadHandover)
+		}
+		v.memfd, v.created = a.Memfd, a.Created
+	} else if v.memfd, err = shm.NewMemfd("sluice-"+cfg.Name, int64(l.RegionSize)); err != nil {
 		return nil, err
 	}
 	if v.mem, err = shm.Map(v.memfd, int(l.RegionSize)); err != nil {
@@ -169,7 +181,11 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 	v.channels = make([]*channel.Channel, l.Channels)
 	budget := channel.NewBudget(0) // unbounded until the scheduler's gate sizes it
 	for i := range v.channels {
-		v.channels[i] = channel.New(i, v.region, l, cfg.Limits, submitter{v.gpu})
+		if cfg.Adopt != nil {
+			v.channels[i] = channel.Resumed(i, v.region, l, cfg.Limits, submitter{v.gpu}, cfg.Adopt.Channels[i])
+		} else {
+			v.channels[i] = channel.New(i, v.region, l, cfg.Limits, submitter{v.gpu})
+		}
 		v.channels[i].SetBudget(budget)
 		v.channels[i].SetWaker(&v.waker)
 		v.channels[i].SetLog(slog.Default().With("vm", cfg.Name))
@@ -180,11 +196,25 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		}
 	}
 	v.initBell()
-	v.server, err = ivshmem.NewServer(ivshmem.ServerConfig{
+	if v.server, err = v.newServer(); err != nil {
+		return nil, fmt.Errorf("starting the doorbell server of vm %q: %w", cfg.Name, err)
+	}
+	v.waker.srv.Store(v.server)
+	if cfg.Adopt != nil {
+		v.catchUp()
+	}
+	return v, nil
+}
+
+// newServer starts the VM's doorbell server, or adopts the one handed
+// over.
+func (v *VM) newServer() (*ivshmem.Server, error) {
+	cfg := v.cfg
+	sc := ivshmem.ServerConfig{
 		SocketPath: cfg.Socket,
 		SocketMode: cfg.SocketMode,
 		ShmFD:      v.memfd,
-		Vectors:    abi.Vectors(int(l.Channels)),
+		Vectors:    abi.Vectors(int(cfg.Layout.Channels)),
 		MaxPeers:   cfg.MaxPeers,
 		OnDoorbell: v.doorbell,
 		// Only the VM's owner may connect, and must read its handshake
@@ -207,12 +237,11 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 				slog.Info("guest left", "vm", cfg.Name, "peer", id)
 			}
 		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("starting the doorbell server of vm %q: %w", cfg.Name, err)
 	}
-	v.waker.srv.Store(v.server)
-	return v, nil
+	if cfg.Adopt != nil {
+		return ivshmem.AdoptServer(sc, cfg.Adopt.Server)
+	}
+	return ivshmem.NewServer(sc)
 }
 
 // waker signals guest peers for the channels (abi.FeatureWake) through the
