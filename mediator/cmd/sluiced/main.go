@@ -118,7 +118,16 @@ func daemonMain(o *options, stderr io.Writer) error {
 		}
 		defer stop()
 	}
-	if err := serve(o.cfg, o.ctl, log); err != nil {
+	var m *daemon.Manifest
+	if o.handoverFD != 0 {
+		mf, err := readManifest(o.handoverFD)
+		if err != nil {
+			log.Error("taking over from the predecessor", "err", err)
+			return cmdline.ExitCode(cmdline.ExitError)
+		}
+		m = &mf
+	}
+	if err := serve(o.cfg, o.ctl, log, m); err != nil {
 		log.Error("stopped", "err", err)
 		return cmdline.ExitCode(cmdline.ExitError)
 	}

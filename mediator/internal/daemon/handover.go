@@ -1,0 +1,141 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/sluice-gpu/sluice/mediator/internal/vm"
+	"github.com/sluice-gpu/sluice/vmm-plugin/ivshmem"
+	"golang.org/x/sys/unix"
+)
+
+// CanHandover reports why the daemon cannot hand its VMs over to a
+// successor, nil if it can. Nothing has changed when it says no.
+func (d *Daemon) CanHandover() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	for _, e := range d.sortedLocked() {
+		errs = append(errs, e.vm.CanExport())
+	}
+	return errors.Join(errs...)
+}
+
+// Handover quiesces every VM (vm.Export: wait bounds the wait for the
+// commands in flight; what is still in flight then runs again in the
+// successor), settles and flushes the usage ledger on the final counts, as
+// a clean stop does, and describes what a successor adopts (Adopt): the
+// VMs' descriptors, the epoch and the state dir's lock, all kept across
+// exec. The daemon is done with afterwards: the caller execs the successor
+// or, failing that, exits (the guests then see their mediator go, as on a
+// crash).
+func (d *Daemon) Handover(wait time.Duration) (Manifest, error) {
+	if err := d.CanHandover(); err != nil {
+		return Manifest{}, err
+	}
+	if d.journal != nil {
+		d.journal.close() // its loop takes d.mu; the last commit is here
+	}
+	d.mu.Lock() // for good: no host API call changes a VM any more
+	m := Manifest{Version: ManifestVersion, At: time.Now(), Epoch: d.epoch, NextID: d.nextID}
+	es := d.sortedLocked()
+	handed := make([]vm.Handover, len(es))
+	errs := make([]error, len(es))
+	var wg sync.WaitGroup
+	for i, e := range es { // in parallel: each waits for its own commands
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			handed[i], errs[i] = e.vm.Export(wait)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return Manifest{}, fmt.Errorf("handing the vms over: %w", err)
+	}
+	for i, e := range es {
+		m.VMs = append(m.VMs, VMHandover{Name: e.req.Name, ID: e.vm.Config().ID, VM: handed[i]})
+	}
+	if d.stop != nil {
+		d.stop()
+		<-d.done
+		d.stop = nil
+	}
+	var err error
+	if d.journal != nil {
+		err = d.journal.finish(es) // the ledger settled and flushed, the journal empty
+	} else {
+		err = d.persist(es)
+	}
+	if err != nil {
+		return Manifest{}, fmt.Errorf("persisting usage for the hand-over: %w", err)
+	}
+	m.Lock = int(d.lock.f.Fd())
+	if err := ivshmem.Inheritable(m.Lock); err != nil {
+		return Manifest{}, err
+	}
+	return m, nil
+}
+
+// Adopt is New for a successor process: it takes over what the daemon
+// that exec'd it handed over in m (Handover) instead of starting afresh:
+// the state dir's lock, the epoch, and each VM's region, doorbell server
+// and guests, which go on where they paused. A VM of vms.json that m
+// lacks is created anew; a VM of m that vms.json lacks is closed. A VM
+// that cannot be adopted fails the start (the process exits and the
+// guests see a disconnect, as after a crash).
+func Adopt(cfg Config, m Manifest) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	lock, err := adoptLock(cfg.StateDir, m.Lock)
+	if err != nil {
+		return nil, err
+	}
+	d, err := open(cfg, lock, &m)
+	if err != nil {
+		return nil, errors.Join(err, lock.release())
+	}
+	slog.Info("vms adopted from the hand-over", "vms", len(m.VMs), "pause", time.Since(m.At))
+	return d, nil
+}
+
+// adoptLock takes over the state dir's lock from fd, which must be the
+// lock file, still locked by this process (the predecessor's flock goes
+// with the open file across exec).
+func adoptLock(dir string, fd int) (*stateLock, error) {
+	path := filepath.Join(dir, LockFile)
+	var fst, pst unix.Stat_t
+	if err := unix.Fstat(fd, &fst); err != nil {
+		return nil, fmt.Errorf("%w: the lock fd %d: %w", ErrBadManifest, fd, err)
+	}
+	if err := unix.Stat(path, &pst); err != nil || fst.Dev != pst.Dev || fst.Ino != pst.Ino {
+		return nil, fmt.Errorf("%w: fd %d is not %s (%v)", ErrBadManifest, fd, path, err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return nil, fmt.Errorf("the handed-over lock of %s: %w: %w", dir, ErrStateDirLocked, err)
+	}
+	unix.CloseOnExec(fd)
+	f := os.NewFile(uintptr(fd), path)
+	if err := writePid(f, path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &stateLock{f: f}, nil
+}
+
+// adoptions indexes m's VMs by name (none without m).
+func adoptions(m *Manifest) map[string]*VMHandover {
+	out := map[string]*VMHandover{}
+	if m != nil {
+		for i := range m.VMs {
+			out[m.VMs[i].Name] = &m.VMs[i]
+		}
+	}
+	return out
+}
