@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -194,4 +196,45 @@ func (d *Daemon) Agent(endpoint string, args ...string) Result {
 func (d *Daemon) StartAgent(endpoint string, args ...string) *Proc {
 	ginkgo.GinkgoHelper()
 	return start(Bins().Agent, append([]string{"--endpoint", endpoint}, args...)...)
+}
+
+// handoversRE reads the hand-overs sluicectl version reports.
+var handoversRE = regexp.MustCompile(`handed over (\d+) times`)
+
+// Handovers is how many times the daemon handed itself over to a
+// successor since it started (sluicectl version); -1 while it does not
+// answer.
+func (d *Daemon) Handovers() int {
+	ginkgo.GinkgoHelper()
+	r := d.Ctl("version")
+	if r.ExitCode != 0 {
+		return -1
+	}
+	m := handoversRE.FindStringSubmatch(r.Stdout)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// HandOver sends SIGHUP, on which sluiced hands its VMs over to a
+// successor (itself re-executed, the same pid), and waits until the
+// successor answers. It returns how long that took, as sluicectl sees it.
+func (d *Daemon) HandOver() time.Duration {
+	ginkgo.GinkgoHelper()
+	want := d.Handovers() + 1
+	gomega.Expect(want).To(gomega.BeNumerically(">", 0), "sluiced answers before the hand-over")
+	start := time.Now()
+	d.proc.Signal(syscall.SIGHUP)
+	gomega.Eventually(func() error {
+		if d.proc.Exited() {
+			return gomega.StopTrying("sluiced exited in the hand-over\n" + d.proc.res.String())
+		}
+		if n := d.Handovers(); n != want {
+			return fmt.Errorf("%d hand-overs, want %d", n, want)
+		}
+		return nil
+	}).WithTimeout(readyTimeout).WithPolling(20 * time.Millisecond).Should(gomega.Succeed())
+	return time.Since(start)
 }

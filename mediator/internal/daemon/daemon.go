@@ -41,11 +41,13 @@ type Daemon struct {
 	be     backend.Backend
 	ledger *usage.Ledger
 	epoch  uint64
-	engine *engine.Engine
-	poller *accounting.Poller // nil when accounting is off or the clock is virtual
-	stop   context.CancelFunc
-	done   chan struct{}
-	lock   *stateLock // the state dir's, held until Close
+	// handovers counts the hand-overs since the daemon started afresh.
+	handovers uint32
+	engine    *engine.Engine
+	poller    *accounting.Poller // nil when accounting is off or the clock is virtual
+	stop      context.CancelFunc
+	done      chan struct{}
+	lock      *stateLock // the state dir's, held until Close
 
 	spin *spin.Budget // the CPU the VMs' doorbell goroutines may spin
 
@@ -114,7 +116,7 @@ func open(cfg Config, lock *stateLock, m *Manifest) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, be: be, ledger: ledger, epoch: newEpoch(), vms: map[string]*entry{}, deleting: map[string]bool{}, nextID: 1}
 	d.spin = spin.NewBudget(cfg.DoorbellSpin.Cores)
 	if m != nil { // the guests go on with the same mediator
-		d.epoch, d.nextID = m.Epoch, max(m.NextID, 1)
+		d.epoch, d.nextID, d.handovers = m.Epoch, max(m.NextID, 1), m.Handovers
 	}
 	saved, err := d.loadVMs()
 	if err != nil {
@@ -437,7 +439,7 @@ func (d *Daemon) Stats(_ context.Context) (hostapi.Stats, error) {
 func (d *Daemon) Version(context.Context) (hostapi.Version, error) {
 	return hostapi.Version{
 		Version: Version, ABIMajor: abi.VersionMajor, ABIMinor: abi.VersionMinor,
-		Backend: d.cfg.Backend, Clock: d.cfg.Clock, Epoch: d.epoch,
+		Backend: d.cfg.Backend, Clock: d.cfg.Clock, Epoch: d.epoch, Handovers: d.handovers,
 	}, nil
 }
 

@@ -42,7 +42,7 @@ func (d *Daemon) Handover(wait time.Duration) (Manifest, error) {
 		d.journal.close() // its loop takes d.mu; the last commit is here
 	}
 	d.mu.Lock() // for good: no host API call changes a VM any more
-	m := Manifest{Version: ManifestVersion, At: time.Now(), Epoch: d.epoch, NextID: d.nextID}
+	m := Manifest{Version: ManifestVersion, At: time.Now(), Epoch: d.epoch, NextID: d.nextID, Handovers: d.handovers + 1}
 	es := d.sortedLocked()
 	handed := make([]vm.Handover, len(es))
 	errs := make([]error, len(es))

@@ -55,8 +55,8 @@ func TestHandoverAdopt(t *testing.T) {
 		t.Fatalf("Adopt: %v", err)
 	}
 	defer d2.Close()
-	if d2.Epoch() != d.Epoch() {
-		t.Fatalf("epoch %#x after the hand-over, want %#x", d2.Epoch(), d.Epoch())
+	if v, _ := d2.Version(ctx); v.Epoch != d.Epoch() || v.Handovers != 1 {
+		t.Fatalf("version %+v after the hand-over, want epoch %#x, 1 hand-over", v, d.Epoch())
 	}
 	o := <-done
 	if o.err != nil || o.r.Errors != 0 || o.r.Kernels != kernels {

@@ -22,10 +22,13 @@ type Manifest struct {
 	Version int `json:"version"`
 	// At is when the predecessor stopped serving the guests: the pause
 	// they see ends when the successor serves them again.
-	At     time.Time `json:"at"`
-	Epoch  uint64    `json:"epoch"`   // kept: the guests see the same mediator
-	NextID uint32    `json:"next_id"` // the next VM id
-	Lock   int       `json:"lock"`    // the state dir's lock, still held
+	At    time.Time `json:"at"`
+	Epoch uint64    `json:"epoch"` // kept: the guests see the same mediator
+	// Handovers counts the hand-overs since the daemon started afresh,
+	// this one included.
+	Handovers uint32 `json:"handovers"`
+	NextID    uint32 `json:"next_id"` // the next VM id
+	Lock      int    `json:"lock"`    // the state dir's lock, still held
 	// HostAPI is the host API's listening socket (0: none handed over);
 	// the command adopts it, not the daemon.
 	HostAPI int          `json:"host_api,omitempty"`
