@@ -87,7 +87,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&ctl.sysfs, "controller-sysfs", "/sys", "the sysfs mount the GPUs' PCI data (address, NUMA node, driver, IOMMU group, SR-IOV) is read from")
 	fs.DurationVar(&ctl.interval, "controller-interval", 10*time.Second, "how often to heartbeat, apply the controller's VMs and push usage")
 	fs.StringVar(&cfg.HostTCP.Addr, "listen", "", "also serve the host API on this TCP address (host:port), every request with the bearer token of --listen-token-file; default none (the UNIX socket alone)")
-	fs.StringVar(&cfg.HostTCP.TokenFile, "listen-token-file", o.env("SLUICE_HOST_TOKEN_FILE", ""), "with --listen: file holding the token (one line, 16 bytes or more, not readable by every user; read again on SIGHUP) (env SLUICE_HOST_TOKEN_FILE)")
+	fs.StringVar(&cfg.HostTCP.TokenFile, "listen-token-file", o.env("SLUICE_HOST_TOKEN_FILE", ""), "with --listen: file holding the token (one line, 16 bytes or more, not readable by every user; read again on SIGHUP, which hands over to a successor that reads it at start) (env SLUICE_HOST_TOKEN_FILE)")
 	fs.StringVar(&cfg.HostTCP.CertFile, "tls-cert", "", "with --listen: the server's TLS certificate (PEM); without it the token crosses the network in clear")
 	fs.StringVar(&cfg.HostTCP.KeyFile, "tls-key", "", "with --listen: the TLS certificate's key (PEM)")
 	fs.StringVar(&cfg.HostTCP.ClientCAFile, "tls-client-ca", "", "with --listen and TLS: clients must also present a certificate signed by these CAs (PEM; mutual TLS)")

@@ -39,8 +39,16 @@ Its state is STATE_DIR/controller-agent.json.
 
 With --listen ADDR it also serves the host API over TCP, every request with
 the bearer token of --listen-token-file (sluicectl --socket tcp://ADDR
---host-token-file FILE), over TLS with --tls-cert and --tls-key; SIGHUP
-reads the token file again.
+--host-token-file FILE), over TLS with --tls-cert and --tls-key.
+
+SIGHUP hands the daemon over to a successor without disturbing the VMs: it
+quiesces them (--handover-wait for the commands in flight), then runs its
+binary on disk again (an upgrade takes over) with their shared memory,
+endpoint sockets, guests' connections and eventfds, and the host API
+socket; the guests see a pause, not a disconnect, and no command is lost
+or billed twice. A daemon with a VM served by a syscall proxy (see
+--proxy off) cannot hand over yet: it logs why and goes on, reading the
+--listen-token-file again (the successor of a hand-over reads it anyway).
 
 Environment (defaults of the flags named; flags win):
   SLUICE_SOCKET            --socket
