@@ -65,6 +65,49 @@ var _ = Describe("restarting sluiced without disturbing VMs", func() {
 		d.Stop() // a clean stop after the hand-overs: exit 0, no socket left
 	})
 
+	It("keeps a process guest running throttle through two kill -9s and a restart with its descriptors in systemd's fd store", Label("process"), func() {
+		framework.RequiresLinux()
+		const (
+			// perCrash bounds what one crash may lose of a bill: the
+			// journal's interval (sluiced's default 5ms) and two kernels
+			// completing across it, as in "billing through crashes".
+			journalInterval = 5 * time.Millisecond
+			perCrash        = journalInterval + 2*kernel
+		)
+		store := framework.NewFDStore()
+		crashOpts := opts
+		crashOpts.FDStore = store
+		d := framework.StartDaemon(crashOpts)
+		crashOpts.Dir = d.Dir
+		ep := d.CreateVM(framework.NewVM("proc", framework.WithChannels(1))).Endpoint
+		guest := d.StartAgent(ep, append([]string{"run", "throttle", "--duration", "6s"}, throttle...)...)
+		for i := 1; i <= handovers; i++ {
+			Eventually(func() bool { return store.Has("vm/proc/peer/1/conn") }).Should(BeTrue(), "the guest's connection is stored")
+			time.Sleep(time.Second)
+			how := "kill -9"
+			start := time.Now()
+			if i == 2 { // systemctl restart: SIGTERM leaves the VMs to the store
+				how = "SIGTERM"
+				d.Restart()
+			} else {
+				d.Kill()
+			}
+			d = framework.StartDaemon(crashOpts)
+			Expect(d.GetVM("proc").Peers).To(Equal(1), "the guest is taken over after %s %d", how, i)
+			AddReportEntry(fmt.Sprintf("restart %d", i), fmt.Sprintf("%s to the successor answering: %v", how, time.Since(start)))
+		}
+		res := framework.Decode[framework.ThrottleResult](guest.Wait())
+		Expect(res.Errors).To(BeZero(), "the guest saw an error")
+		u := d.Usage("proc")
+		Expect(u.Errors).To(BeZero())
+		Expect(u.Kernels).To(BeNumerically("<=", res.Kernels), "no kernel is billed twice")
+		lost := time.Duration(res.Kernels-u.Kernels) * kernel
+		Expect(lost).To(BeNumerically("<=", 2*perCrash), "each crash lost at most a journal interval, the restart nothing")
+		AddReportEntry("restarts", fmt.Sprintf("%d kernels of %v through 2 kill -9s and a SIGTERM, %d billed (%v lost); turnaround p50 %v, max %v",
+			res.Kernels, kernel, u.Kernels, lost, time.Duration(res.Turnaround.P50), time.Duration(res.Turnaround.Max)))
+		d.Kill() // as systemctl stop, which then empties the store
+	})
+
 	It("keeps a QEMU guest and a process guest running throttle through three SIGHUPs, billed exactly", Label("qemu", "process"), func() {
 		framework.RequiresQEMU()
 		d := framework.StartDaemon(opts)

@@ -45,6 +45,10 @@ type DaemonOptions struct {
 	Clock string
 	// ExtraArgs are appended to sluiced's command line.
 	ExtraArgs []string
+	// FDStore, optional, runs sluiced as systemd would with an fd store:
+	// it stores its VMs' descriptors there and is given back what it
+	// holds at start.
+	FDStore *FDStore
 }
 
 // Daemon is a running sluiced.
@@ -87,7 +91,11 @@ func StartDaemon(opts DaemonOptions) *Daemon {
 	d.Socket = filepath.Join(d.Dir, "sluiced.sock")
 	args := []string{"--socket", d.Socket, "--state-dir", d.StateDir, "--backend", backend,
 		"--clock", d.Clock, "--log-level", "warn"}
-	d.proc = start(Bins().Sluiced, append(args, opts.ExtraArgs...)...)
+	if opts.FDStore != nil {
+		d.proc = opts.FDStore.startStored(Bins().Sluiced, append(args, opts.ExtraArgs...)...)
+	} else {
+		d.proc = start(Bins().Sluiced, append(args, opts.ExtraArgs...)...)
+	}
 	ginkgo.DeferCleanup(func() {
 		if !d.stopped {
 			d.Stop()
@@ -237,4 +245,15 @@ func (d *Daemon) HandOver() time.Duration {
 		return nil
 	}).WithTimeout(readyTimeout).WithPolling(20 * time.Millisecond).Should(gomega.Succeed())
 	return time.Since(start)
+}
+
+// Restart stops the daemon with SIGTERM as systemd does for a restart and
+// asserts it exited 0; unlike Stop it lets sockets stay (a daemon with an
+// fd store leaves its VMs to it). Start the next one with StartDaemon.
+func (d *Daemon) Restart() {
+	ginkgo.GinkgoHelper()
+	d.stopped = true
+	d.proc.Signal(syscall.SIGTERM)
+	r := d.proc.WaitTimeout(stopTimeout)
+	gomega.Expect(r.ExitCode).To(gomega.Equal(0), "sluiced should exit 0 on SIGTERM\n%s", r)
 }

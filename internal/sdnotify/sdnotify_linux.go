@@ -132,6 +132,9 @@ func listenFrom(getenv func(string) string, pid, start int) (Listened, error) {
 	if p, err := strconv.Atoi(getenv("LISTEN_PID")); err != nil || p != pid {
 		return out, nil // meant for another process
 	}
+	if getenv("LISTEN_FDS") == "" {
+		return out, nil // none passed
+	}
 	n, err := strconv.Atoi(getenv("LISTEN_FDS"))
 	if err != nil || n < 0 || n > 1<<16 {
 		return out, fmt.Errorf("$LISTEN_FDS %q: want a count", getenv("LISTEN_FDS"))

@@ -115,14 +115,48 @@ func Inheritable(fd int) error {
 	return nil
 }
 
-// dupFD duplicates the descriptor under c (a listener or a connection).
-func dupFD(c syscall.Conn) (int, error) {
+// Descriptors describes the server's descriptors as they are, without
+// detaching anything (Export does): for a copy kept outside the process
+// (systemd's fd store), from which AdoptServer can take the server over
+// after a crash. The numbers are the server's, valid until it closes.
+func (s *Server) Descriptors() (Handover, error) {
+	s.ctl.Lock()
+	defer s.ctl.Unlock()
+	if s.closed {
+		return Handover{}, ErrClosed
+	}
+	h := Handover{Shm: s.shm, Host: append([]int(nil), s.hostFDs...), NextID: s.nextID}
+	if err := rawControl(s.ln, func(fd int) { h.Listener = fd }); err != nil {
+		return Handover{}, err
+	}
+	for _, p := range s.sortedPeers() {
+		if !p.joined || p.dead {
+			continue
+		}
+		hp := HandoverPeer{ID: p.id, FDs: append([]int(nil), p.fds...)}
+		if err := rawControl(p.conn, func(fd int) { hp.Conn = fd }); err != nil {
+			return Handover{}, err
+		}
+		h.Peers = append(h.Peers, hp)
+	}
+	return h, nil
+}
+
+// rawControl runs f on the descriptor under c (a listener or a
+// connection).
+func rawControl(c syscall.Conn, f func(int)) error {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return -1, fmt.Errorf("reaching a socket's fd: %w", err)
+		return fmt.Errorf("reaching a socket's fd: %w", err)
 	}
+	return rc.Control(func(fd uintptr) { f(int(fd)) })
+}
+
+// dupFD duplicates the descriptor under c (a listener or a connection).
+func dupFD(c syscall.Conn) (int, error) {
 	nfd := -1
-	cerr := rc.Control(func(fd uintptr) { nfd, err = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 3) })
+	var err error
+	cerr := rawControl(c, func(fd int) { nfd, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3) })
 	if err = errors.Join(cerr, err); err != nil {
 		return -1, fmt.Errorf("duplicating a socket's fd: %w", err)
 	}

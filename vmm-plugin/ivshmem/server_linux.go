@@ -75,6 +75,10 @@ type ServerConfig struct {
 	// serialized in event order and block admissions and disconnects while
 	// they run; OnPeer must not call Close.
 	OnPeer func(id uint16, connected bool)
+	// OnJoinFDs, optional, is called with OnPeer's join, with the new
+	// peer's connection and eventfds (valid for the call only: to keep
+	// them past a restart of the process, in systemd's fd store).
+	OnJoinFDs func(id uint16, conn int, fds []int)
 	// OnAdmit, optional, is called for each new guest peer before its
 	// handshake is sent (so before it can map the memory): the host may
 	// rewrite what a guest reads first there. Calls are serialized with

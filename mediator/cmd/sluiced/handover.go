@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-gpu/sluice/internal/sdnotify"
 	"github.com/sluice-gpu/sluice/mediator/internal/apiserver"
 	"github.com/sluice-gpu/sluice/mediator/internal/daemon"
 )
@@ -98,4 +99,44 @@ func successorArgs(args []string) []string {
 		}
 	}
 	return out
+}
+
+// fdStore makes cfg keep the VMs' descriptors in systemd's fd store when
+// sluiced runs under a service manager that gave it a notification
+// socket, and returns the descriptors the store passed back at this start
+// (by name), taking the variables that passed them out of the environment
+// its children see.
+func fdStore(cfg *daemon.Config) (map[string][]int, error) {
+	if n := sdnotify.FromEnv(os.Getenv); n.Enabled() {
+		cfg.FDStore = n
+	}
+	stored, err := sdnotify.Listen(os.Getenv, os.Getpid())
+	for _, k := range []string{"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"} {
+		os.Unsetenv(k)
+	}
+	return stored, err
+}
+
+// leaveToStore stops a daemon whose VMs' descriptors are in systemd's fd
+// store without closing them (SIGTERM under systemd): the VMs quiesce and
+// the usage settles as for a hand-over, and the guests stay connected to
+// the store's copies. A restart (systemctl restart, or Restart= after a
+// failure) passes them to the next sluiced, which takes the VMs over; a
+// stop empties the store, which disconnects the guests.
+func leaveToStore(d *daemon.Daemon, srv *apiserver.Server, log *slog.Logger) error {
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("stopping host api", "err", err)
+	}
+	if err := d.CanHandover(); err != nil {
+		log.Warn("the vms cannot be left to the fd store: stopping them", "err", err)
+		return d.Close()
+	}
+	m, err := d.Handover(d.Config().HandoverWait)
+	if err != nil {
+		return err
+	}
+	log.Info("stopped; the vms are left to systemd's fd store", "vms", len(m.VMs), "quiesced_in", time.Since(m.At))
+	return nil
 }

@@ -50,6 +50,12 @@ or billed twice. A daemon with a VM served by a syscall proxy (see
 --proxy off) cannot hand over yet: it logs why and goes on, reading the
 --listen-token-file again (the successor of a hand-over reads it anyway).
 
+Under systemd (NOTIFY_SOCKET set; see deploy/systemd/sluiced.service)
+sluiced keeps the same descriptors in the service manager's fd store: a
+sluiced started after a crash, or by systemctl restart (SIGTERM then leaves
+the VMs to the store instead of disconnecting their guests), takes the VMs
+over from it.
+
 Environment (defaults of the flags named; flags win):
   SLUICE_SOCKET            --socket
   SLUICE_STATE_DIR         --state-dir
@@ -126,6 +132,11 @@ func daemonMain(o *options, stderr io.Writer) error {
 		}
 		defer stop()
 	}
+	stored, err := fdStore(&o.cfg)
+	if err != nil {
+		log.Error("reading the descriptors systemd passed", "err", err)
+		return cmdline.ExitCode(cmdline.ExitError)
+	}
 	var m *daemon.Manifest
 	if o.handoverFD != 0 {
 		mf, err := readManifest(o.handoverFD)
@@ -135,7 +146,7 @@ func daemonMain(o *options, stderr io.Writer) error {
 		}
 		m = &mf
 	}
-	if err := serve(o.cfg, o.ctl, log, m); err != nil {
+	if err := serve(o.cfg, o.ctl, log, start{handover: m, stored: stored}); err != nil {
 		log.Error("stopped", "err", err)
 		return cmdline.ExitCode(cmdline.ExitError)
 	}

@@ -15,8 +15,9 @@ import (
 )
 
 // serve runs the daemon until SIGINT or SIGTERM, or until SIGHUP hands it
-// over to a successor; m, when set, is its predecessor's hand-over.
-func serve(cfg daemon.Config, ctl controllerFlags, log *slog.Logger, m *daemon.Manifest) error {
+// over to a successor; from says what it takes over.
+func serve(cfg daemon.Config, ctl controllerFlags, log *slog.Logger, from start) error {
+	m := from.handover
 	// Before the socket exists: whoever sees it may stop the daemon at once.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -25,7 +26,7 @@ func serve(cfg daemon.Config, ctl controllerFlags, log *slog.Logger, m *daemon.M
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	d, err := openDaemon(cfg, m)
+	d, err := openDaemon(cfg, from)
 	if err != nil {
 		return err
 	}
@@ -112,6 +113,9 @@ loop:
 	if successor != "" {
 		return handOver(successor, d, srv, log) // returns only on failure
 	}
+	if cfg.FDStore != nil && serveErr == nil {
+		return leaveToStore(d, srv, log)
+	}
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -124,12 +128,23 @@ loop:
 	return serveErr
 }
 
+// start is what a daemon starts from: a predecessor's hand-over (SIGHUP),
+// or the descriptors systemd's fd store kept (after a crash or a
+// restart), or neither.
+type start struct {
+	handover *daemon.Manifest
+	stored   map[string][]int
+}
+
 // openDaemon starts the daemon, or adopts a predecessor's VMs.
-func openDaemon(cfg daemon.Config, m *daemon.Manifest) (*daemon.Daemon, error) {
-	if m == nil {
-		return daemon.New(cfg)
+func openDaemon(cfg daemon.Config, from start) (*daemon.Daemon, error) {
+	switch {
+	case from.handover != nil:
+		return daemon.Adopt(cfg, *from.handover)
+	case len(from.stored) > 0:
+		return daemon.AdoptStore(cfg, from.stored)
 	}
-	return daemon.Adopt(cfg, *m)
+	return daemon.New(cfg)
 }
 
 // listenAPI serves the host API on its socket: a new one, or the one a

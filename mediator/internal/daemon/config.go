@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/internal/sched"
 	"github.com/sluice-gpu/sluice/mediator/internal/spin"
 	"github.com/sluice-gpu/sluice/mediator/internal/syscalls"
+	"github.com/sluice-gpu/sluice/mediator/internal/vm"
 )
 
 // Config is sluiced's configuration. Every field documents its default;
@@ -109,6 +110,10 @@ type Config struct {
 	// waits for the commands in flight to complete; those still running
 	// then run again in the successor. Default 1s, at most 1m.
 	HandoverWait time.Duration
+	// FDStore, optional, keeps every VM's descriptors outside the process
+	// (systemd's fd store) so that a daemon started after a crash takes
+	// the VMs and their guests over (AdoptStore). Default none.
+	FDStore vm.FDStore
 }
 
 // ProxyConfig configures the per-VM sluice-proxy processes.

@@ -115,7 +115,7 @@ func open(cfg Config, lock *stateLock, m *Manifest) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, be: be, ledger: ledger, epoch: newEpoch(), vms: map[string]*entry{}, deleting: map[string]bool{}, nextID: 1}
 	d.spin = spin.NewBudget(cfg.DoorbellSpin.Cores)
-	if m != nil { // the guests go on with the same mediator
+	if m != nil && m.Epoch != 0 { // a hand-over: the guests go on with the same mediator
 		d.epoch, d.nextID, d.handovers = m.Epoch, max(m.NextID, 1), m.Handovers
 	}
 	saved, err := d.loadVMs()
@@ -268,7 +268,10 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest, adopt *VMHandover) (h
 	id := d.nextID
 	var handed *vm.Handover
 	if adopt != nil {
-		id, handed = adopt.ID, &adopt.VM // under m.NextID (DecodeManifest)
+		handed = &adopt.VM
+	}
+	if adopt != nil && adopt.ID != 0 {
+		id = adopt.ID // under m.NextID (DecodeManifest)
 	} else {
 		d.nextID++
 	}
@@ -298,6 +301,7 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest, adopt *VMHandover) (h
 		DoorbellLimit: d.cfg.DoorbellLimit,
 
 		Adopt: handed,
+		Store: d.cfg.FDStore,
 	}, d.be)
 	if err != nil {
 		return hostapi.VM{}, fmt.Errorf("creating vm %q: %w", req.Name, classify(err))

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/mediator/internal/vm"
 	"github.com/sluice-gpu/sluice/vmm-plugin/ivshmem"
 	"golang.org/x/sys/unix"
@@ -93,7 +94,13 @@ func Adopt(cfg Config, m Manifest) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	lock, err := adoptLock(cfg.StateDir, m.Lock)
+	var lock *stateLock
+	var err error
+	if m.Lock == 0 { // after a crash (AdoptStore): the kernel dropped the lock
+		lock, err = lockStateDir(cfg.StateDir)
+	} else {
+		lock, err = adoptLock(cfg.StateDir, m.Lock)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -138,4 +145,49 @@ func adoptions(m *Manifest) map[string]*VMHandover {
 		}
 	}
 	return out
+}
+
+// AdoptStore is New after a crash under a service manager that kept the
+// VMs' descriptors (Config.FDStore; stored, by name, as passed back at
+// start): each VM of the state dir's list whose descriptors are there is
+// taken over with its guests, its channels resuming where the crashed
+// daemon published them; the usage is the journal's, as after any crash.
+// The epoch is new. Descriptors stored that nothing takes are closed.
+func AdoptStore(cfg Config, stored map[string][]int) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := Manifest{Version: ManifestVersion, At: time.Now()}
+	saved, err := (&Daemon{cfg: cfg}).loadVMs()
+	if err != nil {
+		return nil, err
+	}
+	for _, req := range saved.VMs {
+		req := (&Daemon{cfg: cfg}).withDefaults(req)
+		h, err := vm.FromStore(req.Name, abi.Vectors(req.Channels), stored)
+		if err != nil {
+			slog.Warn("fd store: a vm is not taken over; its guests reconnect", "vm", req.Name, "err", err)
+			continue
+		}
+		m.VMs = append(m.VMs, VMHandover{Name: req.Name, VM: h})
+	}
+	for name, fds := range stored {
+		// Out of the store too: a listening socket it kept would keep the
+		// VM's endpoint from being created anew.
+		slog.Warn("fd store: descriptors nothing takes over are closed", "name", name, "fds", len(fds))
+		closeFDs(fds)
+		if cfg.FDStore != nil {
+			if err := cfg.FDStore.Remove(name); err != nil {
+				slog.Warn("fd store: descriptors nothing takes over stay stored", "name", name, "err", err)
+			}
+		}
+	}
+	if len(m.VMs) == 0 {
+		return New(cfg)
+	}
+	d, err := Adopt(cfg, m)
+	if err == nil {
+		slog.Info("vms taken over from the fd store after a crash", "vms", len(m.VMs))
+	}
+	return d, err
 }

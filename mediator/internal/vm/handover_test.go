@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/guest-agent/sdk"
 	"github.com/sluice-gpu/sluice/mediator/backend"
 )
 
@@ -61,14 +62,8 @@ func TestExportAdopt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close() // after Export: it only unmaps its region
-	dev := dial(t, v)
-	ch, err := dev.Channel(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	k := abi.Command{Op: abi.OpThrottle, DurationNs: 1000}
+	dev, ch, ctx := guestChannel(t, v)
+	k := kernel1us
 	last, err := ch.Submit(ctx, k, k, k)
 	if err != nil {
 		t.Fatal(err)
@@ -143,4 +138,21 @@ func eventually(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting: %s", what)
 		}
 	}
+}
+
+// kernel1us is a THROTTLE of a microsecond.
+var kernel1us = abi.Command{Op: abi.OpThrottle, DurationNs: 1000}
+
+// guestChannel joins v as a guest and returns its device, its channel 0
+// and a context that bounds the test's waits.
+func guestChannel(t *testing.T, v *VM) (*sdk.Device, *sdk.Channel, context.Context) {
+	t.Helper()
+	dev := dial(t, v)
+	ch, err := dev.Channel(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return dev, ch, ctx
 }

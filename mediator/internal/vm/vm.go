@@ -67,8 +67,13 @@ type Config struct {
 	DoorbellLimit int
 	// Adopt, set in a successor process, is the endpoint the predecessor
 	// handed over (Export): New takes its region, channel positions and
-	// doorbell server over instead of making new ones.
+	// doorbell server over instead of making new ones. Without channel
+	// positions (a hand-over rebuilt from an fd store after a crash,
+	// FromStore) they are read from the region.
 	Adopt *Handover
+	// Store, optional, keeps the VM's descriptors outside the process for
+	// a successor after a crash (FDStore).
+	Store FDStore
 }
 
 // ErrNoQuota is returned for a memory quota on a backend that cannot
@@ -128,7 +133,7 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		if err := adoptMemfd(a.Memfd, l.RegionSize); err != nil {
 			return nil, err
 		}
-		if len(a.Channels) != int(l.Channels) {
+		if a.Channels != nil && len(a.Channels) != int(l.Channels) {
 			return nil, fmt.Errorf("%d channel positions for %d channels: %w", len(a.Channels), l.Channels, ivshmem.ErrBadHandover)
 		}
 		v.memfd, v.created = a.Memfd, a.Created
@@ -139,6 +144,12 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		return nil, err
 	}
 	v.region = shm.New(v.mem)
+	var positions []channel.Position
+	if a := cfg.Adopt; a != nil {
+		if positions = a.Channels; positions == nil {
+			positions = v.positions() // before the header is written again
+		}
+	}
 	v.writeHeader(0)
 	spec := backend.VMSpec{
 		ID:       cfg.ID,
@@ -182,7 +193,7 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 	budget := channel.NewBudget(0) // unbounded until the scheduler's gate sizes it
 	for i := range v.channels {
 		if cfg.Adopt != nil {
-			v.channels[i] = channel.Resumed(i, v.region, l, cfg.Limits, submitter{v.gpu}, cfg.Adopt.Channels[i])
+			v.channels[i] = channel.Resumed(i, v.region, l, cfg.Limits, submitter{v.gpu}, positions[i])
 		} else {
 			v.channels[i] = channel.New(i, v.region, l, cfg.Limits, submitter{v.gpu})
 		}
@@ -200,6 +211,9 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		return nil, fmt.Errorf("starting the doorbell server of vm %q: %w", cfg.Name, err)
 	}
 	v.waker.srv.Store(v.server)
+	if cfg.Store != nil {
+		v.storeAll()
+	}
 	if cfg.Adopt != nil {
 		v.catchUp()
 	}
@@ -235,8 +249,14 @@ func (v *VM) newServer() (*ivshmem.Server, error) {
 				slog.Info("guest joined", "vm", cfg.Name, "peer", id)
 			} else {
 				slog.Info("guest left", "vm", cfg.Name, "peer", id)
+				if cfg.Store != nil {
+					v.unstorePeer(id)
+				}
 			}
 		},
+	}
+	if cfg.Store != nil {
+		sc.OnJoinFDs = v.storePeer
 	}
 	if cfg.Adopt != nil {
 		return ivshmem.AdoptServer(sc, cfg.Adopt.Server)
@@ -517,6 +537,12 @@ func (v *VM) Close() error {
 }
 
 func (v *VM) release() error {
+	v.mu.Lock()
+	live := v.server != nil
+	v.mu.Unlock()
+	if v.cfg.Store != nil && live { // deleted, not exported nor failed to start
+		v.unstoreAll(v.Peers())
+	}
 	errs := []error{v.StopDoorbells()}
 	// Before the GPU: calls in flight fail with EIO, and calls kernels make
 	// while the GPU drains are refused with EIO too, so that a kernel still
