@@ -23,9 +23,11 @@ var _ = Describe("restarting sluiced without disturbing VMs", func() {
 		handovers = 3
 		kernel    = 500 * time.Microsecond
 	)
-	// The VMs serve no system calls: a VM with a syscall proxy is not
-	// handed over yet.
-	opts := framework.DaemonOptions{ExtraArgs: []string{"--proxy", "off"}}
+	// The VMs serve system calls through their proxies (which a hand-over
+	// restarts), but under the fd store: there a VM with a proxy is not
+	// taken over yet.
+	opts := framework.DaemonOptions{}
+	storeOpts := framework.DaemonOptions{ExtraArgs: []string{"--proxy", "off"}}
 	throttle := []string{"--kernel", kernel.String(), "--depth", "4", "--json"}
 
 	// handOver hands the daemon over handovers times, a second apart,
@@ -62,6 +64,11 @@ var _ = Describe("restarting sluiced without disturbing VMs", func() {
 		guest := d.StartAgent(ep, append([]string{"run", "throttle", "--duration", "5s"}, throttle...)...)
 		handOver(d, "proc")
 		checkBill(d, "proc", hostapi.Usage{}, framework.Decode[framework.ThrottleResult](guest.Wait()))
+
+		By("the successor's syscall proxy serves the VM's GPU system calls")
+		files := wordTexts(GinkgoRandomSeed())
+		framework.WriteHostVolumeFiles(d.GetVM("proc").Volume, files)
+		checkSyscalls(d, "proc", files, func(args ...string) framework.Result { return d.Agent(ep, args...) })
 		d.Stop() // a clean stop after the hand-overs: exit 0, no socket left
 	})
 
@@ -75,7 +82,7 @@ var _ = Describe("restarting sluiced without disturbing VMs", func() {
 			perCrash        = journalInterval + 2*kernel
 		)
 		store := framework.NewFDStore()
-		crashOpts := opts
+		crashOpts := storeOpts
 		crashOpts.FDStore = store
 		d := framework.StartDaemon(crashOpts)
 		crashOpts.Dir = d.Dir

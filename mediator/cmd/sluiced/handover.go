@@ -40,7 +40,7 @@ func readManifest(fd int) (daemon.Manifest, error) {
 // then) and otherwise returns the binary the successor runs: the one on
 // disk now, so that an upgraded binary takes over.
 func upgradeCheck(d *daemon.Daemon) (string, error) {
-	if err := d.CanHandover(); err != nil {
+	if err := d.CanHandover(false); err != nil {
 		return "", err
 	}
 	exe, err := os.Executable()
@@ -129,7 +129,7 @@ func leaveToStore(d *daemon.Daemon, srv *apiserver.Server, log *slog.Logger) err
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("stopping host api", "err", err)
 	}
-	if err := d.CanHandover(); err != nil {
+	if err := d.CanHandover(true); err != nil {
 		log.Warn("the vms cannot be left to the fd store: stopping them", "err", err)
 		return d.Close()
 	}

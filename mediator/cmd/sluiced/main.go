@@ -46,15 +46,17 @@ quiesces them (--handover-wait for the commands in flight), then runs its
 binary on disk again (an upgrade takes over) with their shared memory,
 endpoint sockets, guests' connections and eventfds, and the host API
 socket; the guests see a pause, not a disconnect, and no command is lost
-or billed twice. A daemon with a VM served by a syscall proxy (see
---proxy off) cannot hand over yet: it logs why and goes on, reading the
---listen-token-file again (the successor of a hand-over reads it anyway).
+or billed twice (system calls a VM's proxy held fail with EIO: the
+successor starts the proxies again). The successor reads the
+--listen-token-file at start; a SIGHUP that cannot hand over (logged)
+reads it again instead.
 
 Under systemd (NOTIFY_SOCKET set; see deploy/systemd/sluiced.service)
 sluiced keeps the same descriptors in the service manager's fd store: a
 sluiced started after a crash, or by systemctl restart (SIGTERM then leaves
 the VMs to the store instead of disconnecting their guests), takes the VMs
-over from it.
+over from it; VMs that serve system calls through a proxy excepted (their
+guests reconnect; --proxy off avoids it).
 
 Environment (defaults of the flags named; flags win):
   SLUICE_SOCKET            --socket

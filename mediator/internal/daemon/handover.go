@@ -16,13 +16,15 @@ import (
 )
 
 // CanHandover reports why the daemon cannot hand its VMs over to a
-// successor, nil if it can. Nothing has changed when it says no.
-func (d *Daemon) CanHandover() error {
+// successor, nil if it can; toStore asks about leaving them to the fd
+// store (Config.FDStore) for a successor started by the service manager.
+// Nothing has changed when it says no.
+func (d *Daemon) CanHandover(toStore bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var errs []error
 	for _, e := range d.sortedLocked() {
-		errs = append(errs, e.vm.CanExport())
+		errs = append(errs, e.vm.CanExport(toStore))
 	}
 	return errors.Join(errs...)
 }
@@ -36,9 +38,6 @@ func (d *Daemon) CanHandover() error {
 // or, failing that, exits (the guests then see their mediator go, as on a
 // crash).
 func (d *Daemon) Handover(wait time.Duration) (Manifest, error) {
-	if err := d.CanHandover(); err != nil {
-		return Manifest{}, err
-	}
 	if d.journal != nil {
 		d.journal.close() // its loop takes d.mu; the last commit is here
 	}
@@ -164,6 +163,12 @@ func AdoptStore(cfg Config, stored map[string][]int) (*Daemon, error) {
 	}
 	for _, req := range saved.VMs {
 		req := (&Daemon{cfg: cfg}).withDefaults(req)
+		if cfg.Proxy.Binary != "off" && cfg.Layout.SyscallSlots > 0 {
+			// Where its syscall forwarder read the request ring to is not
+			// stored: reading it again from 0 would run calls twice.
+			slog.Warn("fd store: a vm serving system calls is not taken over; its guests reconnect", "vm", req.Name)
+			continue
+		}
 		h, err := vm.FromStore(req.Name, abi.Vectors(req.Channels), stored)
 		if err != nil {
 			slog.Warn("fd store: a vm is not taken over; its guests reconnect", "vm", req.Name, "err", err)

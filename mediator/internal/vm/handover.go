@@ -3,6 +3,7 @@ package vm
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/sluice-gpu/sluice/mediator/internal/channel"
@@ -19,6 +20,9 @@ type Handover struct {
 	Created  time.Time          `json:"created"`
 	Server   ivshmem.Handover   `json:"server"`
 	Channels []channel.Position `json:"channels"`
+	// SyscallHead is the request ring's position the syscall forwarder
+	// had read to (syscalls.Forwarder.RingHead), for the successor's.
+	SyscallHead uint64 `json:"syscall_head,omitempty"`
 }
 
 // FDs lists every descriptor h names.
@@ -27,11 +31,12 @@ func (h Handover) FDs() []int { return append([]int{h.Memfd}, h.Server.FDs()...)
 // ErrNoHandover is returned by Export for a VM that cannot be handed over.
 var ErrNoHandover = errors.New("the vm cannot be handed over")
 
-// CanExport reports why the VM cannot be handed over, nil if it can: a
-// VM whose system calls a proxy serves cannot yet (the proxy's requests
-// in flight and the request ring's head stay with the old process).
-func (v *VM) CanExport() error {
-	if v.sys != nil {
+// CanExport reports why the VM cannot be handed over, nil if it can;
+// toStore asks about leaving it to an fd store for a successor that
+// finds it there (FromStore), which a VM serving system calls cannot be:
+// where its request ring was read to is not stored.
+func (v *VM) CanExport(toStore bool) error {
+	if toStore && v.sys != nil {
 		return fmt.Errorf("vm %q serves system calls through a proxy: %w", v.cfg.Name, ErrNoHandover)
 	}
 	return nil
@@ -44,14 +49,12 @@ const drainPoll = 200 * time.Microsecond
 // Export quiesces the VM and describes it for a successor: its channels
 // stop forwarding, the records in flight get up to wait to complete, the
 // channels freeze (a record still in flight runs again in the successor,
-// channel.Freeze) and the doorbell server detaches (ivshmem.Server.Export).
+// channel.Freeze), the syscall proxy ends (the calls it held fail with
+// EIO) and the doorbell server detaches (ivshmem.Server.Export).
 // The counters are final once Export returns. The VM is done with: the
 // descriptors are the handover's, and the process execs next (Close would
 // still stop the backend's work and unmap the region).
 func (v *VM) Export(wait time.Duration) (Handover, error) {
-	if err := v.CanExport(); err != nil {
-		return Handover{}, err
-	}
 	for _, c := range v.channels {
 		c.Close()
 	}
@@ -62,6 +65,15 @@ func (v *VM) Export(wait time.Duration) (Handover, error) {
 	h := Handover{Memfd: v.memfd, Created: v.created, Channels: make([]channel.Position, len(v.channels))}
 	for i, c := range v.channels {
 		h.Channels[i] = c.Freeze()
+	}
+	if v.sys != nil {
+		// The proxy ends and the calls it held fail with EIO (as when a
+		// proxy is restarted); the calls not read yet wait in the ring
+		// for the successor's forwarder, which reads on from the head.
+		if err := v.sys.Close(); err != nil {
+			slog.Warn("hand-over: stopping the syscall proxy", "vm", v.cfg.Name, "err", err)
+		}
+		h.SyscallHead = v.sys.RingHead()
 	}
 	v.mu.Lock()
 	srv := v.server

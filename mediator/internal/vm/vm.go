@@ -287,6 +287,10 @@ func (v *VM) serveSyscalls() bool {
 func (v *VM) startSyscalls() error {
 	l := v.cfg.Layout
 	start := v.cfg.StartProxy
+	var head uint64 // where a predecessor's forwarder read to
+	if v.cfg.Adopt != nil {
+		head = v.cfg.Adopt.SyscallHead
+	}
 	sys, err := syscalls.New(syscalls.Spec{
 		Name:  v.cfg.Name,
 		Area:  shm.New(v.region.Bytes(l.SyscallOff, l.SyscallSize)),
@@ -298,6 +302,7 @@ func (v *VM) startSyscalls() error {
 		},
 		GPUNs:       func() uint64 { return v.cfg.GPUBaseNs + v.Stats().Total.BusyNs },
 		MaxFileSize: v.cfg.MaxFileSize,
+		RingHead:    head,
 	}, v.cfg.Syscalls)
 	if err != nil {
 		return fmt.Errorf("serving the syscalls of vm %q: %w", v.cfg.Name, err)
