@@ -11,7 +11,6 @@ import (
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/mediator/internal/vm"
-	"github.com/sluice-gpu/sluice/vmm-plugin/ivshmem"
 	"golang.org/x/sys/unix"
 )
 
@@ -75,9 +74,11 @@ func (d *Daemon) Handover(wait time.Duration) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, fmt.Errorf("persisting usage for the hand-over: %w", err)
 	}
-	m.Lock = int(d.lock.f.Fd())
-	if err := ivshmem.Inheritable(m.Lock); err != nil {
-		return Manifest{}, err
+	// A dup, inheritable: the flock is the open file's, which both share,
+	// and the lock's *os.File keeps its own descriptor (closing it, or its
+	// finalizer, leaves the successor's alone).
+	if m.Lock, err = unix.FcntlInt(d.lock.f.Fd(), unix.F_DUPFD, 3); err != nil {
+		return Manifest{}, fmt.Errorf("passing the state dir's lock on: %w", err)
 	}
 	return m, nil
 }
