@@ -309,9 +309,7 @@ func checkKind(fd int, kind string) error {
 // adoptListener makes a listener of fd, which must be a UNIX socket
 // listening at path; fd is closed (the listener has a dup).
 func adoptListener(fd int, path string) (*net.UnixListener, error) {
-	f := os.NewFile(uintptr(fd), "ivshmem-listener")
-	ln, err := net.FileListener(f) // a dup
-	f.Close()
+	ln, err := fromFD(fd, "ivshmem-listener", net.FileListener)
 	if err != nil {
 		return nil, fmt.Errorf("%w: listener fd %d: %w", ErrBadHandover, fd, err)
 	}
@@ -327,9 +325,7 @@ func adoptListener(fd int, path string) (*net.UnixListener, error) {
 // adoptConn makes a connection of fd, which must be a connected UNIX
 // socket; fd is closed (the connection has a dup).
 func adoptConn(fd int) (*net.UnixConn, error) {
-	f := os.NewFile(uintptr(fd), "ivshmem-peer")
-	c, err := net.FileConn(f) // a dup
-	f.Close()
+	c, err := fromFD(fd, "ivshmem-peer", net.FileConn)
 	if err != nil {
 		return nil, fmt.Errorf("%w: connection fd %d: %w", ErrBadHandover, fd, err)
 	}
@@ -339,4 +335,12 @@ func adoptConn(fd int) (*net.UnixConn, error) {
 		return nil, fmt.Errorf("%w: connection fd %d is no UNIX socket", ErrBadHandover, fd)
 	}
 	return uc, nil
+}
+
+// fromFD makes a socket object of fd with mk (net.FileListener or
+// net.FileConn, which take a dup) and closes fd.
+func fromFD[T any](fd int, name string, mk func(*os.File) (T, error)) (T, error) {
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	return mk(f)
 }
