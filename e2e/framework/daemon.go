@@ -207,7 +207,7 @@ func (d *Daemon) StartAgent(endpoint string, args ...string) *Proc {
 }
 
 // handoversRE reads the hand-overs sluicectl version reports.
-var handoversRE = regexp.MustCompile(`handed over (\d+) times`)
+var handoversRE = regexp.MustCompile(`hand-overs (\d+)`)
 
 // Handovers is how many times the daemon handed itself over to a
 // successor since it started (sluicectl version); -1 while it does not

@@ -188,7 +188,7 @@ func newVersionCommand(a *app) *cobra.Command {
 		Long: `Print the version of this sluicectl, then ask sluiced for its version, the
 shared-memory ABI it speaks, its GPU backend and clock, and its epoch (which
 changes every time the daemon restarts, but not when it hands over to a
-successor on SIGHUP: then it says how many times it did).`,
+successor on SIGHUP: then it counts the hand-overs).`,
 		Example: `  sluicectl version
   sluicectl --socket /tmp/sluiced.sock version`,
 		Args: argsNamed(),
@@ -201,7 +201,7 @@ successor on SIGHUP: then it says how many times it did).`,
 			}
 			handed := ""
 			if v.Handovers > 0 {
-				handed = fmt.Sprintf(", handed over %d times", v.Handovers)
+				handed = fmt.Sprintf(", hand-overs %d", v.Handovers)
 			}
 			fmt.Fprintf(out, "daemon: sluiced %s (ABI %d.%d, backend %s, clock %s, epoch %d%s)\n",
 				clean(v.Version), v.ABIMajor, v.ABIMinor, clean(v.Backend), clean(v.Clock), v.Epoch, handed)
