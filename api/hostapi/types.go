@@ -286,6 +286,9 @@ type Version struct {
 	Backend  string `json:"backend"`
 	Clock    string `json:"clock"`
 	Epoch    uint64 `json:"epoch"`
+	// Handovers counts the hand-overs to a successor sluiced (SIGHUP)
+	// since the daemon started afresh; the epoch stays across them.
+	Handovers uint32 `json:"handovers,omitempty"`
 }
 
 // Histogram is a latency distribution: Counts[i] latencies above

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -43,6 +45,10 @@ type DaemonOptions struct {
 	Clock string
 	// ExtraArgs are appended to sluiced's command line.
 	ExtraArgs []string
+	// FDStore, optional, runs sluiced as systemd would with an fd store:
+	// it stores its VMs' descriptors there and is given back what it
+	// holds at start.
+	FDStore *FDStore
 }
 
 // Daemon is a running sluiced.
@@ -85,7 +91,11 @@ func StartDaemon(opts DaemonOptions) *Daemon {
 	d.Socket = filepath.Join(d.Dir, "sluiced.sock")
 	args := []string{"--socket", d.Socket, "--state-dir", d.StateDir, "--backend", backend,
 		"--clock", d.Clock, "--log-level", "warn"}
-	d.proc = start(Bins().Sluiced, append(args, opts.ExtraArgs...)...)
+	if opts.FDStore != nil {
+		d.proc = opts.FDStore.startStored(Bins().Sluiced, append(args, opts.ExtraArgs...)...)
+	} else {
+		d.proc = start(Bins().Sluiced, append(args, opts.ExtraArgs...)...)
+	}
 	ginkgo.DeferCleanup(func() {
 		if !d.stopped {
 			d.Stop()
@@ -194,4 +204,56 @@ func (d *Daemon) Agent(endpoint string, args ...string) Result {
 func (d *Daemon) StartAgent(endpoint string, args ...string) *Proc {
 	ginkgo.GinkgoHelper()
 	return start(Bins().Agent, append([]string{"--endpoint", endpoint}, args...)...)
+}
+
+// handoversRE reads the hand-overs sluicectl version reports.
+var handoversRE = regexp.MustCompile(`hand-overs (\d+)`)
+
+// Handovers is how many times the daemon handed itself over to a
+// successor since it started (sluicectl version); -1 while it does not
+// answer.
+func (d *Daemon) Handovers() int {
+	ginkgo.GinkgoHelper()
+	r := d.Ctl("version")
+	if r.ExitCode != 0 {
+		return -1
+	}
+	m := handoversRE.FindStringSubmatch(r.Stdout)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// HandOver sends SIGHUP, on which sluiced hands its VMs over to a
+// successor (itself re-executed, the same pid), and waits until the
+// successor answers. It returns how long that took, as sluicectl sees it.
+func (d *Daemon) HandOver() time.Duration {
+	ginkgo.GinkgoHelper()
+	want := d.Handovers() + 1
+	gomega.Expect(want).To(gomega.BeNumerically(">", 0), "sluiced answers before the hand-over")
+	start := time.Now()
+	d.proc.Signal(syscall.SIGHUP)
+	gomega.Eventually(func() error {
+		if d.proc.Exited() {
+			return gomega.StopTrying("sluiced exited in the hand-over\n" + d.proc.res.String())
+		}
+		if n := d.Handovers(); n != want {
+			return fmt.Errorf("%d hand-overs, want %d", n, want)
+		}
+		return nil
+	}).WithTimeout(readyTimeout).WithPolling(20 * time.Millisecond).Should(gomega.Succeed())
+	return time.Since(start)
+}
+
+// Restart stops the daemon with SIGTERM as systemd does for a restart and
+// asserts it exited 0; unlike Stop it lets sockets stay (a daemon with an
+// fd store leaves its VMs to it). Start the next one with StartDaemon.
+func (d *Daemon) Restart() {
+	ginkgo.GinkgoHelper()
+	d.stopped = true
+	d.proc.Signal(syscall.SIGTERM)
+	r := d.proc.WaitTimeout(stopTimeout)
+	gomega.Expect(r.ExitCode).To(gomega.Equal(0), "sluiced should exit 0 on SIGTERM\n%s", r)
 }

@@ -61,6 +61,9 @@ func (s *Server) join(p *serverPeer) {
 	if s.cfg.OnPeer != nil {
 		s.cfg.OnPeer(p.id, true)
 	}
+	if s.cfg.OnJoinFDs != nil {
+		_ = rawControl(p.conn, func(fd int) { s.cfg.OnJoinFDs(p.id, fd, p.fds) })
+	}
 }
 
 // dropPending removes p if it is still connected and has not joined, and

@@ -75,6 +75,10 @@ type ServerConfig struct {
 	// serialized in event order and block admissions and disconnects while
 	// they run; OnPeer must not call Close.
 	OnPeer func(id uint16, connected bool)
+	// OnJoinFDs, optional, is called with OnPeer's join, with the new
+	// peer's connection and eventfds (valid for the call only: to keep
+	// them past a restart of the process, in systemd's fd store).
+	OnJoinFDs func(id uint16, conn int, fds []int)
 	// OnAdmit, optional, is called for each new guest peer before its
 	// handshake is sent (so before it can map the memory): the host may
 	// rewrite what a guest reads first there. Calls are serialized with
@@ -143,10 +147,13 @@ type Server struct {
 
 	// ctl serializes admissions and disconnects and the messages that
 	// announce them, so every peer sees one consistent order.
-	ctl     sync.Mutex
-	closed  bool   // under ctl
-	nextID  uint16 // under ctl
-	nextSeq uint64 // under ctl: admission order, for choosing whom to evict
+	ctl    sync.Mutex
+	closed bool // under ctl
+	// exported: Export handed the descriptors on (under ctl); nothing
+	// closes them any more.
+	exported bool
+	nextID   uint16 // under ctl
+	nextSeq  uint64 // under ctl: admission order, for choosing whom to evict
 
 	// mu guards peers for the fast paths (Notify, Peers); peers changes
 	// only with both ctl and mu held, so ctl holders may read it freely.
@@ -277,13 +284,17 @@ func (s *Server) Notify(peer uint16, vector int) error {
 
 // Close stops the server: it stops listening (removing the socket file),
 // disconnects every peer, waits for its goroutines and closes every fd it
-// holds. It is idempotent.
+// holds. It is idempotent, and does nothing after Export.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.shutdown = true
 		s.mu.Unlock()
 		s.ctl.Lock()
+		if s.exported { // the descriptors went to a successor
+			s.ctl.Unlock()
+			return
+		}
 		s.closed = true
 		close(s.done)
 		if err := s.ln.Close(); err != nil {

@@ -215,7 +215,7 @@ func (s *Server) remove(p *serverPeer) {
 // removeLocked does remove's work under ctl; p gone already (evicted,
 // dropped at its deadline) is left alone.
 func (s *Server) removeLocked(p *serverPeer) {
-	if s.peers[p.id] != p {
+	if s.peers[p.id] != p || s.exported {
 		return
 	}
 	s.mu.Lock()

@@ -187,7 +187,8 @@ func newVersionCommand(a *app) *cobra.Command {
 		Short: "Print the versions of sluicectl and of the running sluiced",
 		Long: `Print the version of this sluicectl, then ask sluiced for its version, the
 shared-memory ABI it speaks, its GPU backend and clock, and its epoch (which
-changes every time the daemon restarts).`,
+changes every time the daemon restarts, but not when it hands over to a
+successor on SIGHUP: then it counts the hand-overs).`,
 		Example: `  sluicectl version
   sluicectl --socket /tmp/sluiced.sock version`,
 		Args: argsNamed(),
@@ -198,8 +199,12 @@ changes every time the daemon restarts).`,
 			if err != nil {
 				return fmt.Errorf("asking sluiced for its version: %w", err)
 			}
-			fmt.Fprintf(out, "daemon: sluiced %s (ABI %d.%d, backend %s, clock %s, epoch %d)\n",
-				clean(v.Version), v.ABIMajor, v.ABIMinor, clean(v.Backend), clean(v.Clock), v.Epoch)
+			handed := ""
+			if v.Handovers > 0 {
+				handed = fmt.Sprintf(", hand-overs %d", v.Handovers)
+			}
+			fmt.Fprintf(out, "daemon: sluiced %s (ABI %d.%d, backend %s, clock %s, epoch %d%s)\n",
+				clean(v.Version), v.ABIMajor, v.ABIMinor, clean(v.Backend), clean(v.Clock), v.Epoch, handed)
 			return nil
 		},
 	}

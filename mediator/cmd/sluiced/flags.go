@@ -28,6 +28,9 @@ type options struct {
 
 	params, socketMode, method, logLevel string
 	poll                                 time.Duration
+	// handoverFD is the memfd of the hand-over manifest a predecessor
+	// passed (--handover-fd, hidden); 0: a fresh start.
+	handoverFD int
 }
 
 func newOptions(getenv func(string) string) *options {
@@ -85,11 +88,14 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&ctl.sysfs, "controller-sysfs", "/sys", "the sysfs mount the GPUs' PCI data (address, NUMA node, driver, IOMMU group, SR-IOV) is read from")
 	fs.DurationVar(&ctl.interval, "controller-interval", 10*time.Second, "how often to heartbeat, apply the controller's VMs and push usage")
 	fs.StringVar(&cfg.HostTCP.Addr, "listen", "", "also serve the host API on this TCP address (host:port), every request with the bearer token of --listen-token-file; default none (the UNIX socket alone)")
-	fs.StringVar(&cfg.HostTCP.TokenFile, "listen-token-file", o.env("SLUICE_HOST_TOKEN_FILE", ""), "with --listen: file holding the token (one line, 16 bytes or more, not readable by every user; read again on SIGHUP) (env SLUICE_HOST_TOKEN_FILE)")
+	fs.StringVar(&cfg.HostTCP.TokenFile, "listen-token-file", o.env("SLUICE_HOST_TOKEN_FILE", ""), "with --listen: file holding the token (one line, 16 bytes or more, not readable by every user; read again on SIGHUP, which hands over to a successor that reads it at start) (env SLUICE_HOST_TOKEN_FILE)")
 	fs.StringVar(&cfg.HostTCP.CertFile, "tls-cert", "", "with --listen: the server's TLS certificate (PEM); without it the token crosses the network in clear")
 	fs.StringVar(&cfg.HostTCP.KeyFile, "tls-key", "", "with --listen: the TLS certificate's key (PEM)")
 	fs.StringVar(&cfg.HostTCP.ClientCAFile, "tls-client-ca", "", "with --listen and TLS: clients must also present a certificate signed by these CAs (PEM; mutual TLS)")
 	fs.StringVar(&ctl.metricsListen, "metrics-listen", "", "also serve GET /metrics on this TCP address (host:port) for Prometheus; default none (the host API socket serves it too)")
+	fs.DurationVar(&cfg.HandoverWait, "handover-wait", cfg.HandoverWait, "on SIGHUP (a hand-over to a successor sluiced), how long the commands in flight get to complete; those still running then run again in the successor (0..1m)")
+	fs.IntVar(&o.handoverFD, "handover-fd", 0, "the hand-over manifest's fd, from the sluiced that exec'd this one")
+	_ = fs.MarkHidden("handover-fd")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 }
 

@@ -39,8 +39,24 @@ Its state is STATE_DIR/controller-agent.json.
 
 With --listen ADDR it also serves the host API over TCP, every request with
 the bearer token of --listen-token-file (sluicectl --socket tcp://ADDR
---host-token-file FILE), over TLS with --tls-cert and --tls-key; SIGHUP
-reads the token file again.
+--host-token-file FILE), over TLS with --tls-cert and --tls-key.
+
+SIGHUP hands the daemon over to a successor without disturbing the VMs: it
+quiesces them (--handover-wait for the commands in flight), then runs its
+binary on disk again (an upgrade takes over) with their shared memory,
+endpoint sockets, guests' connections and eventfds, and the host API
+socket; the guests see a pause, not a disconnect, and no command is lost
+or billed twice (system calls a VM's proxy held fail with EIO: the
+successor starts the proxies again). The successor reads the
+--listen-token-file at start; a SIGHUP that cannot hand over (logged)
+reads it again instead.
+
+Under systemd (NOTIFY_SOCKET set; see deploy/systemd/sluiced.service)
+sluiced keeps the same descriptors in the service manager's fd store: a
+sluiced started after a crash, or by systemctl restart (SIGTERM then leaves
+the VMs to the store instead of disconnecting their guests), takes the VMs
+over from it; VMs that serve system calls through a proxy excepted (their
+guests reconnect; --proxy off avoids it).
 
 Environment (defaults of the flags named; flags win):
   SLUICE_SOCKET            --socket
@@ -118,7 +134,21 @@ func daemonMain(o *options, stderr io.Writer) error {
 		}
 		defer stop()
 	}
-	if err := serve(o.cfg, o.ctl, log); err != nil {
+	stored, err := fdStore(&o.cfg)
+	if err != nil {
+		log.Error("reading the descriptors systemd passed", "err", err)
+		return cmdline.ExitCode(cmdline.ExitError)
+	}
+	var m *daemon.Manifest
+	if o.handoverFD != 0 {
+		mf, err := readManifest(o.handoverFD)
+		if err != nil {
+			log.Error("taking over from the predecessor", "err", err)
+			return cmdline.ExitCode(cmdline.ExitError)
+		}
+		m = &mf
+	}
+	if err := serve(o.cfg, o.ctl, log, start{handover: m, stored: stored}); err != nil {
 		log.Error("stopped", "err", err)
 		return cmdline.ExitCode(cmdline.ExitError)
 	}

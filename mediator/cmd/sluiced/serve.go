@@ -14,11 +14,19 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/internal/fleetagent"
 )
 
-func serve(cfg daemon.Config, ctl controllerFlags, log *slog.Logger) error {
+// serve runs the daemon until SIGINT or SIGTERM, or until SIGHUP hands it
+// over to a successor; from says what it takes over.
+func serve(cfg daemon.Config, ctl controllerFlags, log *slog.Logger, from start) error {
+	m := from.handover
 	// Before the socket exists: whoever sees it may stop the daemon at once.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	d, err := daemon.New(cfg)
+	// As early: a SIGHUP left to its default would end the daemon. One
+	// that comes while it starts hands over once it has.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	d, err := openDaemon(cfg, from)
 	if err != nil {
 		return err
 	}
@@ -27,7 +35,7 @@ func serve(cfg daemon.Config, ctl controllerFlags, log *slog.Logger) error {
 		d.Close()
 		return err
 	}
-	srv, err := apiserver.Listen(cfg.Socket, os.FileMode(cfg.SocketMode), apiserver.Handler(d))
+	srv, err := listenAPI(cfg, d, m)
 	if err != nil {
 		d.Close()
 		return err
@@ -51,9 +59,6 @@ func serve(cfg daemon.Config, ctl controllerFlags, log *slog.Logger) error {
 		}()
 		log.Info("host api over tcp", "addr", tcp.Addr().String(), "tls", cfg.HostTCP.CertFile != "")
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	if ctl.metricsListen != "" {
 		stopMetrics, err := serveMetrics(ctl.metricsListen, d, log)
 		if err != nil {
@@ -83,6 +88,7 @@ func serve(cfg daemon.Config, ctl controllerFlags, log *slog.Logger) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var serveErr error
+	var successor string // the binary a SIGHUP hands over to
 loop:
 	for {
 		select {
@@ -91,23 +97,26 @@ loop:
 		case serveErr = <-errc:
 			break loop
 		case <-hup:
-			if tcp == nil {
-				continue
+			if successor, err = upgradeCheck(d); err == nil {
+				break loop
 			}
-			if err := tcp.ReloadToken(); err != nil {
-				log.Warn("SIGHUP: the host api token was not reloaded; the old one stays", "err", err)
-			} else {
-				log.Info("SIGHUP: the host api token was reloaded")
-			}
+			log.Warn("SIGHUP: no hand-over to a successor; sluiced goes on", "err", err)
+			reloadToken(tcp, log)
 		case <-tick.C:
 			if err := d.Heartbeat(); err != nil {
 				log.Warn("persisting usage", "err", err)
 			}
 		}
 	}
-	log.Info("shutting down")
 	stop()
 	<-agentDone // its last sync is done before the daemon closes
+	if successor != "" {
+		return handOver(successor, d, srv, log) // returns only on failure
+	}
+	if cfg.FDStore != nil && serveErr == nil {
+		return leaveToStore(d, srv, log)
+	}
+	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -117,4 +126,45 @@ loop:
 		return fmt.Errorf("closing: %w", err)
 	}
 	return serveErr
+}
+
+// start is what a daemon starts from: a predecessor's hand-over (SIGHUP),
+// or the descriptors systemd's fd store kept (after a crash or a
+// restart), or neither.
+type start struct {
+	handover *daemon.Manifest
+	stored   map[string][]int
+}
+
+// openDaemon starts the daemon, or adopts a predecessor's VMs.
+func openDaemon(cfg daemon.Config, from start) (*daemon.Daemon, error) {
+	switch {
+	case from.handover != nil:
+		return daemon.Adopt(cfg, *from.handover)
+	case len(from.stored) > 0:
+		return daemon.AdoptStore(cfg, from.stored)
+	}
+	return daemon.New(cfg)
+}
+
+// listenAPI serves the host API on its socket: a new one, or the one a
+// predecessor handed over.
+func listenAPI(cfg daemon.Config, d *daemon.Daemon, m *daemon.Manifest) (*apiserver.Server, error) {
+	if m != nil && m.HostAPI != 0 {
+		return apiserver.Adopt(m.HostAPI, cfg.Socket, apiserver.Handler(d))
+	}
+	return apiserver.Listen(cfg.Socket, os.FileMode(cfg.SocketMode), apiserver.Handler(d))
+}
+
+// reloadToken reads the TCP host API's token file again (a SIGHUP that
+// does not hand over).
+func reloadToken(tcp *apiserver.Server, log *slog.Logger) {
+	if tcp == nil {
+		return
+	}
+	if err := tcp.ReloadToken(); err != nil {
+		log.Warn("SIGHUP: the host api token was not reloaded; the old one stays", "err", err)
+	} else {
+		log.Info("SIGHUP: the host api token was reloaded")
+	}
 }

@@ -241,12 +241,16 @@ func Listen(path string, mode os.FileMode, h http.Handler) (*Server, error) {
 		ln.Close()
 		return nil, fmt.Errorf("setting mode of %s: %w", path, err)
 	}
-	s := &Server{ln: ln, path: path, http: &http.Server{
+	return unixServer(ln, path, h), nil
+}
+
+// unixServer serves h on ln, a UNIX socket at path.
+func unixServer(ln net.Listener, path string, h http.Handler) *Server {
+	return &Server{ln: ln, path: path, http: &http.Server{
 		Handler:           authorize(h),
 		ReadHeaderTimeout: 10 * time.Second,
 		ConnContext:       withPeerCred,
 	}}
-	return s, nil
 }
 
 // Serve serves until Shutdown.

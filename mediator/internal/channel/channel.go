@@ -104,13 +104,17 @@ type Channel struct {
 	window    uint32 // most records forwarded and not completed; 0: no limit
 	fence     uint64
 	closed    bool
+	frozen    bool // Freeze: completions are dropped
 	counters  Counters
-	batch     []pending
-	fences    []uint64     // FENCE values by ring slot, noted when forwarded
-	budget    *Budget      // the VM's in-flight budget; nil: none
-	costs     []int64      // what each record in flight was charged, by ring slot
-	waker     Waker        // signals guests that armed the wake word; nil: none
-	log       *slog.Logger // failures (SetLog); nil: none
+	// completedBase is what a predecessor completed (Resume), published
+	// with counters.Commands in ChCompleted.
+	completedBase uint64
+	batch         []pending
+	fences        []uint64     // FENCE values by ring slot, noted when forwarded
+	budget        *Budget      // the VM's in-flight budget; nil: none
+	costs         []int64      // what each record in flight was charged, by ring slot
+	waker         Waker        // signals guests that armed the wake word; nil: none
+	log           *slog.Logger // failures (SetLog); nil: none
 	// failLogged is when the last failure was logged (now()), 0: never;
 	// failsUnlogged the failures since that were not.
 	failLogged    int64
@@ -131,7 +135,19 @@ type pending struct {
 // New returns the host side of channel idx of a region laid out as l, whose
 // host-owned line it initialises.
 func New(idx int, region *shm.Region, l abi.Layout, lim abi.Limits, gpu Submitter) *Channel {
-	c := &Channel{
+	c := newChannel(idx, region, l, lim, gpu)
+	c.resetAck = region.Load32(c.off + abi.ChReset)
+	// A guest may already have written put (an old region is served
+	// again only by Resumed). Start from the guest's put so stale indices
+	// are not executed.
+	c.get = region.Load32(c.off + abi.ChPut)
+	c.submitted = c.get
+	c.publishLocked()
+	return c
+}
+
+func newChannel(idx int, region *shm.Region, l abi.Layout, lim abi.Limits, gpu Submitter) *Channel {
+	return &Channel{
 		idx:    idx,
 		region: region,
 		layout: l,
@@ -143,14 +159,6 @@ func New(idx int, region *shm.Region, l abi.Layout, lim abi.Limits, gpu Submitte
 		costs:  make([]int64, l.RingEntries),
 		since:  make([]int64, l.RingEntries),
 	}
-	c.resetAck = region.Load32(c.off + abi.ChReset)
-	// A guest may already have written put (a restarted mediator on an old
-	// region is not supported: the region is new). Start from the guest's
-	// put so stale indices are not executed.
-	c.get = region.Load32(c.off + abi.ChPut)
-	c.submitted = c.get
-	c.publishLocked()
-	return c
 }
 
 // Index is the channel's index in its VM.
@@ -516,6 +524,10 @@ type Completion struct {
 // may call the backend's Submit (which the backend contract allows).
 func (c *Channel) Complete(cp Completion) {
 	c.mu.Lock()
+	if c.frozen { // handed over: the successor runs the record again
+		c.mu.Unlock()
+		return
+	}
 	if cp.Index != c.get {
 		// A backend completing out of order is a bug on the host side;
 		// fail loudly in the channel rather than corrupting indices.
@@ -655,7 +667,7 @@ func (c *Channel) publishLocked() {
 		r.Store32(o+abi.ChErrorIndex, idx)
 	}
 	r.Store64(o+abi.ChFence, c.fence)
-	r.Store64(o+abi.ChCompleted, c.counters.Commands)
+	r.Store64(o+abi.ChCompleted, c.completedBase+c.counters.Commands)
 	r.Store32(o+abi.ChState, uint32(c.stateLocked()))
 	r.Store32(o+abi.ChResetAck, c.resetAck)
 	r.Store32(o+abi.ChGet, c.get)

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/internal/sched"
 	"github.com/sluice-gpu/sluice/mediator/internal/spin"
 	"github.com/sluice-gpu/sluice/mediator/internal/syscalls"
+	"github.com/sluice-gpu/sluice/mediator/internal/vm"
 )
 
 // Config is sluiced's configuration. Every field documents its default;
@@ -105,6 +106,14 @@ type Config struct {
 	// ringing faster has the vector muted 1ms at a time (its commands are
 	// still forwarded, from the ring). Default 200000; 0: no limit.
 	DoorbellLimit int
+	// HandoverWait is how long a hand-over to a successor (Handover)
+	// waits for the commands in flight to complete; those still running
+	// then run again in the successor. Default 1s, at most 1m.
+	HandoverWait time.Duration
+	// FDStore, optional, keeps every VM's descriptors outside the process
+	// (systemd's fd store) so that a daemon started after a crash takes
+	// the VMs and their guests over (AdoptStore). Default none.
+	FDStore vm.FDStore
 }
 
 // ProxyConfig configures the per-VM sluice-proxy processes.
@@ -156,6 +165,7 @@ func DefaultConfig() Config {
 		DoorbellLimit: DefaultDoorbellLimit,
 
 		JournalInterval: DefaultJournalInterval,
+		HandoverWait:    time.Second,
 	}
 }
 
@@ -224,6 +234,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.DoorbellSpin.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
+	}
+	if c.HandoverWait < 0 || c.HandoverWait > time.Minute {
+		return fmt.Errorf("config: hand-over wait %v: want 0 to 1m", c.HandoverWait)
 	}
 	if c.DoorbellLimit < 0 {
 		return fmt.Errorf("config: doorbell limit %d a second: want 0 (none) or more", c.DoorbellLimit)

@@ -42,11 +42,13 @@ type Daemon struct {
 	be     backend.Backend
 	ledger *usage.Ledger
 	epoch  uint64
-	engine *engine.Engine
-	poller *accounting.Poller // nil when accounting is off or the clock is virtual
-	stop   context.CancelFunc
-	done   chan struct{}
-	lock   *stateLock // the state dir's, held until Close
+	// handovers counts the hand-overs since the daemon started afresh.
+	handovers uint32
+	engine    *engine.Engine
+	poller    *accounting.Poller // nil when accounting is off or the clock is virtual
+	stop      context.CancelFunc
+	done      chan struct{}
+	lock      *stateLock // the state dir's, held until Close
 
 	spin *spin.Budget // the CPU the VMs' doorbell goroutines may spin
 
@@ -84,15 +86,16 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := open(cfg, lock)
+	d, err := open(cfg, lock, nil)
 	if err != nil {
 		return nil, errors.Join(err, lock.release())
 	}
 	return d, nil
 }
 
-// open is New once the state dir is locked; Close releases the lock.
-func open(cfg Config, lock *stateLock) (*Daemon, error) {
+// open is New once the state dir is locked, or Adopt with the hand-over
+// m; Close releases the lock.
+func open(cfg Config, lock *stateLock, m *Manifest) (*Daemon, error) {
 	if cfg.Proxy.Binary != "off" {
 		// The VMs' sandboxes must reach their volumes: search (o+x) but no
 		// listing for others on the state dir and the volumes' dir.
@@ -115,6 +118,9 @@ func open(cfg Config, lock *stateLock) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, be: be, ledger: ledger, epoch: newEpoch(), vms: map[string]*entry{}, deleting: map[string]bool{}, nextID: 1}
 	d.spin = spin.NewBudget(cfg.DoorbellSpin.Cores)
+	if m != nil && m.Epoch != 0 { // a hand-over: the guests go on with the same mediator
+		d.epoch, d.nextID, d.handovers = m.Epoch, max(m.NextID, 1), m.Handovers
+	}
 	saved, err := d.loadVMs()
 	if err != nil {
 		be.Close()
@@ -128,7 +134,7 @@ func open(cfg Config, lock *stateLock) (*Daemon, error) {
 		d.Close() // the caller releases the lock
 		return nil, err
 	}
-	if err := d.restore(saved); err != nil {
+	if err := d.restore(saved, adoptions(m)); err != nil {
 		d.Close() // the caller releases the lock
 		return nil, err
 	}
@@ -201,7 +207,7 @@ func (d *Daemon) CreateVM(_ context.Context, req hostapi.CreateVMRequest) (hosta
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	v, err := d.createLocked(req)
+	v, err := d.createLocked(req, nil)
 	if err != nil {
 		return hostapi.VM{}, err
 	}
@@ -216,7 +222,9 @@ func (d *Daemon) CreateVM(_ context.Context, req hostapi.CreateVMRequest) (hosta
 	return v, nil
 }
 
-func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
+// createLocked creates a VM, or with adopt takes over the one a
+// predecessor handed over.
+func (d *Daemon) createLocked(req hostapi.CreateVMRequest, adopt *VMHandover) (hostapi.VM, error) {
 	if !hostapi.ValidName(req.Name) {
 		return hostapi.VM{}, fmt.Errorf("vm name %q: want 1-63 of letters, digits, '.', '_', '-', starting with a letter or digit: %w", req.Name, hostapi.ErrInvalid)
 	}
@@ -262,7 +270,15 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 		return hostapi.VM{}, fmt.Errorf("vm %q: %w: %w", req.Name, hostapi.ErrInvalid, err)
 	}
 	id := d.nextID
-	d.nextID++
+	var handed *vm.Handover
+	if adopt != nil {
+		handed = &adopt.VM
+	}
+	if adopt != nil && adopt.ID != 0 {
+		id = adopt.ID // under m.NextID (DecodeManifest)
+	} else {
+		d.nextID++
+	}
 	base, ok := d.ledger.Get(req.Name)
 	if !ok {
 		base = usage.Record{Since: time.Now().UTC()}
@@ -287,6 +303,9 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest) (hostapi.VM, error) {
 		SpinWindow:    d.cfg.DoorbellSpin.Window,
 		SpinBudget:    d.spin,
 		DoorbellLimit: d.cfg.DoorbellLimit,
+
+		Adopt: handed,
+		Store: d.cfg.FDStore,
 	}, d.be)
 	if err != nil {
 		return hostapi.VM{}, fmt.Errorf("creating vm %q: %w", req.Name, classify(err))
@@ -433,7 +452,7 @@ func (d *Daemon) Stats(_ context.Context) (hostapi.Stats, error) {
 func (d *Daemon) Version(context.Context) (hostapi.Version, error) {
 	return hostapi.Version{
 		Version: Version, ABIMajor: abi.VersionMajor, ABIMinor: abi.VersionMinor,
-		Backend: d.cfg.Backend, Clock: d.cfg.Clock, Epoch: d.epoch,
+		Backend: d.cfg.Backend, Clock: d.cfg.Clock, Epoch: d.epoch, Handovers: d.handovers,
 	}, nil
 }
 
@@ -581,8 +600,10 @@ func (d *Daemon) loadVMs() (vmsFile, error) {
 	return f, nil
 }
 
-// restore re-creates the persisted VMs (the engine has the policy).
-func (d *Daemon) restore(f vmsFile) error {
+// restore re-creates the persisted VMs (the engine has the policy), taking
+// over those a predecessor handed over (adopt, by name); the descriptors
+// of a VM handed over that is not in the list are closed.
+func (d *Daemon) restore(f vmsFile, adopt map[string]*VMHandover) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, req := range f.VMs {
@@ -590,11 +611,17 @@ func (d *Daemon) restore(f vmsFile) error {
 			slog.Warn("restoring a vm: its weight is past the most, lowered to it", "vm", req.Name, "weight", req.Weight, "now", hostapi.MaxWeight)
 			req.Weight = hostapi.MaxWeight
 		}
-		v, err := d.createLocked(req)
+		a := adopt[req.Name]
+		delete(adopt, req.Name)
+		v, err := d.createLocked(req, a)
 		if err != nil {
 			return fmt.Errorf("restoring vm %q: %w", req.Name, err)
 		}
-		slog.Info("vm restored", "vm", v.Name, "weight", v.Weight, "channels", v.Channels, "endpoint", v.Endpoint)
+		slog.Info("vm restored", "vm", v.Name, "weight", v.Weight, "channels", v.Channels, "endpoint", v.Endpoint, "adopted", a != nil)
+	}
+	for name, a := range adopt {
+		slog.Warn("a vm handed over is not in the vm list: closed", "vm", name)
+		closeFDs(a.VM.FDs())
 	}
 	return nil
 }

@@ -50,15 +50,23 @@ func lockStateDir(dir string) (*stateLock, error) {
 		}
 		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}
-	err = f.Truncate(0)
+	if err := writePid(f, path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &stateLock{f: f}, nil
+}
+
+// writePid makes the lock file name its holder.
+func writePid(f *os.File, path string) error {
+	err := f.Truncate(0)
 	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("writing the pid into %s: %w", path, err)
+		return fmt.Errorf("writing the pid into %s: %w", path, err)
 	}
-	return &stateLock{f: f}, nil
+	return nil
 }
 
 // release drops the lock; the file stays (removing it would race with a

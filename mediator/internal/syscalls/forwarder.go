@@ -49,6 +49,10 @@ type Spec struct {
 	// proxy's RLIMIT_FSIZE, which fastcall writes, run here, obey too.
 	MaxFileSize uint64
 	Log         *slog.Logger // nil: slog.Default()
+	// RingHead is the request ring's position to read from: 0 for a new
+	// area, or the RingHead of the forwarder that served the area before,
+	// closed (a hand-over to a successor sluiced).
+	RingHead uint64
 }
 
 // Memfd is a descriptor and the offset of the syscall area in it. The
@@ -147,7 +151,9 @@ func New(spec Spec, cfg Config) (*Forwarder, error) {
 		f.log = slog.Default()
 	}
 	f.hints = spec.Area.Words64(abi.SyscallReadyMapOff, uint64(spec.Slots+7)/8)
-	f.reqRing = newRingReader(spec.Area, spec.Slots, 0)
+	f.reqRing = newRingReader(spec.Area, spec.Slots, spec.RingHead)
+	f.ringStored = spec.RingHead
+	f.ringPublished.Store(spec.RingHead)
 	f.log = f.log.With("vm", spec.Name)
 	f.cfg.Store(&cfg)
 	f.stats.init()

@@ -65,6 +65,15 @@ type Config struct {
 	// guests before the vector rung is muted (ivshmem.ServerConfig); 0:
 	// none.
 	DoorbellLimit int
+	// Adopt, set in a successor process, is the endpoint the predecessor
+	// handed over (Export): New takes its region, channel positions and
+	// doorbell server over instead of making new ones. Without channel
+	// positions (a hand-over rebuilt from an fd store after a crash,
+	// FromStore) they are read from the region.
+	Adopt *Handover
+	// Store, optional, keeps the VM's descriptors outside the process for
+	// a successor after a crash (FDStore).
+	Store FDStore
 }
 
 // ErrNoQuota is returned for a memory quota on a backend that cannot
@@ -120,13 +129,27 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		}
 	}()
 	l := cfg.Layout
-	if v.memfd, err = shm.NewMemfd("sluice-"+cfg.Name, int64(l.RegionSize)); err != nil {
+	if a := cfg.Adopt; a != nil {
+		if err := adoptMemfd(a.Memfd, l.RegionSize); err != nil {
+			return nil, err
+		}
+		if a.Channels != nil && len(a.Channels) != int(l.Channels) {
+			return nil, fmt.Errorf("%d channel positions for %d channels: %w", len(a.Channels), l.Channels, ivshmem.ErrBadHandover)
+		}
+		v.memfd, v.created = a.Memfd, a.Created
+	} else if v.memfd, err = shm.NewMemfd("sluice-"+cfg.Name, int64(l.RegionSize)); err != nil {
 		return nil, err
 	}
 	if v.mem, err = shm.Map(v.memfd, int(l.RegionSize)); err != nil {
 		return nil, err
 	}
 	v.region = shm.New(v.mem)
+	var positions []channel.Position
+	if a := cfg.Adopt; a != nil {
+		if positions = a.Channels; positions == nil {
+			positions = v.positions() // before the header is written again
+		}
+	}
 	v.writeHeader(0)
 	spec := backend.VMSpec{
 		ID:       cfg.ID,
@@ -169,7 +192,11 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 	v.channels = make([]*channel.Channel, l.Channels)
 	budget := channel.NewBudget(0) // unbounded until the scheduler's gate sizes it
 	for i := range v.channels {
-		v.channels[i] = channel.New(i, v.region, l, cfg.Limits, submitter{v.gpu})
+		if cfg.Adopt != nil {
+			v.channels[i] = channel.Resumed(i, v.region, l, cfg.Limits, submitter{v.gpu}, positions[i])
+		} else {
+			v.channels[i] = channel.New(i, v.region, l, cfg.Limits, submitter{v.gpu})
+		}
 		v.channels[i].SetBudget(budget)
 		v.channels[i].SetWaker(&v.waker)
 		v.channels[i].SetLog(slog.Default().With("vm", cfg.Name))
@@ -180,11 +207,28 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		}
 	}
 	v.initBell()
-	v.server, err = ivshmem.NewServer(ivshmem.ServerConfig{
+	if v.server, err = v.newServer(); err != nil {
+		return nil, fmt.Errorf("starting the doorbell server of vm %q: %w", cfg.Name, err)
+	}
+	v.waker.srv.Store(v.server)
+	if cfg.Store != nil {
+		v.storeAll()
+	}
+	if cfg.Adopt != nil {
+		v.catchUp()
+	}
+	return v, nil
+}
+
+// newServer starts the VM's doorbell server, or adopts the one handed
+// over.
+func (v *VM) newServer() (*ivshmem.Server, error) {
+	cfg := v.cfg
+	sc := ivshmem.ServerConfig{
 		SocketPath: cfg.Socket,
 		SocketMode: cfg.SocketMode,
 		ShmFD:      v.memfd,
-		Vectors:    abi.Vectors(int(l.Channels)),
+		Vectors:    abi.Vectors(int(cfg.Layout.Channels)),
 		MaxPeers:   cfg.MaxPeers,
 		OnDoorbell: v.doorbell,
 		// Only the VM's owner may connect, and must read its handshake
@@ -205,14 +249,19 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 				slog.Info("guest joined", "vm", cfg.Name, "peer", id)
 			} else {
 				slog.Info("guest left", "vm", cfg.Name, "peer", id)
+				if cfg.Store != nil {
+					v.unstorePeer(id)
+				}
 			}
 		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("starting the doorbell server of vm %q: %w", cfg.Name, err)
 	}
-	v.waker.srv.Store(v.server)
-	return v, nil
+	if cfg.Store != nil {
+		sc.OnJoinFDs = v.storePeer
+	}
+	if cfg.Adopt != nil {
+		return ivshmem.AdoptServer(sc, cfg.Adopt.Server)
+	}
+	return ivshmem.NewServer(sc)
 }
 
 // waker signals guest peers for the channels (abi.FeatureWake) through the
@@ -238,6 +287,10 @@ func (v *VM) serveSyscalls() bool {
 func (v *VM) startSyscalls() error {
 	l := v.cfg.Layout
 	start := v.cfg.StartProxy
+	var head uint64 // where a predecessor's forwarder read to
+	if v.cfg.Adopt != nil {
+		head = v.cfg.Adopt.SyscallHead
+	}
 	sys, err := syscalls.New(syscalls.Spec{
 		Name:  v.cfg.Name,
 		Area:  shm.New(v.region.Bytes(l.SyscallOff, l.SyscallSize)),
@@ -249,6 +302,7 @@ func (v *VM) startSyscalls() error {
 		},
 		GPUNs:       func() uint64 { return v.cfg.GPUBaseNs + v.Stats().Total.BusyNs },
 		MaxFileSize: v.cfg.MaxFileSize,
+		RingHead:    head,
 	}, v.cfg.Syscalls)
 	if err != nil {
 		return fmt.Errorf("serving the syscalls of vm %q: %w", v.cfg.Name, err)
@@ -507,6 +561,12 @@ func (v *VM) Close() error {
 }
 
 func (v *VM) release() error {
+	v.mu.Lock()
+	live := v.server != nil
+	v.mu.Unlock()
+	if v.cfg.Store != nil && live { // deleted, not exported nor failed to start
+		v.unstoreAll(v.Peers())
+	}
 	errs := []error{v.StopDoorbells()}
 	// Before the GPU: calls in flight fail with EIO, and calls kernels make
 	// while the GPU drains are refused with EIO too, so that a kernel still

@@ -1,0 +1,207 @@
+package vm
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/mediator/internal/channel"
+	"github.com/sluice-gpu/sluice/vmm-plugin/ivshmem"
+	"golang.org/x/sys/unix"
+)
+
+// FDStore keeps descriptors outside the process, so that a successor
+// started after a crash gets them back (systemd's fd store:
+// sdnotify.Notifier). The VM stores its memfd, its endpoint's listening
+// socket, the host peer's eventfds and each guest's connection and
+// eventfds, each under a name of its own (storeName), and removes a
+// guest's when it leaves and all when the VM is deleted.
+type FDStore interface {
+	Store(name string, fds ...int) error
+	Remove(name string) error
+}
+
+// storeName is the name of one descriptor of VM vm in the store:
+// vm/NAME/memfd, vm/NAME/listener, vm/NAME/host/VECTOR,
+// vm/NAME/peer/ID/conn, vm/NAME/peer/ID/VECTOR. A VM name has no '/'.
+func storeName(vm string, parts ...string) string {
+	return "vm/" + vm + "/" + strings.Join(parts, "/")
+}
+
+// storeAll puts every descriptor of the VM in the store.
+func (v *VM) storeAll() {
+	h, err := v.server.Descriptors()
+	if err == nil {
+		err = v.cfg.Store.Store(storeName(v.cfg.Name, "memfd"), v.memfd)
+	}
+	if err == nil {
+		err = v.cfg.Store.Store(storeName(v.cfg.Name, "listener"), h.Listener)
+	}
+	for i, fd := range h.Host {
+		if err == nil {
+			err = v.cfg.Store.Store(storeName(v.cfg.Name, "host", strconv.Itoa(i)), fd)
+		}
+	}
+	if err != nil {
+		slog.Warn("fd store: a vm's descriptors are not all stored; a crash would disconnect its guests", "vm", v.cfg.Name, "err", err)
+	}
+	for _, p := range h.Peers {
+		v.storePeer(p.ID, p.Conn, p.FDs)
+	}
+}
+
+// storePeer puts a guest's connection and eventfds in the store.
+func (v *VM) storePeer(id uint16, conn int, fds []int) {
+	peer := strconv.Itoa(int(id))
+	err := v.cfg.Store.Store(storeName(v.cfg.Name, "peer", peer, "conn"), conn)
+	for i, fd := range fds {
+		if err == nil {
+			err = v.cfg.Store.Store(storeName(v.cfg.Name, "peer", peer, strconv.Itoa(i)), fd)
+		}
+	}
+	if err != nil {
+		slog.Warn("fd store: a guest's descriptors are not stored; a crash would disconnect it", "vm", v.cfg.Name, "peer", id, "err", err)
+	}
+}
+
+// unstorePeer takes a guest that left out of the store.
+func (v *VM) unstorePeer(id uint16) {
+	peer := strconv.Itoa(int(id))
+	err := v.cfg.Store.Remove(storeName(v.cfg.Name, "peer", peer, "conn"))
+	for i := range abi.Vectors(len(v.channels)) {
+		err = errors.Join(err, v.cfg.Store.Remove(storeName(v.cfg.Name, "peer", peer, strconv.Itoa(i))))
+	}
+	if err != nil {
+		slog.Warn("fd store: a guest that left stays stored", "vm", v.cfg.Name, "peer", id, "err", err)
+	}
+}
+
+// unstoreAll takes the VM out of the store (it is deleted), its guests
+// first.
+func (v *VM) unstoreAll(peers []uint16) {
+	for _, id := range peers {
+		v.unstorePeer(id)
+	}
+	err := errors.Join(v.cfg.Store.Remove(storeName(v.cfg.Name, "memfd")), v.cfg.Store.Remove(storeName(v.cfg.Name, "listener")))
+	for i := range abi.Vectors(len(v.channels)) {
+		err = errors.Join(err, v.cfg.Store.Remove(storeName(v.cfg.Name, "host", strconv.Itoa(i))))
+	}
+	if err != nil {
+		slog.Warn("fd store: a deleted vm's descriptors stay stored", "vm", v.cfg.Name, "err", err)
+	}
+}
+
+// StoredVMs lists the VMs whose memfd is among stored (descriptors a
+// store passed back, by name), sorted.
+func StoredVMs(stored map[string][]int) []string {
+	var out []string
+	for name := range stored {
+		rest, ok := strings.CutPrefix(name, "vm/")
+		if vm, ok2 := strings.CutSuffix(rest, "/memfd"); ok && ok2 && !strings.Contains(vm, "/") {
+			out = append(out, vm)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// FromStore rebuilds VM name's hand-over from the descriptors a store
+// passed back after a crash, for Config.Adopt: vectors is the VM's
+// vector count (abi.Vectors of its channels). Channel positions are left
+// to New, which reads them from the region (what the crashed daemon
+// published last). A guest whose descriptors are incomplete is left out.
+// The descriptors used are taken out of stored, and only on success: the
+// caller closes (and unstores) the rest.
+func FromStore(name string, vectors int, stored map[string][]int) (Handover, error) {
+	var taken []string // out of stored once the hand-over is whole
+	take := func(parts ...string) int {
+		key := storeName(name, parts...)
+		fds := stored[key]
+		if len(fds) == 0 {
+			return -1
+		}
+		taken = append(taken, key)
+		return fds[0]
+	}
+	h := Handover{Memfd: take("memfd")}
+	h.Server.Listener = take("listener")
+	for i := range vectors {
+		h.Server.Host = append(h.Server.Host, take("host", strconv.Itoa(i)))
+	}
+	prefix := storeName(name, "peer") + "/"
+	ids := map[uint16]bool{}
+	for key := range stored {
+		rest, ok := strings.CutPrefix(key, prefix)
+		if id, _, ok2 := strings.Cut(rest, "/"); ok && ok2 {
+			if n, err := strconv.ParseUint(id, 10, 16); err == nil && n > 0 {
+				ids[uint16(n)] = true
+			}
+		}
+	}
+	for id := range ids {
+		peer := strconv.Itoa(int(id))
+		p := ivshmem.HandoverPeer{ID: id, Conn: take("peer", peer, "conn")}
+		for i := range vectors {
+			p.FDs = append(p.FDs, take("peer", peer, strconv.Itoa(i)))
+		}
+		if p.Conn < 0 || len(p.FDs) != vectors || containsNeg(p.FDs) {
+			taken = taken[:len(taken)-countNonNeg(append(p.FDs, p.Conn))] // left for the caller to close
+			continue
+		}
+		h.Server.Peers = append(h.Server.Peers, p)
+		h.Server.NextID = max(h.Server.NextID, id+1)
+	}
+	if h.Memfd < 0 || h.Server.Listener < 0 || containsNeg(h.Server.Host) {
+		return Handover{}, fmt.Errorf("vm %q: the stored descriptors are incomplete: %w", name, ivshmem.ErrBadHandover)
+	}
+	shm, err := unix.FcntlInt(uintptr(h.Memfd), unix.F_DUPFD_CLOEXEC, 3) // the server's own
+	if err != nil {
+		return Handover{}, fmt.Errorf("vm %q: duplicating its memfd: %w", name, err)
+	}
+	h.Server.Shm = shm
+	for _, key := range taken {
+		for _, fd := range stored[key][1:] { // one file stored twice (systemd keeps one)
+			unix.Close(fd)
+		}
+		delete(stored, key)
+	}
+	return h, nil
+}
+
+func countNonNeg(fds []int) int {
+	n := 0
+	for _, fd := range fds {
+		if fd >= 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func containsNeg(fds []int) bool {
+	for _, fd := range fds {
+		if fd < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// positions reads the channels' positions from the region, as the crashed
+// predecessor published them: a guest that rewrote them can only make its
+// own channel run records again (billed) or fail.
+func (v *VM) positions() []channel.Position {
+	out := make([]channel.Position, v.cfg.Layout.Channels)
+	for i := range out {
+		off := v.cfg.Layout.ChannelOff(uint32(i))
+		out[i] = channel.Position{
+			Get: v.region.Load32(off + abi.ChGet), Fence: v.region.Load64(off + abi.ChFence),
+			ResetAck: v.region.Load32(off + abi.ChResetAck), Completed: v.region.Load64(off + abi.ChCompleted),
+		}
+	}
+	return out
+}

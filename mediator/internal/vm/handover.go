@@ -1,0 +1,132 @@
+package vm
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sluice-gpu/sluice/mediator/internal/channel"
+	"github.com/sluice-gpu/sluice/vmm-plugin/ivshmem"
+	"golang.org/x/sys/unix"
+)
+
+// Handover is a VM endpoint's state for a successor process (sluiced
+// re-executing itself): the region's memfd, the doorbell server's
+// descriptors and peers, and each channel's position. Config.Adopt gives
+// it to New in the successor.
+type Handover struct {
+	Memfd    int                `json:"memfd"`
+	Created  time.Time          `json:"created"`
+	Server   ivshmem.Handover   `json:"server"`
+	Channels []channel.Position `json:"channels"`
+	// SyscallHead is the request ring's position the syscall forwarder
+	// had read to (syscalls.Forwarder.RingHead), for the successor's.
+	SyscallHead uint64 `json:"syscall_head,omitempty"`
+}
+
+// FDs lists every descriptor h names.
+func (h Handover) FDs() []int { return append([]int{h.Memfd}, h.Server.FDs()...) }
+
+// ErrNoHandover is returned by Export for a VM that cannot be handed over.
+var ErrNoHandover = errors.New("the vm cannot be handed over")
+
+// CanExport reports why the VM cannot be handed over, nil if it can;
+// toStore asks about leaving it to an fd store for a successor that
+// finds it there (FromStore), which a VM serving system calls cannot be:
+// where its request ring was read to is not stored.
+func (v *VM) CanExport(toStore bool) error {
+	if toStore && v.sys != nil {
+		return fmt.Errorf("vm %q serves system calls through a proxy: %w", v.cfg.Name, ErrNoHandover)
+	}
+	return nil
+}
+
+// drainPoll is how often Export looks whether the records in flight have
+// completed.
+const drainPoll = 200 * time.Microsecond
+
+// Export quiesces the VM and describes it for a successor: its channels
+// stop forwarding, the records in flight get up to wait to complete, the
+// channels freeze (a record still in flight runs again in the successor,
+// channel.Freeze), the syscall proxy ends (the calls it held fail with
+// EIO) and the doorbell server detaches (ivshmem.Server.Export).
+// The counters are final once Export returns. The VM is done with: the
+// descriptors are the handover's, and the process execs next (Close would
+// still stop the backend's work and unmap the region).
+func (v *VM) Export(wait time.Duration) (Handover, error) {
+	for _, c := range v.channels {
+		c.Close()
+	}
+	deadline := time.Now().Add(wait)
+	for !v.idle() && time.Now().Before(deadline) {
+		time.Sleep(drainPoll)
+	}
+	h := Handover{Memfd: v.memfd, Created: v.created, Channels: make([]channel.Position, len(v.channels))}
+	for i, c := range v.channels {
+		h.Channels[i] = c.Freeze()
+	}
+	if v.sys != nil {
+		// The proxy ends and the calls it held fail with EIO (as when a
+		// proxy is restarted); the calls not read yet wait in the ring
+		// for the successor's forwarder, which reads on from the head.
+		if err := v.sys.Close(); err != nil {
+			slog.Warn("hand-over: stopping the syscall proxy", "vm", v.cfg.Name, "err", err)
+		}
+		h.SyscallHead = v.sys.RingHead()
+	}
+	v.mu.Lock()
+	srv := v.server
+	v.server = nil
+	v.mu.Unlock()
+	if srv == nil {
+		return Handover{}, fmt.Errorf("exporting vm %q: %w", v.cfg.Name, ivshmem.ErrClosed)
+	}
+	var err error
+	if h.Server, err = srv.Export(); err != nil {
+		return Handover{}, fmt.Errorf("exporting vm %q: %w", v.cfg.Name, err)
+	}
+	if err := ivshmem.Inheritable(v.memfd); err != nil {
+		return Handover{}, fmt.Errorf("exporting vm %q: %w", v.cfg.Name, err)
+	}
+	v.memfd = -1 // the hand-over's now
+	return h, nil
+}
+
+// idle reports whether no channel has a record in flight.
+func (v *VM) idle() bool {
+	for _, c := range v.channels {
+		if c.Snapshot().InFlight != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// memfdSeals are the seals New's memfd has (shm.NewMemfd).
+const memfdSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
+
+// adoptMemfd checks that fd is a memfd of size bytes sealed as New seals
+// its own, so that mapping it cannot fault, and keeps it from the
+// processes sluiced starts.
+func adoptMemfd(fd int, size uint64) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("adopted memfd %d: %w", fd, err)
+	}
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil || seals&memfdSeals != memfdSeals || st.Size < 0 || uint64(st.Size) != size {
+		return fmt.Errorf("adopted fd %d: want a sealed memfd of %d bytes (size %d, seals %#x, %v): %w",
+			fd, size, st.Size, seals, err, ivshmem.ErrBadHandover)
+	}
+	unix.CloseOnExec(fd)
+	return nil
+}
+
+// catchUp forwards what the guests wrote while no one served them (their
+// doorbells then went to the predecessor, or wait unread).
+func (v *VM) catchUp() {
+	for _, c := range v.channels {
+		c.Found()
+	}
+}
