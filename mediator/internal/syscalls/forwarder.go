@@ -209,7 +209,11 @@ func (f *Forwarder) Close() error {
 		s.shutdown() // ends the receiver, which fails what the proxy held
 	}
 	if p != nil {
-		err = p.Close()
+		// The receiver's shutdown may have closed the connection
+		// already: that is no failure to stop the proxy.
+		if err = p.Close(); errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
 	}
 	f.wg.Wait()
 	f.mu.Lock()
