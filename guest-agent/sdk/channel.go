@@ -265,6 +265,11 @@ func (c *Channel) sleeper(index func() uint32) sleeper {
 				continue
 			}
 			c.d.r.Store64(wake, 0)
+			if cerr := ctx.Err(); err != nil && cerr != nil {
+				// The caller's end, not the recheck's deadline that may
+				// have come with it.
+				return false, cerr
+			}
 			if err != nil {
 				return false, err
 			}
