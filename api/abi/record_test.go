@@ -248,7 +248,7 @@ func TestDecodeCommandAgainstEmptyHeap(t *testing.T) {
 		{Command{Op: OpThrottle}, OK},
 	} {
 		rec := EncodeCommand(tc.c)
-		if _, code := DecodeCommand(&rec, l, DefaultLimits()); code != tc.want {
+		if _, code := DecodeCommand(&rec, l, Limits{}); code != tc.want {
 			t.Errorf("DecodeCommand(%+v) over an empty heap = %v, want %v", tc.c, code, tc.want)
 		}
 	}
