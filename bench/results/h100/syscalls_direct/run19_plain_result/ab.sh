@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ab.sh OUT ROUNDS AGENT:CALLER[:ENV=V]...: interleaved rounds; per spec: sluiced (srv/) on cuda, one VM,
+# ab.sh OUT ROUNDS AGENT:CALLER[:ENV=V]...: interleaved rounds; per spec: sluiced (AGENT/ if it has one, else cur/) on cuda, one VM,
 # sluice-agent (AGENT/) syscall-bench --caller CALLER: 1024 callers x CALLS calls, then 1 caller x 20000.
 set -u
 x=$(dirname "$0"); out=$1 rounds=$2; shift 2; mkdir -p $out
@@ -7,16 +7,16 @@ for r in $(seq $rounds); do for spec in "$@"; do IFS=: read -r a unit envs <<<"$
   o=$out/$tag-r$r; mkdir -p $o
   dir=$(mktemp -d /tmp/sluice-ab-XXXXXX); chmod 711 $dir
   export SLUICE_SOCKET=$dir/sluiced.sock
-  srv=$x/srv; [ -x $x/$a/sluiced ] && srv=$x/$a
+  srv=$x/cur; [ -x $x/$a/sluiced ] && srv=$x/$a
   pin=""; case "$envs" in PIN=*) pin="taskset -c ${envs#PIN=}"; envs="";; esac
   $pin env $envs $srv/sluiced --backend cuda --max-command 30s --socket $SLUICE_SOCKET --state-dir $dir/state >$o/sluiced.log 2>&1 &
   daemon=$!
   for _ in $(seq 100); do [ -S $SLUICE_SOCKET ] && break; sleep 0.1; done
-  ep=$($x/srv/sluicectl vm create bench --channels 4 --region-size 256MiB)
+  ep=$($srv/sluicectl vm create bench --channels 4 --region-size 256MiB)
   sleep 1
-  $x/srv/sluicectl vm get bench --json > $o/vm0.json
+  $srv/sluicectl vm get bench --json > $o/vm0.json
   timeout 100 $x/$a/sluice-agent --endpoint "$ep" run syscall-bench --backend cuda --json --channel 2 --caller $unit --callers 1024 --calls ${CALLS:-4096000} > $o/n1024.json
-  $x/srv/sluicectl vm get bench --json > $o/vm1.json
+  $srv/sluicectl vm get bench --json > $o/vm1.json
   timeout 100 $x/$a/sluice-agent --endpoint "$ep" run syscall-bench --backend cuda --json --channel 1 --callers 1 --calls 20000 > $o/n1.json
   kill $daemon; wait $daemon; rm -rf $dir
   python3 - $o $tag $r <<'PY'
