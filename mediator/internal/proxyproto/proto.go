@@ -29,7 +29,9 @@ import (
 // 3: MsgRing may hand the proxy the VM's syscall area, and the proxy then
 // writes blocking calls' results into their slots itself (Delivery); the
 // result ring's records are freed by the consumer's head.
-const Version = 3
+// 4: the request ring holds 16-byte heads and a call's arguments apart,
+// written and read only when it has any.
+const Version = 4
 
 // Message types.
 const (

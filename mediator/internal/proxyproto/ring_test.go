@@ -184,3 +184,38 @@ func TestRingManyProducers(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestRingArgsOnlyWhereAny: a call without arguments (a null call) writes
+// its head alone, and reads back with zero arguments even where the same
+// position held another call's arguments a lap before; one with any,
+// or with aux alone, reads them all back.
+func TestRingArgsOnlyWhereAny(t *testing.T) {
+	l := RingLayout{ReqCap: 2, ResCap: 2}
+	mem := ringMem(t, l)
+	med, err := InitRing(mem, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prox, err := OpenRing(mem, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var head uint64
+	for lap, r := range []Request{
+		{Slot: 1, Seq: 2, Number: 3, Args: [6]uint64{9, 8, 7, 6, 5, 4}, Aux: 11}, // position 0
+		{Slot: 1, Seq: 3, Number: 3, Aux: 12},                                    // 1
+		{Slot: 5, Seq: 6, Number: abi.SysNull},                                   // 0 again: none of lap 0's
+		{Slot: 5, Seq: 7, Number: abi.SysNull, Flags: 1, Context: 4},             // 1 again: none of lap 1's aux
+	} {
+		pos := uint64(lap)
+		med.MediatorPutRequest(pos, &r)
+		med.MediatorPublish(pos + 1)
+		reqs, next, err := prox.ProxyRequests(nil, head)
+		r.Pos = pos
+		if err != nil || next != pos+1 || len(reqs) != 1 || reqs[0] != r {
+			t.Fatalf("lap %d: %+v, %d, %v; want %+v", lap, reqs, next, err, r)
+		}
+		head = next
+		prox.ProxyConsumed(head)
+	}
+}
