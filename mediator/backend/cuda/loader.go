@@ -100,15 +100,20 @@ func (l *libcuda) DeviceGet(ordinal int) (int32, error) {
 }
 
 func (l *libcuda) DeviceName(dev int32) (string, error) {
-	buf := make([]byte, cuDeviceNameMax)
-	r, _, _ := purego.SyscallN(l.fn.deviceGetName, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(dev))
+	return deviceString(l.fn.deviceGetName, cuDeviceNameMax, dev)
+}
+
+// deviceString calls a driver function of the shape fn(char *s, int len,
+// CUdevice dev), cuDeviceGetName's and cuDeviceGetPCIBusId's, with a buffer
+// of max bytes, and returns what it wrote up to the NUL.
+func deviceString(fn uintptr, max int, dev int32) (string, error) {
+	buf := make([]byte, max)
+	r, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(dev))
 	if err := check(r); err != nil {
 		return "", err
 	}
-	for i, c := range buf {
-		if c == 0 {
-			return string(buf[:i]), nil
-		}
+	if i := bytes.IndexByte(buf, 0); i >= 0 {
+		buf = buf[:i]
 	}
 	return string(buf), nil
 }
@@ -124,15 +129,7 @@ func (l *libcuda) DeviceTotalMem(dev int32) (uint64, error) {
 const cuPCIBusIDMax = 64
 
 func (l *libcuda) DevicePCIBusID(dev int32) (string, error) {
-	buf := make([]byte, cuPCIBusIDMax)
-	r, _, _ := purego.SyscallN(l.fn.deviceGetPCIBusID, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(dev))
-	if err := check(r); err != nil {
-		return "", err
-	}
-	if i := bytes.IndexByte(buf, 0); i >= 0 {
-		buf = buf[:i]
-	}
-	return string(buf), nil
+	return deviceString(l.fn.deviceGetPCIBusID, cuPCIBusIDMax, dev)
 }
 
 func (l *libcuda) CtxCreate(dev int32) (cuContext, error) {

@@ -548,8 +548,7 @@ func (c *Channel) Complete(cp Completion) {
 	}
 	switch {
 	case cp.Code != abi.OK:
-		c.counters.Errors++
-		c.usageGen.Add(1)
+		c.counters.Errors++ // usageGen moved with Commands, above
 		c.failLocked(cp.Index, cp.Code, false)
 	case cp.Op == abi.OpThrottle || cp.Op == abi.OpLaunch:
 		c.counters.Kernels++
