@@ -59,3 +59,22 @@ func TestRegionBounds(t *testing.T) {
 		}()
 	}
 }
+
+// TestHints: the cache-line hints change nothing a load sees, anywhere in
+// the region, and drop an offset past it.
+func TestHints(t *testing.T) {
+	b := make([]byte, 4096)
+	for i := range b {
+		b[i] = byte(i * 7)
+	}
+	want := append([]byte(nil), b...)
+	r := New(b)
+	for _, off := range []uint64{0, 1, 63, 64, 4095, 4096, 1 << 40, ^uint64(0)} {
+		r.Prefetch(off)
+		r.PrefetchW(off)
+		r.Demote(off)
+	}
+	if string(b) != string(want) {
+		t.Fatal("a hint changed the region")
+	}
+}

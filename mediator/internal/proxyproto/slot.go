@@ -30,6 +30,9 @@ func CompleteCall(area *shm.Region, slot, seq, call uint32, ret int64, errno abi
 		return CompleteSlot(area, slot, seq, ret, errno)
 	}
 	area.Release64(base+abi.SysState, fill(area, base, seq, ret, errno))
+	// The GPU polls this line over PCIe next: from the shared cache, not
+	// by snooping this core for it.
+	area.Demote(base)
 	return true
 }
 

@@ -266,7 +266,8 @@ func (f *Forwarder) dispatch(batch []proxyproto.Request, i uint32, s *abi.Slot, 
 		batch = append(batch, proxyproto.Request{})
 	}
 	r := &batch[n]
-	r.Slot, r.Seq, r.Number, r.Flags, r.Context, r.Args, r.Aux = i, s.Seq, s.Number, s.Flags, s.Context, s.Args, 0
+	r.Slot, r.Seq, r.Number, r.Flags, r.Context, r.Aux = i, s.Seq, s.Number, s.Flags, s.Context, 0
+	abi.CopyArgs(&r.Args, &s.Args)
 	if s.Number == abi.SysGetrusage {
 		r.Aux = f.spec.GPUNs()
 	}

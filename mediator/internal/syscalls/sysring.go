@@ -22,7 +22,7 @@ import (
 const (
 	ringLookNs    = int64(time.Millisecond)
 	ringLookAhead = 64
-	ringPrefetch  = 4 // entries ahead of the head touched while it is served
+	ringPrefetch  = 8 // entries ahead of the head prefetched while it is served
 	ringWords     = abi.SyscallRingEntrySize / 8
 )
 
