@@ -23,6 +23,10 @@ type gpu interface {
 	VMBusy(id uint32) int64
 	// Busy is the GPU time all VMs used.
 	Busy() int64
+	// truthHasRunning reports whether VMBusy counts the commands running
+	// now (their time so far): the bill at a snapshot counts them too only
+	// then, so that both sides count the same commands.
+	truthHasRunning() bool
 	// serial wraps a completion callback so that it does not overlap After
 	// functions (the sim runs both on one goroutine already).
 	serial(func(backend.Completion)) func(backend.Completion)
@@ -56,6 +60,9 @@ type simGPU struct{ *sim.Sim }
 
 func (g simGPU) VMBusy(id uint32) int64 { return g.Sim.VMBusy(id) }
 func (g simGPU) Busy() int64            { return g.EngineBusy(sim.Compute) + g.EngineBusy(sim.Copy) }
+
+// truthHasRunning: the sim's timeline has every command's time so far.
+func (simGPU) truthHasRunning() bool { return true }
 func (simGPU) serial(f func(backend.Completion)) func(backend.Completion) {
 	return f
 }
@@ -96,6 +103,12 @@ func (g *cudaGPU) VMBusy(id uint32) int64 {
 	ns, _, _ := g.GroundTruth(id)
 	return ns
 }
+
+// truthHasRunning: a THROTTLE's record comes at its end, so the truth has
+// completed kernels only; a running command's time from its start (which,
+// while its context is switched out, is not its own) would be billed beside
+// no truth.
+func (*cudaGPU) truthHasRunning() bool { return false }
 
 func (g *cudaGPU) Busy() int64 {
 	var sum int64

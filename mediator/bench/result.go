@@ -78,8 +78,9 @@ type VMResult struct {
 	TrueGPUNs int64 `json:"true_gpu_ns"` // the sim's ground truth
 	// AccountedGPUNs is the VM's cumulative GPU time as accounting reports
 	// it (usage, billing): with loga and loga-segment-average the exact
-	// figure, Σ End − Start of its completed commands plus the running ones
-	// from their start (backend Status, Since); with neon-sampling NEON's
+	// figure, Σ Busy of its completed commands plus, on the sim, the running
+	// ones from their start (backend Status, Since; cuda's truth has
+	// completed kernels only, and so has its bill); with neon-sampling NEON's
 	// estimate, which is all it has; 0 when off.
 	AccountedGPUNs int64 `json:"accounted_gpu_ns"`
 	// EstimatedGPUNs is the sampling estimate the scheduler runs on: the sum

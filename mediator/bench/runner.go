@@ -238,12 +238,14 @@ func (r *runner) takeSnapshot() *snapshot {
 	}
 	sn.gpuBusy = r.gpu.Busy()
 	// Commands running at W count from their start, as the exact meter
-	// reads them from the backend's status.
-	var st backend.Status
-	r.gpu.ReadStatus(&st)
+	// reads them from the backend's status, where the truth counts them.
 	running := map[uint32]int64{}
-	for _, c := range st.Running {
-		running[c.VM] += max(st.Time-c.Since, 0)
+	if r.gpu.truthHasRunning() {
+		var st backend.Status
+		r.gpu.ReadStatus(&st)
+		for _, c := range st.Running {
+			running[c.VM] += max(st.Time-c.Since, 0)
+		}
 	}
 	for i, h := range r.hosts {
 		g := r.guests[i]

@@ -126,22 +126,31 @@ func (b *Backend) deliverer() {
 	}
 }
 
-// runRef is a channel seen running a command at a sweep.
+// runRef is a channel's command that ran between two sweeps: seen running
+// at the first (Backend.running), or never seen running and found ended at
+// the second (Backend.unseen).
 type runRef struct {
 	ch  *channel
 	seq uint64
 }
 
 // sweep credits the GPU time since the last sweep, collects the completions
-// that are due, in each channel's order, and notes what runs now.
+// that are due, in each channel's order, and notes what runs now. Each
+// channel's end marker is read once (peek), before the credit: the commands
+// that ran and ended unseen since the last sweep take their part of it.
 func (b *Backend) sweep(out []delivery) []delivery {
 	b.sweeping.RLock()
 	defer b.sweeping.RUnlock()
 	now := b.now()
+	chans := *b.chans.Load()
+	b.unseen = b.unseen[:0]
+	for _, ch := range chans {
+		b.unseen = ch.peek(b.unseen)
+	}
 	b.credit(now - b.lastSweep)
 	b.prevSweep = b.lastSweep
 	b.running, b.lastSweep = b.running[:0], now
-	for _, ch := range *b.chans.Load() {
+	for _, ch := range chans {
 		var seq uint64
 		out, seq = ch.sweep(out)
 		if seq != 0 {
@@ -155,39 +164,90 @@ func (b *Backend) sweep(out []delivery) []delivery {
 }
 
 // credit splits dt, the time since the last sweep, between the commands
-// that ran then: evenly between the VMs (the GPU time-slices between their
-// contexts), and a VM's part evenly between its channels that ran. A
-// command's credit is its GPU time (Completion.GPUNs): what its VM is
-// billed, where completion spans of VMs that run at once overlap.
+// that ran in it (processor sharing): those seen running at the last sweep
+// and those that ran and ended unseen since. Evenly between their VMs (the
+// GPU time-slices between contexts and runs one at a time), a VM's part
+// evenly between its channels (its streams run at once in its context: its
+// part is the union of their time, counted once), and a channel's evenly
+// between its commands. A command's credit is its GPU time
+// (Completion.GPUNs): so the bills of one interval add up to the interval,
+// however many VMs ran in it, and a command that ran between two sweeps is
+// billed its VM's part of that interval, not all of it.
 func (b *Backend) credit(dt int64) {
-	if len(b.running) == 0 || dt <= 0 {
+	if dt <= 0 || len(b.running)+len(b.unseen) == 0 {
 		return
 	}
+	b.creditGen++
+	gen := b.creditGen
 	vms := 0
-	for i, r := range b.running {
-		if i == 0 || r.ch.vm != b.running[i-1].ch.vm { // a VM's channels are adjacent
-			vms++
+	count := func(refs []runRef) {
+		for _, r := range refs {
+			ch, v := r.ch, r.ch.vm
+			if v.creditGen != gen {
+				v.creditGen, v.creditChans = gen, 0
+				vms++
+			}
+			if ch.creditGen != gen {
+				ch.creditGen, ch.creditCmds = gen, 0
+				v.creditChans++
+			}
+			ch.creditCmds++
 		}
 	}
-	for i := 0; i < len(b.running); {
-		j := i + 1
-		for j < len(b.running) && b.running[j].ch.vm == b.running[i].ch.vm {
-			j++
-		}
-		share := float64(dt) / float64(vms*(j-i))
-		// The watchdog's clock: a VM's channels run at once in its context,
-		// so each running command has its VM's share, not a part of it.
-		ran := float64(dt) / float64(vms)
-		for _, r := range b.running[i:j] {
+	count(b.running)
+	count(b.unseen)
+	// The watchdog's clock: a VM's channels run at once in its context,
+	// so each running command has its VM's share, not a part of it.
+	ran := float64(dt) / float64(vms)
+	give := func(refs []runRef, running bool) {
+		for _, r := range refs {
+			share := ran / float64(r.ch.vm.creditChans*r.ch.creditCmds)
 			r.ch.mu.Lock()
 			if it := r.ch.find(r.seq); it != nil {
 				it.gpu += share
-				it.ran += ran
+				if running {
+					it.ran += ran
+				}
 			}
 			r.ch.mu.Unlock()
 		}
-		i = j
 	}
+	give(b.running, true)
+	give(b.unseen, false)
+}
+
+// peek reads ch's markers for this sweep, end and start together right
+// after the sweep took its time (kept for its sweep: what ran and ended is
+// judged on one reading of both, so that starts and ends are seen equally
+// late), and adds to unseen the commands that ended since the last sweep
+// and were never seen running there: they ran in the interval the sweep
+// credits.
+func (ch *channel) peek(unseen []runRef) []runRef {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	// The end first: a command whose end is read has its start read too.
+	ch.peekEnd = ch.vm.blk.load(ch.base + offEnd)
+	ch.peekStart = ch.vm.blk.load(ch.base + offStart)
+	for k := range ch.q {
+		it := &ch.q[k]
+		if it.seq == 0 {
+			continue // never went to a worker: it did not run
+		}
+		end := ch.peekEnd
+		if dead := it.w.dead.Load(); dead {
+			end = min(end, it.w.finalEnd[ch.idx])
+		}
+		if it.seq > end {
+			if it.w.dead.Load() {
+				continue // a fresh worker's commands behind it may have ended
+			}
+			break // the stream runs in order: nothing behind it ended
+		}
+		if it.endAt == 0 && !it.seen {
+			unseen = append(unseen, runRef{ch, it.seq})
+		}
+	}
+	return unseen
 }
 
 // sweep delivers ch's due completions and reports the command it runs now
@@ -211,7 +271,7 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 			// Whether the worker ended first: then its markers are final,
 			// as it left them.
 			dead := it.w.dead.Load()
-			end := v.blk.load(ch.base + offEnd)
+			end := ch.peekEnd
 			if dead {
 				end = min(end, it.w.finalEnd[ch.idx])
 			}
@@ -226,7 +286,7 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 				}
 				if c.Code == abi.OK {
 					c.Start, c.End, c.GPUNs = ch.startOf(it), it.endAt, int64(it.gpu)
-					if it.startAt == 0 && it.gpu == 0 {
+					if it.startAt == 0 && !it.seen {
 						// Never seen running: it ran between this sweep and
 						// the one before (its bill is End - Start, see
 						// backend.Completion.Busy), not since it was queued.
@@ -254,11 +314,14 @@ stop:
 	if len(ch.q) == 0 {
 		return out, 0
 	}
-	if it := ch.current(); it != nil {
+	// Running at this sweep by the markers its peek read, both at once:
+	// a start another reader (ReadStatus) saw after the peek is this
+	// sweep's no more than an end that landed after it is, so neither end
+	// of a command's credit is observed later than the other.
+	if it := ch.currentAt(ch.peekEnd); it != nil && ch.peekStart >= it.seq {
 		ch.noteStart(it, now)
-		if ch.startSeq == it.seq {
-			return out, it.seq
-		}
+		it.seen = true
+		return out, it.seq
 	}
 	return out, 0
 }
@@ -270,7 +333,11 @@ stop:
 // seen running, as any other. Nil when every queued command has ended.
 // The caller holds ch.mu.
 func (ch *channel) current() *item {
-	end := ch.vm.blk.load(ch.base + offEnd)
+	return ch.currentAt(ch.vm.blk.load(ch.base + offEnd))
+}
+
+// currentAt is current by an end marker already read.
+func (ch *channel) currentAt(end uint64) *item {
 	for k := range ch.q {
 		if it := &ch.q[k]; it.seq > end {
 			return it

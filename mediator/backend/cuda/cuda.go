@@ -77,6 +77,8 @@ type Backend struct {
 	lastSweep int64
 	prevSweep int64 // the sweep before the one in progress (completer)
 	running   []runRef
+	unseen    []runRef // commands that ran and ended between the last sweep and this one
+	creditGen uint64   // credit's, numbering its splits
 	late      []lateRef
 }
 

@@ -86,9 +86,13 @@
 // instant. Each VM is therefore its own Engine in the status, and the
 // estimator splits stretches where several run evenly between them (what
 // time slicing does on average). Completion spans then overlap, so they are
-// not what a VM is billed: at every sweep the completer splits the time
-// since the last one evenly between the VMs that ran, and a VM's part
-// between its running channels; a command's sum is its Completion.GPUNs.
+// not what a VM is billed. A sweep reads each channel's end and start
+// markers once, together, right after it takes its time (so starts and ends
+// are seen equally late), and splits the time since the last sweep between
+// the commands that ran in it: those it saw running then and those that ran
+// and ended unseen since; evenly between their VMs, a VM's part evenly
+// between its channels (the union of its streams, counted once), a
+// channel's between its commands. A command's sum is its Completion.GPUNs.
 // The bills of all VMs add up to the time the GPU was busy with any of
 // them, context switches included.
 //
@@ -136,9 +140,10 @@
 // context, streams and modules is not counted.
 //
 // The even split of billing is what time slicing does on average, not at
-// every instant: measured on an H100 with several saturating VMs, a VM's
-// bill is 8-99% above its kernels' own %globaltimer time (which leaves out
-// context switches). Under the mediator's turns (one VM's work on the GPU
-// at a time) nothing is split and bills were within -0.5 to +1.7% of it
-// (bench/results/h100-turns).
+// every instant, and the context switches are in it: with several
+// saturating VMs on an H100 the GPU ran their kernels about 91% of the
+// time, the rest being billed to them too. One VM at a time on the GPU (a
+// VM alone, or the mediator's turns) splits nothing, and its bill is its
+// kernels' time but for the sweeps' quantisation and the launch gaps no
+// sweep saw (docs/data-path.md, "How CUDA credits a command's GPU time").
 package cuda

@@ -350,17 +350,19 @@ func (f *fakeDriver) LaunchKernel(fn cuFunction, grid, block [3]uint32, shared u
 		f.launches = append(f.launches, fakeLaunch{name: name, grid: grid, block: block, shared: shared, args: args})
 		switch name {
 		case throttleName:
-			// The start marker first, then the record, seq last.
+			// As the kernel: the start marker, its run, the end marker,
+			// then the record, seq last (the completer waits for it).
 			seq := le.Uint64(args[24:])
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&f.mem(devptr(le.Uint64(args[32:])), 8)[0])), seq)
 			rec := f.mem(devptr(le.Uint64(args)), 32)
 			ns := le.Uint64(args[8:])
-			atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[0])), ns)
-			atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[8])), f.timer)
+			first := f.timer
 			f.timer += ns
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&f.mem(devptr(le.Uint64(args[40:])), 8)[0])), seq)
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[0])), ns)
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[8])), first)
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[16])), f.timer)
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[24])), seq)
-			atomic.StoreUint64((*uint64)(unsafe.Pointer(&f.mem(devptr(le.Uint64(args[40:])), 8)[0])), seq)
 		case "fault":
 			f.ctxs[ctx].fault = cudaErrorIllegalAddress
 		case "hang":

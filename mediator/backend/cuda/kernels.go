@@ -6,13 +6,18 @@ package cuda
 // was switched out (time slicing between VMs' contexts), and that time was
 // somebody else's.
 //
-// It writes its own start and end markers (seq) as its first and last acts,
-// so the running state the poller reads is the kernel's own span, not the
-// launch's queueing and teardown around it. Before the end marker it leaves
-// its record in its slot, seq last, with posted stores only (no reads of
-// host memory, which would cost microseconds of GPU time that the record
-// does not count; the completer waits for the record if it lands after the
-// marker):
+// It writes its own start and end markers (seq), each right after the
+// timer read it belongs to: the start marker after the first, the end
+// marker after the last. So the running state the poller reads is the
+// kernel's own span, not the launch's queueing and teardown around it, and
+// the markers' span is the span of its record, no store longer on one side
+// than on the other (the mediator credits a command from the sweep that
+// reads its start to the one that reads its end: an end marker issued after
+// more stores than the start marker would bill every kernel their time).
+// After the end marker it leaves its record in its slot, seq last, with
+// posted stores only (no reads of host memory, which would cost
+// microseconds of GPU time that the record does not count; the completer
+// waits for the record when it lands after the marker, as it does):
 //
 //	slot[0] = ran ns    slot[1] = first timer read    slot[2] = last    slot[3] = seq
 //
@@ -41,8 +46,8 @@ const throttlePTX = `
 	ld.param.u64 %rd9, [p_seq];
 	ld.param.u64 %rd10, [p_start];
 	ld.param.u64 %rd11, [p_end];
-	st.volatile.global.u64 [%rd10], %rd9;
 	mov.u64 %rd4, %globaltimer;
+	st.volatile.global.u64 [%rd10], %rd9;
 	mov.u64 %rd5, %rd4;
 	mov.u64 %rd6, 0;
 	setp.eq.u64 %p1, %rd2, 0;
@@ -57,11 +62,11 @@ LOOP:
 	setp.lt.u64 %p1, %rd6, %rd2;
 	@%p1 bra LOOP;
 DONE:
+	st.volatile.global.u64 [%rd11], %rd9;
 	st.volatile.global.u64 [%rd1], %rd6;
 	st.volatile.global.u64 [%rd1+8], %rd4;
 	st.volatile.global.u64 [%rd1+16], %rd5;
 	st.volatile.global.u64 [%rd1+24], %rd9;
-	st.volatile.global.u64 [%rd11], %rd9;
 	ret;
 }
 `

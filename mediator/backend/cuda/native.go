@@ -411,8 +411,8 @@ func (r *nativeRun) complete(st *nstream, now int64) (int, error) {
 	appsDone := 0
 	for seq := st.seen + 1; seq <= end; seq++ {
 		slot := st.base + offSlots + uintptr(seq%uint64(st.slots))*slotSize
-		// The record lands before the end marker as a rule; wait a little
-		// for one that lands after it.
+		// The kernel writes its record after its end marker: wait for it
+		// (the spin below bounds the wait: a few posted stores).
 		for i := 0; r.load(slot+24) != seq; i++ {
 			if i == 1_000_000 {
 				return 0, fmt.Errorf("vm %s: kernel %d ended without its record", v.p.Name, seq)

@@ -92,6 +92,9 @@ func TestUnseenCommandBilledSinceTheLastSweep(t *testing.T) {
 	v.blk.store(ch.base+offStart, 1)
 	v.blk.store(ch.base+offEnd, 1)
 	b.prevSweep = 900_000_000
+	if unseen := ch.peek(nil); len(unseen) != 1 || unseen[0].seq != 1 {
+		t.Fatalf("peek found %+v ended unseen, want seq 1", unseen)
+	}
 	out, _ := ch.sweep(nil)
 	if len(out) != 1 || out[0].c.Code != abi.OK {
 		t.Fatalf("deliveries %+v, want one OK", out)

@@ -56,6 +56,11 @@ type cudaVM struct {
 	closing     atomic.Bool  // Close began: the completer flushes
 	undelivered atomic.Int64
 	drained     chan struct{} // signalled when undelivered drops to zero
+
+	// credit's count of the VM's channels that ran in the interval it
+	// splits (the completer's alone).
+	creditGen   uint64
+	creditChans int
 }
 
 // workerConn is the mediator's end of one worker.
@@ -94,6 +99,13 @@ type channel struct {
 	startSeq uint64 // the command whose start was seen, and when
 	startAt  int64
 	lastEnd  int64 // when the last command's end was seen
+
+	// The completer's, for one sweep: the markers its peek read, and
+	// credit's count of the channel's commands that ran in the interval.
+	peekEnd    uint64
+	peekStart  uint64
+	creditGen  uint64
+	creditCmds int
 }
 
 // item is one submitted command.
@@ -106,6 +118,7 @@ type item struct {
 	submitAt int64
 	startAt  int64   // when its start marker was first seen; 0 if never
 	endAt    int64   // when its end marker was first seen, if its record was not there yet
+	seen     bool    // a sweep saw it running (it is credited as running, not unseen)
 	gpu      float64 // its share of the GPU while it ran (the completer's sweeps)
 	ran      float64 // its VM's share of the GPU while it ran: the watchdog's clock
 }

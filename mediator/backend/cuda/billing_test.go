@@ -1,0 +1,151 @@
+package cuda
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/mediator/backend"
+)
+
+// timeline is a Backend without workers whose channels' markers a test
+// writes between sweeps: a synthetic marker timeline for the completer.
+type timeline struct {
+	b   *Backend
+	vms []*cudaVM
+}
+
+// newTimeline attaches one VM per entry of chans, with that many channels,
+// each with seqs commands queued (all of them OK).
+func newTimeline(chans []int, seqs uint64) *timeline {
+	b := &Backend{epoch: time.Now()}
+	tl := &timeline{b: b}
+	var list []*channel
+	w := &workerConn{}
+	for i, n := range chans {
+		l := newBlockLayout(n, 8)
+		v := &cudaVM{b: b, id: uint32(i + 1), blk: newBlock(l, make([]byte, l.size))}
+		for c := range n {
+			ch := &channel{vm: v, idx: c, base: v.blk.chanBase(c)}
+			for s := uint64(1); s <= seqs; s++ {
+				ch.q = append(ch.q, item{seq: s, w: w, op: abi.OpNop, submitAt: 1})
+				v.blk.store(l.codeOff(c, s)+codeStamp, s)
+			}
+			v.chans = append(v.chans, ch)
+			list = append(list, ch)
+		}
+		tl.vms = append(tl.vms, v)
+	}
+	b.chans.Store(&list)
+	b.lastSweep = b.now()
+	return tl
+}
+
+func (tl *timeline) mark(vm, ch int, start, end uint64) {
+	c := tl.vms[vm].chans[ch]
+	c.vm.blk.store(c.base+offStart, start)
+	c.vm.blk.store(c.base+offEnd, end)
+}
+
+// sweep sweeps once, after a pause so that its interval is not empty, and
+// returns its time and each VM's completions.
+func (tl *timeline) sweep() (int64, map[uint32][]backend.Completion) {
+	time.Sleep(time.Millisecond)
+	out := tl.b.sweep(nil)
+	got := map[uint32][]backend.Completion{}
+	for _, d := range out {
+		got[d.vm.id] = append(got[d.vm.id], d.c)
+	}
+	return tl.b.lastSweep, got
+}
+
+func near(a, b int64) bool { return math.Abs(float64(a-b)) <= 2 }
+
+// TestOverlapSplitBetweenVMs: an interval in which two VMs' commands ran is
+// split between them, whether each was seen running or ran and ended
+// between the two sweeps unseen; the bills add up to the time anything ran.
+// (Before, the unseen one was billed the whole interval beside the other's
+// whole interval.)
+func TestOverlapSplitBetweenVMs(t *testing.T) {
+	tl := newTimeline([]int{1, 1}, 1)
+	tl.mark(0, 0, 1, 0) // A starts
+	t1, got := tl.sweep()
+	if len(got) != 0 || len(tl.b.running) != 1 {
+		t.Fatalf("after A's start: deliveries %v, running %v", got, tl.b.running)
+	}
+	tl.mark(1, 0, 1, 1) // B runs and ends before the next sweep
+	t2, got := tl.sweep()
+	bs := got[2]
+	if len(bs) != 1 || !near(bs[0].GPUNs, (t2-t1)/2) {
+		t.Fatalf("B, unseen beside A: %+v, want GPUNs %d (half of the interval)", bs, (t2-t1)/2)
+	}
+	tl.mark(0, 0, 1, 1) // A ends
+	t3, got := tl.sweep()
+	as := got[1]
+	if len(as) != 1 || !near(as[0].GPUNs, (t2-t1)/2+(t3-t2)) {
+		t.Fatalf("A: %+v, want GPUNs %d", as, (t2-t1)/2+(t3-t2))
+	}
+	if sum := as[0].Busy() + bs[0].Busy(); !near(sum, t3-t1) {
+		t.Errorf("bills add up to %d, want %d: the time anything ran", sum, t3-t1)
+	}
+}
+
+// TestVMBilledTheUnionOfItsChannels: a VM's commands running at once on
+// several channels count once (its streams run at once in its one
+// context): its part of an interval is the same as a one-channel VM's, and
+// a channel's part is split between the commands that ran on it, an unseen
+// one included.
+func TestVMBilledTheUnionOfItsChannels(t *testing.T) {
+	tl := newTimeline([]int{2, 1}, 2)
+	tl.mark(0, 0, 1, 0)
+	tl.mark(0, 1, 1, 0)
+	tl.mark(1, 0, 1, 0)
+	t1, _ := tl.sweep()
+	// Channel 0 of A ends 1 and runs 2 to its end unseen; channel 1 of A
+	// and B run on.
+	tl.mark(0, 0, 2, 2)
+	t2, got := tl.sweep()
+	dt := t2 - t1
+	as := got[1]
+	if len(as) != 2 || len(got[2]) != 0 {
+		t.Fatalf("deliveries %+v, want A's two of channel 0", got)
+	}
+	// A: half of dt; its channel 0: a quarter, its two commands an eighth each.
+	for _, c := range as {
+		if !near(c.GPUNs, dt/8) {
+			t.Errorf("A channel 0 seq %d: GPUNs %d, want %d", c.Tag, c.GPUNs, dt/8)
+		}
+	}
+	a1 := tl.vms[0].chans[1].find(1)
+	b1 := tl.vms[1].chans[0].find(1)
+	if !near(int64(a1.gpu), dt/4) || !near(int64(b1.gpu), dt/2) {
+		t.Errorf("credits A ch1 %v, B %v; want %d, %d", a1.gpu, b1.gpu, dt/4, dt/2)
+	}
+	if a1.ran != float64(dt)/2 || b1.ran != float64(dt)/2 {
+		t.Errorf("watchdog clocks A ch1 %v, B %v; want the VM share %d each", a1.ran, b1.ran, dt/2)
+	}
+}
+
+// TestStartSeenByAnotherReaderWaitsForTheNextSweep: a start that the
+// status reader saw after the sweep read the markers is not this sweep's:
+// it would be credited from the sweep's time, before it happened, while an
+// end that landed at the same moment waits for the next sweep.
+func TestStartSeenByAnotherReaderWaitsForTheNextSweep(t *testing.T) {
+	tl := newTimeline([]int{1}, 1)
+	ch := tl.vms[0].chans[0]
+	tl.b.unseen = ch.peek(nil)
+	tl.mark(0, 0, 1, 0)
+	var st backend.Status
+	tl.b.ReadStatus(&st)
+	if len(st.Running) != 1 {
+		t.Fatalf("status %+v, want the channel running", st)
+	}
+	if _, seq := ch.sweep(nil); seq != 0 {
+		t.Fatalf("the sweep reports seq %d running from markers read before its start", seq)
+	}
+	ch.peek(nil)
+	if _, seq := ch.sweep(nil); seq != 1 {
+		t.Fatalf("the next sweep reports %d running, want 1", seq)
+	}
+}
