@@ -168,17 +168,21 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 	if v.serveSyscalls() {
 		// A claim counter the backend makes again (a restarted GPU
 		// worker) starts where the forwarder reads; before the forwarder
-		// exists, at 0, as its head does.
+		// exists, where it will start: 0, or the predecessor's head.
 		spec.RingHead = func() uint64 {
 			if f := v.sysRef.Load(); f != nil {
 				return f.RingHead()
 			}
-			return 0
+			return v.adoptedHead()
 		}
 		spec.Syscalls = v.region.Bytes(l.SyscallOff, l.SyscallSize)
 		spec.SyscallFile = &backend.FileRange{FD: v.memfd, Offset: int64(l.SyscallOff)}
 	}
-	v.gpu, err = be.Attach(spec)
+	if a := cfg.Adopt; a != nil && a.Device != nil {
+		v.gpu, err = v.adoptDevice(be, spec, a.Device)
+	} else {
+		v.gpu, err = be.Attach(spec)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("attaching vm %q to the backend: %w", cfg.Name, err)
 	}
@@ -287,10 +291,7 @@ func (v *VM) serveSyscalls() bool {
 func (v *VM) startSyscalls() error {
 	l := v.cfg.Layout
 	start := v.cfg.StartProxy
-	var head uint64 // where a predecessor's forwarder read to
-	if v.cfg.Adopt != nil {
-		head = v.cfg.Adopt.SyscallHead
-	}
+	head := v.adoptedHead()
 	sys, err := syscalls.New(syscalls.Spec{
 		Name:  v.cfg.Name,
 		Area:  shm.New(v.region.Bytes(l.SyscallOff, l.SyscallSize)),
@@ -310,6 +311,15 @@ func (v *VM) startSyscalls() error {
 	v.sys = sys
 	v.sysRef.Store(sys)
 	return nil
+}
+
+// adoptedHead is where the predecessor's syscall forwarder read the
+// request ring to (0 without one).
+func (v *VM) adoptedHead() uint64 {
+	if v.cfg.Adopt != nil {
+		return v.cfg.Adopt.SyscallHead
+	}
+	return 0
 }
 
 // rewriteHeader writes the header again, with the limits in force and
