@@ -65,19 +65,7 @@ func TestHeadStore(t *testing.T) {
 	// mappings: the poller's plain store is read by another process there).
 	m, _ := mapShared(t, 4096)
 	word := (*uint64)(unsafe.Pointer(&m[0]))
-	p := &fakeProxy{}
-	f, err := New(Spec{
-		Name: "test", Area: r.area, Slots: rigSlots, Heap: r.heap, GPUNs: r.gpuNs.Load, HeadStore: word,
-		Start: func() (Proxy, error) {
-			p.mine, p.theirs = seqpacketPair(t)
-			go p.serve(r.file)
-			return p, nil
-		},
-	}, DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	successor(t, r, 0, word)
 	a := ringArea(t, r)
 	var ctr atomic.Uint64
 	for k := range uint64(4) {
