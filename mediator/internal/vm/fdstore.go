@@ -88,6 +88,9 @@ func (v *VM) unstoreAll(peers []uint16) {
 		v.unstorePeer(id)
 	}
 	err := errors.Join(v.cfg.Store.Remove(storeName(v.cfg.Name, "memfd")), v.cfg.Store.Remove(storeName(v.cfg.Name, "listener")))
+	if v.sysRing.fd >= 0 {
+		err = errors.Join(err, v.cfg.Store.Remove(storeName(v.cfg.Name, "sysring")))
+	}
 	for i := range abi.Vectors(len(v.channels)) {
 		err = errors.Join(err, v.cfg.Store.Remove(storeName(v.cfg.Name, "host", strconv.Itoa(i))))
 	}
@@ -156,6 +159,14 @@ func FromStore(name string, vectors int, stored map[string][]int) (Handover, err
 		h.Server.Peers = append(h.Server.Peers, p)
 		h.Server.NextID = max(h.Server.NextID, id+1)
 	}
+	if fd := take("sysring"); fd >= 0 {
+		head, err := storedHead(fd)
+		if err != nil {
+			return Handover{}, fmt.Errorf("vm %q: %w: %w", name, ivshmem.ErrBadHandover, err)
+		}
+		h.SysRing, h.SyscallHead = fd, head
+	}
+	h.Orphans = true
 	if h.Memfd < 0 || h.Server.Listener < 0 || containsNeg(h.Server.Host) {
 		return Handover{}, fmt.Errorf("vm %q: the stored descriptors are incomplete: %w", name, ivshmem.ErrBadHandover)
 	}

@@ -27,6 +27,12 @@ type Handover struct {
 	// Device is the VM's device state the backend kept (backend.Keeper):
 	// its buffers, modules and handles; nil where it kept none.
 	Device *backend.Kept `json:"device,omitempty"`
+	// SysRing is the memfd the syscall forwarder stores its request
+	// ring's head in (0: none; a VM with an fd store has one).
+	SysRing int `json:"sys_ring,omitempty"`
+	// Orphans says the predecessor crashed: calls its forwarder took may
+	// be unanswered (syscalls.Orphans). Set by FromStore.
+	Orphans bool `json:"-"`
 }
 
 // FDs lists every descriptor h names.
@@ -34,6 +40,9 @@ func (h Handover) FDs() []int {
 	fds := append([]int{h.Memfd}, h.Server.FDs()...)
 	if h.Device != nil {
 		fds = append(fds, h.Device.FDs...)
+	}
+	if h.SysRing != 0 {
+		fds = append(fds, h.SysRing)
 	}
 	return fds
 }
@@ -43,11 +52,11 @@ var ErrNoHandover = errors.New("the vm cannot be handed over")
 
 // CanExport reports why the VM cannot be handed over, nil if it can;
 // toStore asks about leaving it to an fd store for a successor that
-// finds it there (FromStore), which a VM serving system calls cannot be:
-// where its request ring was read to is not stored.
+// finds it there (FromStore), which a VM serving system calls can be only
+// with the file its forwarder stores the ring's head in (Config.Store).
 func (v *VM) CanExport(toStore bool) error {
-	if toStore && v.sys != nil {
-		return fmt.Errorf("vm %q serves system calls through a proxy: %w", v.cfg.Name, ErrNoHandover)
+	if toStore && v.sys != nil && v.sysRing.fd < 0 {
+		return fmt.Errorf("vm %q serves system calls and stores no request ring head: %w", v.cfg.Name, ErrNoHandover)
 	}
 	return nil
 }
@@ -86,6 +95,12 @@ func (v *VM) Export(wait time.Duration) (Handover, error) {
 		h.SyscallHead = v.sys.RingHead()
 	}
 	h.Device = v.keepDevice()
+	if v.sysRing.fd >= 0 {
+		if err := ivshmem.Inheritable(v.sysRing.fd); err != nil {
+			return Handover{}, fmt.Errorf("exporting vm %q: %w", v.cfg.Name, err)
+		}
+		h.SysRing, v.sysRing.fd = v.sysRing.fd, -1 // the hand-over's now
+	}
 	v.mu.Lock()
 	srv := v.server
 	v.server = nil
