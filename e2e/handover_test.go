@@ -8,9 +8,9 @@ import (
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/api/hostapi"
+	"github.com/sluice-gpu/sluice/e2e/framework"
 	"github.com/sluice-gpu/sluice/guest-agent/sdk"
 	"github.com/sluice-gpu/sluice/guest-agent/transport/process"
-	"github.com/sluice-gpu/sluice/e2e/framework"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
