@@ -1,11 +1,16 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"time"
 
+	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/api/hostapi"
 	"github.com/sluice-gpu/sluice/e2e/framework"
+	"github.com/sluice-gpu/sluice/guest-agent/sdk"
+	"github.com/sluice-gpu/sluice/guest-agent/transport/process"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -23,11 +28,9 @@ var _ = Describe("restarting sluiced without disturbing VMs", func() {
 		handovers = 3
 		kernel    = 500 * time.Microsecond
 	)
-	// The VMs serve system calls through their proxies (which a hand-over
-	// restarts), but under the fd store: there a VM with a proxy is not
-	// taken over yet.
+	// The VMs serve system calls through their proxies, which a hand-over
+	// or a crash restarts.
 	opts := framework.DaemonOptions{}
-	storeOpts := framework.DaemonOptions{ExtraArgs: []string{"--proxy", "off"}}
 	throttle := []string{"--kernel", kernel.String(), "--depth", "4", "--json"}
 
 	// handOver hands the daemon over handovers times, a second apart,
@@ -62,8 +65,12 @@ var _ = Describe("restarting sluiced without disturbing VMs", func() {
 		d := framework.StartDaemon(opts)
 		ep := d.CreateVM(framework.NewVM("proc", framework.WithChannels(1))).Endpoint
 		guest := d.StartAgent(ep, append([]string{"run", "throttle", "--duration", "5s"}, throttle...)...)
-		handOver(d, "proc")
+		buf := newBufferGuest(d.CreateVM(framework.NewVM("buf", framework.WithChannels(1))).Endpoint)
+		handOver(d, "proc", "buf")
 		checkBill(d, "proc", hostapi.Usage{}, framework.Decode[framework.ThrottleResult](guest.Wait()))
+
+		By("a buffer allocated and filled before the hand-overs reads back the same after them")
+		buf.check()
 
 		By("the successor's syscall proxy serves the VM's GPU system calls")
 		files := wordTexts(GinkgoRandomSeed())
@@ -82,7 +89,7 @@ var _ = Describe("restarting sluiced without disturbing VMs", func() {
 			perCrash        = journalInterval + 2*kernel
 		)
 		store := framework.NewFDStore()
-		crashOpts := storeOpts
+		crashOpts := opts
 		crashOpts.FDStore = store
 		d := framework.StartDaemon(crashOpts)
 		crashOpts.Dir = d.Dir
@@ -112,6 +119,11 @@ var _ = Describe("restarting sluiced without disturbing VMs", func() {
 		Expect(lost).To(BeNumerically("<=", 2*perCrash), "each crash lost at most a journal interval, the restart nothing")
 		AddReportEntry("restarts", fmt.Sprintf("%d kernels of %v through 2 kill -9s and a SIGTERM, %d billed (%v lost); turnaround p50 %v, max %v",
 			res.Kernels, kernel, u.Kernels, lost, time.Duration(res.Turnaround.P50), time.Duration(res.Turnaround.Max)))
+
+		By("the VM's GPU system calls are served through the last successor's proxy")
+		files := wordTexts(GinkgoRandomSeed())
+		framework.WriteHostVolumeFiles(d.GetVM("proc").Volume, files)
+		checkSyscalls(d, "proc", files, func(args ...string) framework.Result { return d.Agent(ep, args...) })
 		d.Kill() // as systemctl stop, which then empties the store
 	})
 
@@ -128,3 +140,58 @@ var _ = Describe("restarting sluiced without disturbing VMs", func() {
 		checkBill(d, "qemu", before, framework.Decode[framework.ThrottleResult](inVM.Wait()))
 	})
 })
+
+// bufferGuest is a process guest (this test process, through the SDK)
+// that allocated a device buffer and filled it with a pattern.
+type bufferGuest struct {
+	dev  *sdk.Device
+	ch   *sdk.Channel
+	data []byte
+}
+
+const bufHandle = 9
+
+// newBufferGuest joins the VM at endpoint, allocates a buffer of 200 KiB
+// (whole pages and a part of one) and fills it from the heap.
+func newBufferGuest(endpoint string) *bufferGuest {
+	GinkgoHelper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tr, err := process.Dial(ctx, endpoint, 0)
+	Expect(err).NotTo(HaveOccurred())
+	dev, err := sdk.Open(tr)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(dev.Close)
+	ch, err := dev.Channel(0)
+	Expect(err).NotTo(HaveOccurred())
+	g := &bufferGuest{dev: dev, ch: ch, data: make([]byte, 200<<10)}
+	for i := range g.data {
+		g.data[i] = byte(i*131 + i>>9)
+	}
+	Expect(dev.WriteHeap(0, g.data)).To(Succeed())
+	n := uint64(len(g.data))
+	g.run(abi.Command{Op: abi.OpAlloc, Handle: bufHandle, Size: n},
+		abi.Command{Op: abi.OpCopy, Handle: bufHandle, Dir: abi.CopyHostToDevice, Length: n})
+	Expect(dev.WriteHeap(0, make([]byte, n))).To(Succeed()) // only the buffer has it now
+	return g
+}
+
+func (g *bufferGuest) run(cmds ...abi.Command) {
+	GinkgoHelper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	idx, err := g.ch.Submit(ctx, cmds...)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(g.ch.Wait(ctx, idx)).To(Succeed())
+}
+
+// check reads the buffer back into the heap and compares it with what
+// was written, byte for byte.
+func (g *bufferGuest) check() {
+	GinkgoHelper()
+	n := uint64(len(g.data))
+	g.run(abi.Command{Op: abi.OpCopy, Handle: bufHandle, Dir: abi.CopyDeviceToHost, HeapOff: n, Length: n})
+	got := make([]byte, n)
+	Expect(g.dev.ReadHeap(n, got)).To(Succeed())
+	Expect(bytes.Equal(got, g.data)).To(BeTrue(), "the buffer's %d bytes read back the same", n)
+}

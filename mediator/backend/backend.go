@@ -74,6 +74,10 @@ type VMSpec struct {
 	// abi.ErrTimedOut (see CommandLimit). The mediator also refuses a
 	// THROTTLE longer than it (abi.Limits.MaxThrottleNs).
 	MaxCommandNs int64
+	// Adopt, when not nil, is device state a predecessor process kept
+	// for the VM (Keeper): Attach checks it and attaches the VM with it,
+	// or fails with ErrBadKept. A backend without Keeper ignores it.
+	Adopt *Kept
 	// Complete is called exactly once for every command submitted, in
 	// submission order within a channel, from a backend goroutine. It must
 	// not block; it may call Submit.

@@ -126,6 +126,17 @@
 // the simulation stays deterministic. Closing a VM drops the movements not
 // begun and waits for the one under way.
 //
+// # Keeping a VM's state for a successor
+//
+// Keep (backend.Keeper) closes a VM as Close does and writes its buffers
+// (their pages: data, or a whole page of one value), module handles and
+// the request ring's claim counter into a sealed memfd (keep.go has the
+// format); Attach with VMSpec.Adopt reads one back, checked whole (every
+// count against the file, handles non-zero and unique, pages rising and
+// inside their buffers, data exactly the file's rest, the buffers within
+// the sim's free memory) or refused with backend.ErrBadKept. Pages shared
+// between buffers are kept once per owner.
+//
 // # Clocks and driving
 //
 // Both clocks run one discrete-event core: a timeline, Now, and a queue of

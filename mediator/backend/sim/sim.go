@@ -181,6 +181,16 @@ func (s *Sim) Attach(spec backend.VMSpec) (backend.VM, error) {
 			return nil, fmt.Errorf("attaching VM %d: %w: syscall area: %v", spec.ID, backend.ErrInvalid, err)
 		}
 	}
+	k := &kept{bufs: map[uint32]*buffer{}, mods: map[uint32]struct{}{}}
+	if a := spec.Adopt; a != nil {
+		var err error
+		if k, err = adoptKept(a); err != nil {
+			return nil, fmt.Errorf("attaching VM %d: %w", spec.ID, err)
+		}
+	}
+	if spec.RingHead != nil {
+		k.ringCtr = max(k.ringCtr, spec.RingHead()) // new calls land where the mediator reads
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -189,8 +199,13 @@ func (s *Sim) Attach(spec backend.VMSpec) (backend.VM, error) {
 	if _, dup := s.vms[spec.ID]; dup {
 		return nil, fmt.Errorf("attaching VM %d: %w: ID in use", spec.ID, backend.ErrInvalid)
 	}
+	if k.used > s.p.Memory-s.memUsed {
+		return nil, fmt.Errorf("attaching VM %d: %w: its %d bytes of buffers are more than the %d free", spec.ID, backend.ErrBadKept, k.used, s.p.Memory-s.memUsed)
+	}
 	v := &simVM{s: s, id: spec.ID, heap: spec.Heap, area: area, complete: spec.Complete, quota: spec.MemoryQuota, maxCmd: spec.MaxCommandNs,
-		bufs: map[uint32]*buffer{}, mods: map[uint32]struct{}{}, drained: make(chan struct{}, 1)}
+		bufs: k.bufs, mods: k.mods, memUsed: k.used, drained: make(chan struct{}, 1)}
+	v.ringCtr.Store(k.ringCtr)
+	s.memUsed += k.used
 	v.chans = make([]*channel, spec.Channels)
 	for i := range v.chans {
 		v.chans[i] = &channel{vm: v, idx: i, activeAt: -1}

@@ -143,12 +143,19 @@ func (v *simVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 // they have on the timeline). Close returns once every completion of the VM
 // has been delivered, except with drive=manual when called from inside a
 // callback: then they are delivered when that callback returns.
-func (v *simVM) Close() error {
+func (v *simVM) Close() error { return v.close(nil) }
+
+// close is Close; keep, when not nil, is called under Sim.mu just before
+// the VM lets its buffers and modules go (Keep).
+func (v *simVM) close(keep func()) error {
 	s := v.s
 	s.mu.Lock()
 	if v.closed {
 		s.mu.Unlock()
 		return fmt.Errorf("closing VM %d: %w", v.id, backend.ErrClosed)
+	}
+	if keep != nil {
+		keep()
 	}
 	s.closeVMLocked(v)
 	s.notifyLocked()

@@ -164,10 +164,10 @@ func AdoptStore(cfg Config, stored map[string][]int) (*Daemon, error) {
 	}
 	for _, req := range saved.VMs {
 		req := (&Daemon{cfg: cfg}).withDefaults(req)
-		if cfg.Proxy.Binary != "off" && cfg.Layout.SyscallSlots > 0 {
+		if cfg.Proxy.Binary != "off" && cfg.Layout.SyscallSlots > 0 && !vm.StoredHead(req.Name, stored) {
 			// Where its syscall forwarder read the request ring to is not
 			// stored: reading it again from 0 would run calls twice.
-			slog.Warn("fd store: a vm serving system calls is not taken over; its guests reconnect", "vm", req.Name)
+			slog.Warn("fd store: a vm serving system calls without its ring head stored is not taken over; its guests reconnect", "vm", req.Name)
 			continue
 		}
 		h, err := vm.FromStore(req.Name, abi.Vectors(req.Channels), stored)

@@ -53,6 +53,12 @@ type Spec struct {
 	// area, or the RingHead of the forwarder that served the area before,
 	// closed (a hand-over to a successor sluiced).
 	RingHead uint64
+	// HeadStore, when not nil, is where the poller stores the request
+	// ring's head as it takes each entry, before it serves the call: a
+	// word in a file that outlives the process (the VM's fd store), from
+	// which a successor after a crash reads on (Orphans answers what the
+	// crashed one took). A plain store: no other goroutine reads it.
+	HeadStore *uint64
 }
 
 // Memfd is a descriptor and the offset of the syscall area in it. The

@@ -33,19 +33,7 @@ func TestRingHeadHandedOver(t *testing.T) {
 	if head != before {
 		t.Fatalf("the closed forwarder's head %d, want %d", head, before)
 	}
-	p := &fakeProxy{}
-	succ, err := New(Spec{
-		Name: "test", Area: r.area, Slots: rigSlots, Heap: r.heap, GPUNs: r.gpuNs.Load, RingHead: head,
-		Start: func() (Proxy, error) {
-			p.mine, p.theirs = seqpacketPair(t)
-			go p.serve(r.file)
-			return p, nil
-		},
-	}, DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer succ.Close()
+	succ, p := successor(t, r, head, nil)
 	if succ.RingHead() != head {
 		t.Fatalf("the successor starts at %d, want %d", succ.RingHead(), head)
 	}
@@ -55,4 +43,25 @@ func TestRingHeadHandedOver(t *testing.T) {
 	if got := len(p.requests()); got != after {
 		t.Fatalf("the successor's proxy got %d calls, want the %d made after the hand-over", got, after)
 	}
+}
+
+// successor starts a forwarder on r's area, after r's (closed), reading
+// the ring from head and storing its head in headStore (nil: nowhere),
+// with a fake proxy; it is closed when the test ends.
+func successor(t *testing.T, r *rig, head uint64, headStore *uint64) (*Forwarder, *fakeProxy) {
+	t.Helper()
+	p := &fakeProxy{}
+	f, err := New(Spec{
+		Name: "test", Area: r.area, Slots: rigSlots, Heap: r.heap, GPUNs: r.gpuNs.Load, RingHead: head, HeadStore: headStore,
+		Start: func() (Proxy, error) {
+			p.mine, p.theirs = seqpacketPair(t)
+			go p.serve(r.file)
+			return p, nil
+		},
+	}, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f, p
 }

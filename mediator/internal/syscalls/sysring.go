@@ -43,10 +43,12 @@ func (f *Forwarder) scanRing(batch []proxyproto.Request, max int, p *sock) []pro
 			if skipped, waited := r.skipHole(f.passAt); skipped {
 				f.log.Warn("syscall ring: skipping a claimed entry never written", "position", r.head-1, "waited", time.Duration(waited))
 				f.stats.ringSkipped.Add(1)
+				f.storeHead(r.head)
 				continue
 			}
 			return batch
 		}
+		f.storeHead(r.head) // taken: a successor after a crash never reads it again
 		f.tally.ring++
 		if errno == abi.ErrnoFAULT {
 			f.stats.ringBad.Add(1) // no slot of the area to answer in
@@ -65,6 +67,13 @@ func (f *Forwarder) scanRing(batch []proxyproto.Request, max int, p *sock) []pro
 		batch = f.dispatch(batch, e.Slot, s, errno)
 	}
 	return batch
+}
+
+// storeHead stores the ring's head in Spec.HeadStore, if any.
+func (f *Forwarder) storeHead(head uint64) {
+	if p := f.spec.HeadStore; p != nil {
+		*p = head
+	}
 }
 
 // RingHead is the request ring's next position as the poller last

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/mediator/backend"
 	"github.com/sluice-gpu/sluice/mediator/internal/channel"
 	"github.com/sluice-gpu/sluice/vmm-plugin/ivshmem"
 	"golang.org/x/sys/unix"
@@ -87,6 +88,9 @@ func (v *VM) unstoreAll(peers []uint16) {
 		v.unstorePeer(id)
 	}
 	err := errors.Join(v.cfg.Store.Remove(storeName(v.cfg.Name, "memfd")), v.cfg.Store.Remove(storeName(v.cfg.Name, "listener")))
+	if v.sysRing.fd >= 0 {
+		err = errors.Join(err, v.cfg.Store.Remove(storeName(v.cfg.Name, "sysring")))
+	}
 	for i := range abi.Vectors(len(v.channels)) {
 		err = errors.Join(err, v.cfg.Store.Remove(storeName(v.cfg.Name, "host", strconv.Itoa(i))))
 	}
@@ -155,6 +159,14 @@ func FromStore(name string, vectors int, stored map[string][]int) (Handover, err
 		h.Server.Peers = append(h.Server.Peers, p)
 		h.Server.NextID = max(h.Server.NextID, id+1)
 	}
+	if fd := take("sysring"); fd >= 0 {
+		head, err := storedHead(fd)
+		if err != nil {
+			return Handover{}, fmt.Errorf("vm %q: %w: %w", name, ivshmem.ErrBadHandover, err)
+		}
+		h.SysRing, h.SyscallHead = fd, head
+	}
+	h.Orphans = true
 	if h.Memfd < 0 || h.Server.Listener < 0 || containsNeg(h.Server.Host) {
 		return Handover{}, fmt.Errorf("vm %q: the stored descriptors are incomplete: %w", name, ivshmem.ErrBadHandover)
 	}
@@ -163,6 +175,7 @@ func FromStore(name string, vectors int, stored map[string][]int) (Handover, err
 		return Handover{}, fmt.Errorf("vm %q: duplicating its memfd: %w", name, err)
 	}
 	h.Server.Shm = shm
+	h.Device = deviceFromStore(name, stored)
 	for _, key := range taken {
 		for _, fd := range stored[key][1:] { // one file stored twice (systemd keeps one)
 			unix.Close(fd)
@@ -204,4 +217,72 @@ func (v *VM) positions() []channel.Position {
 		}
 	}
 	return out
+}
+
+// storeDevice puts the device state the backend kept (keepDevice) in the
+// store: vm/NAME/device/BACKEND/I, one name a descriptor. Only a state
+// whose descriptors say it all (no Data) can be stored.
+func (v *VM) storeDevice(k backend.Kept) {
+	if len(k.Data) != 0 {
+		return
+	}
+	var err error
+	for i, fd := range k.FDs {
+		if err == nil {
+			err = v.cfg.Store.Store(storeName(v.cfg.Name, "device", k.Backend, strconv.Itoa(i)), fd)
+		}
+	}
+	if err != nil {
+		slog.Warn("fd store: the vm's kept device state is not stored; a crash now would lose its buffers", "vm", v.cfg.Name, "err", err)
+	}
+}
+
+// unstoreDevice takes a kept device state out of the store once it is
+// adopted (or refused): the VM's buffers change from then on, and a
+// successor after a crash must not take the old ones for them.
+func (v *VM) unstoreDevice(k *backend.Kept) {
+	var err error
+	for i := range k.FDs {
+		err = errors.Join(err, v.cfg.Store.Remove(storeName(v.cfg.Name, "device", k.Backend, strconv.Itoa(i))))
+	}
+	if err != nil {
+		slog.Warn("fd store: a kept device state adopted stays stored", "vm", v.cfg.Name, "err", err)
+	}
+}
+
+// deviceFromStore takes VM name's kept device state out of stored (nil
+// where there is none, or it is not whole: those descriptors are left for
+// the caller to close).
+func deviceFromStore(name string, stored map[string][]int) *backend.Kept {
+	prefix := storeName(name, "device") + "/"
+	var k *backend.Kept
+	for key, fds := range stored {
+		rest, ok := strings.CutPrefix(key, prefix)
+		be, idx, ok2 := strings.Cut(rest, "/")
+		if !ok || !ok2 || len(fds) == 0 {
+			continue
+		}
+		if k == nil {
+			k = &backend.Kept{Backend: be}
+		}
+		i, err := strconv.Atoi(idx)
+		if err != nil || be != k.Backend || i < 0 || i >= len(stored) {
+			return nil
+		}
+		for len(k.FDs) <= i {
+			k.FDs = append(k.FDs, -1)
+		}
+		k.FDs[i] = fds[0]
+	}
+	if k == nil || containsNeg(k.FDs) {
+		return nil
+	}
+	for i := range k.FDs {
+		key := storeName(name, "device", k.Backend, strconv.Itoa(i))
+		for _, fd := range stored[key][1:] {
+			unix.Close(fd)
+		}
+		delete(stored, key)
+	}
+	return k
 }

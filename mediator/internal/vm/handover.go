@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluice-gpu/sluice/mediator/backend"
 	"github.com/sluice-gpu/sluice/mediator/internal/channel"
 	"github.com/sluice-gpu/sluice/vmm-plugin/ivshmem"
 	"golang.org/x/sys/unix"
@@ -23,21 +24,39 @@ type Handover struct {
 	// SyscallHead is the request ring's position the syscall forwarder
 	// had read to (syscalls.Forwarder.RingHead), for the successor's.
 	SyscallHead uint64 `json:"syscall_head,omitempty"`
+	// Device is the VM's device state the backend kept (backend.Keeper):
+	// its buffers, modules and handles; nil where it kept none.
+	Device *backend.Kept `json:"device,omitempty"`
+	// SysRing is the memfd the syscall forwarder stores its request
+	// ring's head in (0: none; a VM with an fd store has one).
+	SysRing int `json:"sys_ring,omitempty"`
+	// Orphans says the predecessor crashed: calls its forwarder took may
+	// be unanswered (syscalls.Orphans). Set by FromStore.
+	Orphans bool `json:"-"`
 }
 
 // FDs lists every descriptor h names.
-func (h Handover) FDs() []int { return append([]int{h.Memfd}, h.Server.FDs()...) }
+func (h Handover) FDs() []int {
+	fds := append([]int{h.Memfd}, h.Server.FDs()...)
+	if h.Device != nil {
+		fds = append(fds, h.Device.FDs...)
+	}
+	if h.SysRing != 0 {
+		fds = append(fds, h.SysRing)
+	}
+	return fds
+}
 
 // ErrNoHandover is returned by Export for a VM that cannot be handed over.
 var ErrNoHandover = errors.New("the vm cannot be handed over")
 
 // CanExport reports why the VM cannot be handed over, nil if it can;
 // toStore asks about leaving it to an fd store for a successor that
-// finds it there (FromStore), which a VM serving system calls cannot be:
-// where its request ring was read to is not stored.
+// finds it there (FromStore), which a VM serving system calls can be only
+// with the file its forwarder stores the ring's head in (Config.Store).
 func (v *VM) CanExport(toStore bool) error {
-	if toStore && v.sys != nil {
-		return fmt.Errorf("vm %q serves system calls through a proxy: %w", v.cfg.Name, ErrNoHandover)
+	if toStore && v.sys != nil && v.sysRing.fd < 0 {
+		return fmt.Errorf("vm %q serves system calls and stores no request ring head: %w", v.cfg.Name, ErrNoHandover)
 	}
 	return nil
 }
@@ -75,6 +94,13 @@ func (v *VM) Export(wait time.Duration) (Handover, error) {
 		}
 		h.SyscallHead = v.sys.RingHead()
 	}
+	h.Device = v.keepDevice()
+	if v.sysRing.fd >= 0 {
+		if err := ivshmem.Inheritable(v.sysRing.fd); err != nil {
+			return Handover{}, fmt.Errorf("exporting vm %q: %w", v.cfg.Name, err)
+		}
+		h.SysRing, v.sysRing.fd = v.sysRing.fd, -1 // the hand-over's now
+	}
 	v.mu.Lock()
 	srv := v.server
 	v.server = nil
@@ -91,6 +117,61 @@ func (v *VM) Export(wait time.Duration) (Handover, error) {
 	}
 	v.memfd = -1 // the hand-over's now
 	return h, nil
+}
+
+// keepDevice has the backend keep the VM's device state for the
+// successor (backend.Keeper), and puts it in the fd store when the VM has
+// one (a successor started after a crash finds it there); nil where the
+// backend keeps none or could not: the successor then starts the VM's
+// device state afresh.
+func (v *VM) keepDevice() *backend.Kept {
+	k, ok := v.gpu.(backend.Keeper)
+	if !ok {
+		return nil
+	}
+	kept, err := k.Keep()
+	v.gpu = nil // closed: Close has nothing of it left to close
+	if err == nil {
+		for _, fd := range kept.FDs {
+			if err = ivshmem.Inheritable(fd); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		slog.Warn("hand-over: the vm's device state is not kept; its buffers and modules are lost", "vm", v.cfg.Name, "err", err)
+		return nil
+	}
+	if v.cfg.Store != nil {
+		v.storeDevice(kept)
+	}
+	return &kept
+}
+
+// adoptDevice attaches the VM to the backend with the device state the
+// predecessor kept, or, where the backend refuses it
+// (backend.ErrBadKept), afresh. The kept descriptors are closed, and
+// taken out of the fd store, either way.
+func (v *VM) adoptDevice(be backend.Backend, spec backend.VMSpec, kept *backend.Kept) (backend.VM, error) {
+	defer func() {
+		for _, fd := range kept.FDs {
+			unix.Close(fd)
+		}
+		if v.cfg.Store != nil {
+			v.unstoreDevice(kept)
+		}
+	}()
+	spec.Adopt = kept
+	gpu, err := be.Attach(spec)
+	if errors.Is(err, backend.ErrBadKept) {
+		slog.Warn("the device state kept for the vm is refused; its buffers and modules are lost", "vm", v.cfg.Name, "err", err)
+		spec.Adopt = nil
+		return be.Attach(spec)
+	}
+	if err == nil {
+		slog.Info("vm device state adopted", "vm", v.cfg.Name, "backend", kept.Backend)
+	}
+	return gpu, err
 }
 
 // idle reports whether no channel has a record in flight.

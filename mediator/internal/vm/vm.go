@@ -99,6 +99,7 @@ type VM struct {
 	gpu      backend.VM
 	channels []*channel.Channel
 	sys      *syscalls.Forwarder                // nil without a syscall area
+	sysRing  sysRing                            // where sys stores its ring head, for a successor after a crash
 	sysRef   atomic.Pointer[syscalls.Forwarder] // sys, for the backend's goroutines (VMSpec.RingHead)
 	gpuMem   backend.MemoryQuota                // gpu's quota, nil where the backend has none
 	gpuLim   backend.CommandLimit               // gpu's longest command, nil where the backend has none
@@ -122,7 +123,7 @@ type VM struct {
 // New creates the region, attaches the VM to the backend and starts
 // listening for the guest. On error nothing is left behind.
 func New(cfg Config, be backend.Backend) (_ *VM, err error) {
-	v := &VM{cfg: cfg, created: time.Now(), memfd: -1}
+	v := &VM{cfg: cfg, created: time.Now(), memfd: -1, sysRing: sysRing{fd: -1}}
 	defer func() {
 		if err != nil {
 			v.release()
@@ -168,17 +169,21 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 	if v.serveSyscalls() {
 		// A claim counter the backend makes again (a restarted GPU
 		// worker) starts where the forwarder reads; before the forwarder
-		// exists, at 0, as its head does.
+		// exists, where it will start: 0, or the predecessor's head.
 		spec.RingHead = func() uint64 {
 			if f := v.sysRef.Load(); f != nil {
 				return f.RingHead()
 			}
-			return 0
+			return v.adoptedHead()
 		}
 		spec.Syscalls = v.region.Bytes(l.SyscallOff, l.SyscallSize)
 		spec.SyscallFile = &backend.FileRange{FD: v.memfd, Offset: int64(l.SyscallOff)}
 	}
-	v.gpu, err = be.Attach(spec)
+	if a := cfg.Adopt; a != nil && a.Device != nil {
+		v.gpu, err = v.adoptDevice(be, spec, a.Device)
+	} else {
+		v.gpu, err = be.Attach(spec)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("attaching vm %q to the backend: %w", cfg.Name, err)
 	}
@@ -202,6 +207,9 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		v.channels[i].SetLog(slog.Default().With("vm", cfg.Name))
 	}
 	if v.serveSyscalls() {
+		if err = v.openSysRing(); err != nil {
+			return nil, fmt.Errorf("vm %q: %w", cfg.Name, err)
+		}
 		if err = v.startSyscalls(); err != nil {
 			return nil, err
 		}
@@ -287,9 +295,11 @@ func (v *VM) serveSyscalls() bool {
 func (v *VM) startSyscalls() error {
 	l := v.cfg.Layout
 	start := v.cfg.StartProxy
-	var head uint64 // where a predecessor's forwarder read to
-	if v.cfg.Adopt != nil {
-		head = v.cfg.Adopt.SyscallHead
+	head := v.adoptedHead()
+	v.answerOrphans(head)
+	var headStore *uint64
+	if v.sysRing.mem != nil {
+		headStore = v.sysRing.head()
 	}
 	sys, err := syscalls.New(syscalls.Spec{
 		Name:  v.cfg.Name,
@@ -303,6 +313,7 @@ func (v *VM) startSyscalls() error {
 		GPUNs:       func() uint64 { return v.cfg.GPUBaseNs + v.Stats().Total.BusyNs },
 		MaxFileSize: v.cfg.MaxFileSize,
 		RingHead:    head,
+		HeadStore:   headStore,
 	}, v.cfg.Syscalls)
 	if err != nil {
 		return fmt.Errorf("serving the syscalls of vm %q: %w", v.cfg.Name, err)
@@ -310,6 +321,15 @@ func (v *VM) startSyscalls() error {
 	v.sys = sys
 	v.sysRef.Store(sys)
 	return nil
+}
+
+// adoptedHead is where the predecessor's syscall forwarder read the
+// request ring to (0 without one).
+func (v *VM) adoptedHead() uint64 {
+	if v.cfg.Adopt != nil {
+		return v.cfg.Adopt.SyscallHead
+	}
+	return 0
 }
 
 // rewriteHeader writes the header again, with the limits in force and
@@ -588,6 +608,7 @@ func (v *VM) release() error {
 		v.gpu = nil
 	}
 	refusing()
+	errs = append(errs, v.closeSysRing())
 	v.mu.Lock()
 	if v.mem != nil {
 		errs = append(errs, shm.Unmap(v.mem))

@@ -1,0 +1,37 @@
+package backend
+
+import (
+	"encoding/json"
+	"errors"
+)
+
+// ErrBadKept is returned by Attach for kept device state (VMSpec.Adopt)
+// that the backend must not act on: another backend's, or a description
+// that does not check out. Nothing of it is taken then; the caller may
+// attach the VM afresh.
+var ErrBadKept = errors.New("bad kept device state")
+
+// Keeper is implemented by a VM whose device state can outlive the
+// mediator process (sim; cuda, whose GPU worker goes on): Keep ends the
+// VM's work as Close does (its queued commands and any completion that
+// comes later are the caller's to drop: the commands run again in the
+// successor) but keeps its device memory, modules and handles, described
+// in a Kept that a successor process attaches the VM with
+// (VMSpec.Adopt). The VM is done with afterwards.
+type Keeper interface {
+	Keep() (Kept, error)
+}
+
+// Kept is a VM's device state handed to a successor process. Its
+// descriptors are open and inheritable across exec. Attach does not take
+// them: the caller closes them once Attach returns, and a backend that
+// keeps one keeps a duplicate. What they hold is hostile until the
+// adopting backend has checked it.
+type Kept struct {
+	Backend string `json:"backend"` // the backend that kept it
+	FDs     []int  `json:"fds"`
+	// Data is what else the backend needs, small (it travels in the
+	// hand-over's manifest); empty for a Kept whose descriptors say it
+	// all, which is the only kind an fd store can keep.
+	Data json.RawMessage `json:"data,omitempty"`
+}

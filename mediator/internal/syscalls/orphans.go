@@ -1,0 +1,77 @@
+package syscalls
+
+import (
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/shm"
+	"github.com/sluice-gpu/sluice/mediator/internal/proxyproto"
+)
+
+// Orphans answers, before a forwarder starts on an area whose previous
+// forwarder crashed, the calls that one took and never answered: every
+// slot in PROCESSING whose call is not waiting in the request ring from
+// head (Spec.HeadStore: the crashed poller stored it before serving each
+// entry it took) gets EIO, a blocking call's in its slot, a non-blocking
+// call's slot freed. So no caller waits forever, and no call runs twice:
+// the calls the crashed forwarder took are never served again, those it
+// had not are served by the next. A slot its caller is still publishing
+// in the ring (PROCESSING before its entry is written) is not an orphan:
+// a slot is answered only if it is PROCESSING, with the same call, and
+// not in the ring both before and after grace (abi.SyscallRingHoleNs is
+// how long the protocol gives a caller to write its entry). It returns
+// how many it answered. Like everything in the area the slots are the
+// guest's: a state word rewritten meanwhile is left alone.
+func Orphans(area *shm.Region, slots int, head uint64, grace time.Duration) int {
+	first := orphanCandidates(area, slots, head)
+	if len(first) == 0 {
+		return 0
+	}
+	time.Sleep(grace)
+	again := orphanCandidates(area, slots, head)
+	n := 0
+	for slot, w := range first {
+		if again[slot] != w {
+			continue // answered, taken by its caller again, or now in the ring
+		}
+		st, seq := abi.SplitSlotWord(uint32(w))
+		if st != abi.SlotProcessing {
+			continue
+		}
+		if uint8(w>>48)&abi.SysFlagBlocking == 0 { // the u8 flags at SysFlags
+			if area.CompareAndSwap32(abi.SlotOff(slot)+abi.SysState, uint32(w), abi.SlotWord(abi.SlotFree, abi.NextSeq(seq))) {
+				n++
+			}
+			continue
+		}
+		if proxyproto.CompleteSlot(area, slot, seq, -1, abi.ErrnoIO) {
+			n++
+		}
+	}
+	return n
+}
+
+// orphanCandidates are the area's PROCESSING slots (their first 8 bytes:
+// state word and call word) whose call is not one of the ring's entries
+// ready from head on.
+func orphanCandidates(area *shm.Region, slots int, head uint64) map[uint32]uint64 {
+	pending := map[uint64]bool{} // slot<<32 | seq of the ring's ready entries
+	for k := uint64(0); k < uint64(slots); k++ {
+		pos := head + k
+		off := abi.RingEntryOff(slots, pos)
+		if area.Load32(off+abi.RingTag) != uint32(pos+1) {
+			continue
+		}
+		slot, seq := area.Load32(off+abi.RingSlot), area.Load32(off+abi.RingSeq)
+		pending[uint64(slot)<<32|uint64(seq)] = true
+	}
+	out := map[uint32]uint64{}
+	for i := range uint32(slots) {
+		w := area.Load64(abi.SlotOff(i) + abi.SysState)
+		st, seq := abi.SplitSlotWord(uint32(w))
+		if st == abi.SlotProcessing && !pending[uint64(i)<<32|uint64(seq)] {
+			out[i] = w
+		}
+	}
+	return out
+}

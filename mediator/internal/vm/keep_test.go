@@ -1,0 +1,106 @@
+package vm
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/mediator/backend"
+	"github.com/sluice-gpu/sluice/mediator/backend/sim"
+)
+
+// A buffer a guest allocated and filled before a hand-over reads back the
+// same after it, through the successor's backend (another sim, as a
+// successor process opens its own), and its handle is still in use.
+func TestExportKeepsDeviceState(t *testing.T) {
+	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Name: "k", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/k.sock", Epoch: 3}
+	old, err := sim.New(backend.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	v, err := New(cfg, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	dev, ch, ctx := guestChannel(t, v)
+	data := make([]byte, 100<<10) // a whole page and a part of one
+	for i := range data {
+		data[i] = byte(i*31 + 7)
+	}
+	if err := dev.WriteHeap(0, data); err != nil {
+		t.Fatal(err)
+	}
+	run := func(cmds ...abi.Command) error {
+		idx, err := ch.Submit(ctx, cmds...)
+		if err != nil {
+			return err
+		}
+		return ch.Wait(ctx, idx)
+	}
+	n := uint64(len(data))
+	if err := run(abi.Command{Op: abi.OpAlloc, Handle: 4, Size: n},
+		abi.Command{Op: abi.OpCopy, Handle: 4, Dir: abi.CopyHostToDevice, HeapOff: 0, Length: n}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := v.Export(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Device == nil || h.Device.Backend != "sim" || len(h.Device.FDs) != 1 {
+		t.Fatalf("kept device state %+v, want the sim's", h.Device)
+	}
+	succBE, err := sim.New(backend.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer succBE.Close()
+	cfg.Adopt = &h
+	succ, err := New(cfg, succBE)
+	if err != nil {
+		t.Fatalf("adopting: %v", err)
+	}
+	defer succ.Close()
+	if _, used := succ.Memory(); used != n {
+		t.Errorf("the successor's vm uses %d bytes, want %d", used, n)
+	}
+	if err := run(abi.Command{Op: abi.OpCopy, Handle: 4, Dir: abi.CopyDeviceToHost, HeapOff: n, Length: n}); err != nil {
+		t.Fatalf("reading the buffer back after the hand-over: %v", err)
+	}
+	got := make([]byte, n)
+	if err := dev.ReadHeap(n, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Error("the buffer read back after the hand-over differs from what was written before it")
+	}
+	if err := run(abi.Command{Op: abi.OpAlloc, Handle: 4, Size: 1}); err == nil {
+		t.Error("handle 4 was free after the hand-over")
+	}
+}
+
+// A kept device state comes back from the fd store whole, under its
+// backend's name, or not at all.
+func TestDeviceFromStore(t *testing.T) {
+	stored := map[string][]int{"vm/a/device/sim/0": {9040, 9041}, "vm/a/memfd": {9042}, "vm/b/device/sim/0": {9043}}
+	k := deviceFromStore("a", stored)
+	if k == nil || k.Backend != "sim" || len(k.FDs) != 1 || k.FDs[0] != 9040 {
+		t.Fatalf("vm a's kept state %+v, want the sim's in fd 9040", k)
+	}
+	if _, left := stored["vm/a/device/sim/0"]; left || len(stored) != 2 {
+		t.Errorf("stored after taking it: %v", stored)
+	}
+	if k := deviceFromStore("c", stored); k != nil {
+		t.Errorf("vm c has none, got %+v", k)
+	}
+	holed := map[string][]int{"vm/a/device/sim/1": {9044}}
+	if k := deviceFromStore("a", holed); k != nil || len(holed) != 1 {
+		t.Errorf("a state without its descriptor 0: %+v, left %v", k, holed)
+	}
+}
