@@ -70,6 +70,7 @@ func cConstChecks() []cCheck {
 		{"SLUICE_FEATURE_RESULT_WORD", FeatureResultWord},
 		{"SLUICE_FEATURE_SYSCALL_RING", FeatureSyscallRing},
 		{"SLUICE_FEATURE_WAKE", FeatureWake},
+		{"SLUICE_FEATURE_POLLING", FeaturePolling},
 		{"SLUICE_HDR_MAGIC", HdrMagic},
 		{"SLUICE_HDR_VERSION_MAJOR", HdrVersionMajor},
 		{"SLUICE_HDR_VERSION_MINOR", HdrVersionMinor},
@@ -78,6 +79,7 @@ func cConstChecks() []cCheck {
 		{"SLUICE_HDR_CHANNELS", HdrChannels},
 		{"SLUICE_HDR_RING_ENTRIES", HdrRingEntries},
 		{"SLUICE_HDR_SYSCALL_SLOTS", HdrSyscallSlots},
+		{"SLUICE_HDR_POLLING", HdrPolling},
 		{"SLUICE_HDR_REGION_SIZE", HdrRegionSize},
 		{"SLUICE_HDR_CHANNELS_OFF", HdrChannelsOff},
 		{"SLUICE_HDR_RINGS_OFF", HdrRingsOff},
@@ -353,6 +355,7 @@ func cFields() []cField {
 		hdr("control_vector", HdrControlVector, 4),
 		hdr("max_throttle_ns", HdrMaxThrottleNs, 8),
 		hdr("max_alloc_size", HdrMaxAllocSize, 8),
+		hdr("host_polling", HdrPolling, 4),
 		hdr("reserved", hdrEnd, HeaderSize-hdrEnd),
 
 		ch("put", ChPut, 4),

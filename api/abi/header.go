@@ -29,7 +29,11 @@ const (
 	HdrControlVector = 108
 	HdrMaxThrottleNs = 112
 	HdrMaxAllocSize  = 120
-	hdrEnd           = 128 // the rest up to HeaderSize is reserved, zero
+	// HdrPolling (FeaturePolling) is a uint32 on a cache line of its own,
+	// outside Header: non-zero while the host busy-polls the channels' put
+	// indices (see FeaturePolling). EncodeHeader writes it 0.
+	HdrPolling = 128
+	hdrEnd     = 132 // the rest up to HeaderSize is reserved, zero
 )
 
 // Feature bits announced in Header.Features.
@@ -49,6 +53,16 @@ const (
 	// channel.go): it signals a sleeping guest's eventfd for the channel's
 	// vector when the record it waits for completes or the channel fails.
 	FeatureWake uint64 = 1 << 4
+	// FeaturePolling: the host keeps HdrPolling non-zero while it
+	// busy-polls every channel's put, so a guest may leave out the
+	// doorbell after a submission that finds it set, as virtio's
+	// VRING_USED_F_NO_NOTIFY lets a driver. The guest stores put and then
+	// loads HdrPolling, both sequentially consistent; the host, when it
+	// stops polling, stores 0 and then loads every put once more, also
+	// sequentially consistent: either the guest sees 0 and rings, or the
+	// host sees the put. A guest that rings anyway loses nothing but the
+	// doorbell's cost; the host never reads the word back.
+	FeaturePolling uint64 = 1 << 5
 )
 
 // Header is the first part of the region, written by the host when the

@@ -25,11 +25,14 @@ var (
 // Device is one opened shared region. Its methods are safe for concurrent
 // use; each Channel is not (see Channel).
 type Device struct {
-	t      Transport
-	r      *shm.Region
-	hdr    abi.Header
-	poll   Poll
-	irq    Interrupts // nil: the host cannot wake waiters, they poll
+	t    Transport
+	r    *shm.Region
+	hdr  abi.Header
+	poll Poll
+	irq  Interrupts // nil: the host cannot wake waiters, they poll
+	// polls: the host announces abi.FeaturePolling, so a submission that
+	// finds HdrPolling set leaves out the doorbell.
+	polls  bool
 	mu     sync.Mutex
 	chans  []*Channel
 	closed bool
@@ -61,6 +64,7 @@ func Open(t Transport, opts ...Option) (*Device, error) {
 	if irq, ok := t.(Interrupts); ok && hdr.Features&abi.FeatureWake != 0 {
 		d.irq = irq
 	}
+	d.polls = hdr.Features&abi.FeaturePolling != 0
 	d.r = shm.New(region)
 	d.chans = make([]*Channel, hdr.Layout.Channels)
 	return d, nil
@@ -110,6 +114,14 @@ func (d *Device) Doorbell(vector int) error {
 		return fmt.Errorf("ringing doorbell %d: %w", vector, err)
 	}
 	return nil
+}
+
+// hostPolling reports whether the host busy-polls the channels' put
+// indices now (abi.FeaturePolling), so that a put just stored needs no
+// doorbell. The load is sequentially consistent, as the store of put
+// before it.
+func (d *Device) hostPolling() bool {
+	return d.polls && d.r.Load32(abi.HdrPolling) != 0
 }
 
 // Heap is the heap part of the region. The host reads it while commands that

@@ -120,6 +120,7 @@ extern "C" {
 #define SLUICE_FEATURE_RESULT_WORD UINT64_C(0x4) /* a FINISHED slot holds its errno at SLUICE_SYS_FIN_ERRNO too */
 #define SLUICE_FEATURE_SYSCALL_RING UINT64_C(0x8) /* the host consumes the request ring after the slots */
 #define SLUICE_FEATURE_WAKE UINT64_C(0x10)        /* the host signals a guest that armed a channel's wake word */
+#define SLUICE_FEATURE_POLLING UINT64_C(0x20)     /* host_polling is non-zero while the host polls every put */
 
 /* Byte offsets of the header's fields. */
 #define SLUICE_HDR_MAGIC 0
@@ -143,12 +144,14 @@ extern "C" {
 #define SLUICE_HDR_CONTROL_VECTOR 108
 #define SLUICE_HDR_MAX_THROTTLE_NS 112
 #define SLUICE_HDR_MAX_ALLOC_SIZE 120
+#define SLUICE_HDR_POLLING 128
 
 /*
  * Written by the host when the endpoint is created; afterwards only epoch
- * (changes when the mediator restarts) and heartbeat (advances periodically)
- * change. A guest checks magic, version_major, region_size against its
- * mapping and the offsets against the geometry before trusting any of it.
+ * (changes when the mediator restarts), heartbeat (advances periodically),
+ * max_throttle_ns and host_polling change. A guest checks magic,
+ * version_major, region_size against its mapping and the offsets against the
+ * geometry before trusting any of it.
  */
 struct sluice_header {
 	uint32_t magic;           /* SLUICE_MAGIC */
@@ -174,7 +177,15 @@ struct sluice_header {
 	                           * command, past which any command fails with
 	                           * SLUICE_ETIMEDOUT (the operator may change it) */
 	uint64_t max_alloc_size;  /* largest single ALLOC the host accepts */
-	uint8_t reserved[128];    /* zero */
+	/*
+	 * SLUICE_FEATURE_POLLING: non-zero while the host busy-polls every
+	 * channel's put. A guest that stores put and then reads it non-zero
+	 * (both sequentially consistent: a store followed by a full fence,
+	 * then the load) may leave out the doorbell; the host clears it and
+	 * then looks at every put once more before it stops polling.
+	 */
+	uint32_t host_polling;
+	uint8_t reserved[124];    /* zero */
 };
 
 /* ------------------------------------------------------------------------

@@ -4,7 +4,9 @@
 # ROUNDS times in turn, and bellbench (this folder's bellbench/, built into
 # BELLBENCH):
 #   floor:  bellbench floor (raw polling round trip between two processes);
-#   nop:    sluice-agent run latency (NOP round trips) on the null backend;
+#   nop:    sluice-agent run latency (NOP round trips) on the null backend,
+#           then issue 14's two ratios for the round: its p50 over the
+#           floor's p50 (at most 3) and its p99 over its own p50 (at most 3);
 #   idle:   sluiced's CPU over IDLE_S seconds with VMS VMs, each with a guest
 #           connected doing nothing (bellbench idle);
 #   storm:  sluiced's CPU while bellbench storm rings one VM's channel 0 for
@@ -43,13 +45,21 @@ stop() { kill "$P"; wait "$P"; grep -c "doorbell storm" "$D/log" | sed 's/^/   s
 # handled: the doorbells the storm VM's endpoint has read so far.
 handled() { curl -s --unix-socket "$D/s.sock" http://sluiced/v1/stats | jq '.vms[] | select(.name == "storm") | .doorbells'; }
 
+# ratios FLOOR_JSON NOP_JSON: the round's p50/floor and p99/p50.
+ratios() {
+  jq -rn --argjson f "$1" --argjson n "$2" \
+    '"   p50/floor \($n.p50 / $f.p50 * 100 | round / 100), p99/p50 \($n.p99 / $n.p50 * 100 | round / 100)"'
+}
+
 for r in $(seq "$ROUNDS"); do
-  printf '== round %s floor: ' "$r"; "$BB" floor --count "$COUNT" | squeeze '.round_trip_ns'
+  floor=$("$BB" floor --count "$COUNT" | jq -c '.round_trip_ns')
+  printf '== round %s floor: %s\n' "$r" "$floor"
   for bin in "$@"; do
     start "$bin"
     ep=$("$bin/sluicectl" --socket "$D/s.sock" vm create lat --channels 1)
-    printf '== round %s nop %s: ' "$r" "$bin"
-    "$bin/sluice-agent" --endpoint "$ep" run latency --count "$COUNT" --warmup 1000 --json | squeeze '.round_trip_ns'
+    nop=$("$bin/sluice-agent" --endpoint "$ep" run latency --count "$COUNT" --warmup 1000 --json | jq -c '.round_trip_ns')
+    printf '== round %s nop %s: %s\n' "$r" "$bin" "$nop"
+    ratios "$floor" "$nop"
     pids=()
     for i in $(seq "$VMS"); do
       ep=$("$bin/sluicectl" --socket "$D/s.sock" vm create "idle$i" --channels 1)

@@ -196,5 +196,9 @@ func (w *Window) Spin(now int64) bool {
 	return false
 }
 
+// Spinning reports whether a spin is in progress (Start began one and
+// Spin has not ended it).
+func (w *Window) Spinning() bool { return w.deadline != 0 }
+
 // Current is the window now.
 func (w *Window) Current() time.Duration { return time.Duration(w.cur) }

@@ -23,6 +23,9 @@ type bellState struct {
 	// the mutes since that were not.
 	limitLogged    int64
 	limitsUnlogged uint64
+	// polling: the header's HdrPolling is set (abi.FeaturePolling), so
+	// guests may leave out their doorbells while this goroutine spins.
+	polling bool
 }
 
 // spinLooks is how many looks at the rings a spin takes between the
@@ -58,7 +61,7 @@ func (v *VM) doorbell(vector int, _ uint64) {
 		v.bell.seen[vector] = p
 		c.Poll()
 		if moved {
-			v.bell.win.Start(v.mono())
+			v.startSpin(v.mono())
 		}
 		return
 	}
@@ -103,10 +106,48 @@ func (v *VM) spinOnce() bool {
 			b.win.Extend(now)
 		}
 		if !b.win.Spin(now) {
-			return false
+			return v.stopSpin()
 		}
 	}
 	return true
+}
+
+// startSpin starts or renews a spin (spin.Window.Start) and, once the
+// window spins, tells the guests they may leave out their doorbells
+// (abi.FeaturePolling).
+func (v *VM) startSpin(now int64) {
+	b := &v.bell
+	b.win.Start(now)
+	if !b.polling && b.win.Spinning() {
+		v.region.Store32(abi.HdrPolling, 1)
+		b.polling = true
+	}
+}
+
+// stopSpin ends a spin whose window ran out: it clears HdrPolling and then
+// looks at every channel's put once more, both sequentially consistent, so
+// a record whose guest saw the word still set and left out its doorbell is
+// forwarded here. Records found so start the spin again (the window gave
+// up too soon); it reports whether the goroutine spins on.
+func (v *VM) stopSpin() bool {
+	b := &v.bell
+	if !b.polling {
+		return false
+	}
+	v.region.Store32(abi.HdrPolling, 0)
+	b.polling = false
+	found := false
+	for i, c := range v.channels {
+		if p := c.Put(); p != b.seen[i] {
+			b.seen[i] = p
+			found = c.Found() || found
+		}
+	}
+	if !found {
+		return false
+	}
+	v.startSpin(v.mono())
+	return b.win.Spinning()
 }
 
 // noteCompletion tells a spin in progress that a record completed (from

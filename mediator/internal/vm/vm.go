@@ -351,6 +351,12 @@ func (v *VM) writeHeader(heartbeat uint64) {
 	// Every channel honours its wake word: a process guest sleeps on its
 	// eventfd instead of polling (a guest that polls is never signalled).
 	features := abi.FeatureWake
+	if v.cfg.SpinWindow > 0 && v.cfg.SpinBudget != nil {
+		// The doorbell goroutine sets HdrPolling while it spins
+		// (doorbell.go); written 0 here, as a spin in progress that sees
+		// it so only gets doorbells it did not need.
+		features |= abi.FeaturePolling
+	}
 	if v.serveSyscalls() {
 		features |= abi.FeatureSyscalls | abi.FeatureReadyMap | abi.FeatureResultWord | abi.FeatureSyscallRing
 	}
