@@ -121,7 +121,7 @@ func TestSpinFindsRecords(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		window time.Duration
-	}{{"spinning", time.Millisecond}, {"off", 0}} {
+	}{{"spinning", 100 * time.Millisecond}, {"off", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, dev, _ := stormVM(t, "spin", Config{SpinWindow: tc.window, SpinBudget: spin.NewBudget(1)})
 			r := shm.New(dev.Transport().Region())
@@ -145,7 +145,10 @@ func TestSpinFindsRecords(t *testing.T) {
 				r.CopyIn(l.RecordOff(0, put), rec[:])
 				put++
 				r.Store32(off+abi.ChPut, put)
-				if i > 0 && waitGet(200*time.Microsecond) {
+				// Within the window, however late a loaded machine runs the
+				// spinning goroutine: what is asserted is that the spin finds
+				// records, not how soon.
+				if i > 0 && waitGet(20*time.Millisecond) {
 					found++
 				}
 				// The doorbell, as a guest would ring it: it forwards the
@@ -158,8 +161,8 @@ func TestSpinFindsRecords(t *testing.T) {
 				}
 			}
 			switch {
-			case tc.window > 0 && found < rounds/8: // most, on an idle machine; some on a loaded one
-				t.Fatalf("the spin found %d of %d records put within 200µs of a doorbell", found, rounds-1)
+			case tc.window > 0 && found < rounds/2: // all, on an idle machine; most on a loaded one
+				t.Fatalf("the spin found %d of %d records put within 20ms of a doorbell", found, rounds-1)
 			case tc.window == 0 && found > 0:
 				t.Fatalf("%d records forwarded without a doorbell with spinning off", found)
 			}
