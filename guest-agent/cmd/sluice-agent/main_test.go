@@ -175,6 +175,7 @@ func TestErrors(t *testing.T) {
 		{"too long", []string{"--endpoint", tooLong, "run", "throttle", "--kernels", "1"}, "too long", abi.ErrTooLong},
 		{"no device", []string{"--device", "--sysfs", t.TempDir(), "info"}, "PCI devices", nil},
 		{"extra arg", []string{"--endpoint", sock, "info", "x"}, "unknown command", nil},
+		{"negative mediator timeout", []string{"--endpoint", sock, "--mediator-timeout", "-1s", "run", "latency"}, "must not be negative", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -89,6 +89,9 @@ const defaultStall = 30 * time.Second
 // error of cmd's work, or that the mediator went away if that cut the work
 // short.
 func (g *globals) open(cmd *cobra.Command) (d *sdk.Device, finish func(error) error, err error) {
+	if g.stall < 0 {
+		return nil, nil, fmt.Errorf("--mediator-timeout %v: must not be negative (0: never give up)", g.stall)
+	}
 	d, err = g.openRegion(cmd.Context())
 	if err != nil {
 		return nil, nil, err
