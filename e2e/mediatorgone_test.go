@@ -52,4 +52,27 @@ var _ = Describe("a process guest whose sluiced goes away", Label("process"), fu
 		Expect(res.Errors).To(BeZero(), "no kernel failed: the run was cut short")
 		AddReportEntry("agent exit after kill -9", fmt.Sprintf("%v (%d kernels of 200ms ran)", took, res.Kernels))
 	})
+
+	// A QEMU guest has no connection of its own to the endpoint (QEMU
+	// holds it): its agent notices that sluiced's heartbeat stood still.
+	It("in a QEMU guest, exits when sluiced's heartbeat stops", Label("qemu"), func() {
+		framework.RequiresQEMU()
+		const stall = 2 * time.Second
+		d := framework.StartDaemon(framework.DaemonOptions{Clock: framework.ClockWall})
+		g := d.StartGuest("gone")
+		inVM := g.StartExec("--mediator-timeout", stall.String(),
+			"run", "throttle", "--kernel", "200ms", "--depth", "1", "--duration", "1m", "--json")
+		Eventually(func() uint64 { return d.Usage("gone").Kernels }).WithTimeout(framework.DefaultTimeout).
+			Should(BeNumerically(">", 1), "the guest runs kernels (and has seen the heartbeat move)")
+		d.Kill()
+		killed := time.Now()
+		r := inVM.WaitTimeout(goneBound + stall)
+		took := time.Since(killed)
+		Expect(r.ExitCode).To(Equal(1), "%s", r)
+		Expect(r.Stderr).To(MatchRegexp(`sluice-agent: the mediator went away: its heartbeat stood still for \d`), "%s", r)
+		var res framework.ThrottleResult
+		Expect(json.Unmarshal([]byte(r.Stdout), &res)).To(Succeed(), "the agent prints what it ran\n%s", r)
+		Expect(res.Errors).To(BeZero())
+		AddReportEntry("agent exit after kill -9, device mode", fmt.Sprintf("%v with --mediator-timeout %v (%d kernels of 200ms ran)", took, stall, res.Kernels))
+	})
 })
