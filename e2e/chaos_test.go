@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"syscall"
 	"time"
 
 	"github.com/sluice-gpu/sluice/e2e/framework"
@@ -25,7 +24,7 @@ import (
 // bills a THROTTLE exactly its length, so a bill is whole kernels of
 // chaosKernel. What the guests cannot observe: at a crash, the completion of
 // their one kernel in flight (depth 1) may be published and not seen before
-// they are stopped. So after k crashes each VM's bill lies between what its
+// they notice the crash (the endpoint's connection closes) and exit. So after k crashes each VM's bill lies between what its
 // guests observed minus what the crashes lost, and what they observed plus
 // k kernels.
 var _ = Describe("billing through crashes of sluiced", Label("process"), func() {
@@ -64,15 +63,22 @@ var _ = Describe("billing through crashes of sluiced", Label("process"), func() 
 			for _, n := range names {
 				guests[n] = d.StartAgent(endpoints[n], append(throttle, "--duration", "1m")...)
 			}
+			// The load starts once both guests joined: a loaded machine
+			// may take a while to start them.
+			for _, n := range names {
+				Eventually(func() int { return d.GetVM(n).Peers }).WithTimeout(framework.ConvergeTimeout).
+					WithPolling(10*time.Millisecond).Should(Equal(1), "the guest of %s joins", n)
+			}
 			load := 200*time.Millisecond + time.Duration(rng.Int64N(int64(time.Second))) // where the crash falls
 			time.Sleep(load)
 			run += load
 			d.Kill()
 			for _, n := range names {
-				// A guest waits for its kernel in flight until stopped:
-				// SIGTERM makes it print what it observed.
-				guests[n].Signal(syscall.SIGTERM)
+				// A guest waiting for its kernel in flight notices that
+				// the endpoint's connection closed, and exits printing
+				// what it observed.
 				r := guests[n].Wait()
+				Expect(r.Stderr).To(ContainSubstring("the mediator went away"), "the guest of %s\n%s", n, r)
 				var res framework.ThrottleResult
 				Expect(json.Unmarshal([]byte(r.Stdout), &res)).To(Succeed(), "the guest of %s reports what it observed\n%s", n, r)
 				Expect(res.Errors).To(BeZero(), "guest of %s", n)

@@ -68,7 +68,7 @@ var _ = Describe("a fleet's usage through crashes", Label("process"), func() {
 			Expect(placed["gpu2"]).To(HaveLen(2))
 			for name, h := range on {
 				Eventually(func() int { return hosts[h].Ctl("vm", "get", name).ExitCode }).
-					WithTimeout(10*time.Second).Should(BeZero(), "VM %s on %s", name, h)
+					WithTimeout(framework.ConvergeTimeout).Should(BeZero(), "VM %s on %s", name, h)
 			}
 
 			// kernels is the ground truth: what each VM's guest ran.
@@ -115,7 +115,7 @@ var _ = Describe("a fleet's usage through crashes", Label("process"), func() {
 
 			By("weight 9 for one VM at the controller moves gpu1's shares towards it; the controller is killed while the hosts push")
 			ctl.CtlOK(tenant, "vm", "set", p, "--weight", "9")
-			Eventually(func() uint32 { return hosts["gpu1"].GetVM(p).Weight }).WithTimeout(10 * time.Second).Should(Equal(uint32(9)))
+			Eventually(func() uint32 { return hosts["gpu1"].GetVM(p).Weight }).WithTimeout(framework.ConvergeTimeout).Should(Equal(uint32(9)))
 			var after float64
 			run(3*time.Second, func() {
 				killed := make(chan struct{})
@@ -159,7 +159,7 @@ var _ = Describe("a fleet's usage through crashes", Label("process"), func() {
 				ledger := hosts[h].Usage(name)
 				Expect(ledger.Kernels).To(Equal(kernels[name]), "%s's ledger on %s against its guests' count", name, h)
 				Eventually(func() [2]int64 { r := billed(name); return [2]int64{r.TotalGpuNs, r.TotalKernels} }).
-					WithTimeout(15*time.Second).Should(Equal([2]int64{int64(ledger.GPUNs), int64(ledger.Kernels)}), "usage of %s", name)
+					WithTimeout(framework.ConvergeTimeout).Should(Equal([2]int64{int64(ledger.GPUNs), int64(ledger.Kernels)}), "usage of %s", name)
 			}
 			Consistently(func() [4]int64 {
 				var out [4]int64

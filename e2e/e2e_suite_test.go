@@ -38,6 +38,6 @@ var _ = AfterSuite(func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(left).To(BeEmpty(), "processes started by the suite are still running")
 	}
-	Expect(framework.LeftoverQEMU("sluice-e2e-")).To(BeEmpty(), "QEMU guests started by the suite are still running")
+	Expect(framework.SuiteQEMU()).To(BeEmpty(), "QEMU guests started by the suite are still running")
 	Expect(framework.LeftoverDirs()).To(ConsistOf(bins.Dir), "only the binaries' directory should remain until the suite's cleanup")
 })

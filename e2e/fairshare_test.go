@@ -36,7 +36,7 @@ var _ = Describe("Fair shares", Label("process"), func() {
 		run := func(policy string, dur time.Duration) float64 {
 			GinkgoHelper()
 			d.CtlOK("policy", "set", policy)
-			Eventually(func() string { return d.CtlOK("policy", "get") }).WithTimeout(5*time.Second).
+			Eventually(func() string { return d.CtlOK("policy", "get") }).WithTimeout(framework.ConvergeTimeout).
 				WithPolling(20*time.Millisecond).Should(ContainSubstring(policy), "the switch takes effect at a period's end")
 			before := d.Stats()
 			procs := map[string]*framework.Proc{}

@@ -35,14 +35,14 @@ var _ = Describe("a fleet", Label("process"), func() {
 		var vm controllerapi.VM
 		ctl.CtlJSON(&vm, alice, "vm", "create", "web", "--tenant", "acme", "--weight", "2", "--memory", "1GiB")
 		Expect(vm.Host).To(Equal("gpu1"))
-		Eventually(func() []hostapi.VM { return d.ListVMs() }).WithTimeout(10 * time.Second).Should(HaveLen(1))
+		Eventually(func() []hostapi.VM { return d.ListVMs() }).WithTimeout(framework.ConvergeTimeout).Should(HaveLen(1))
 		local := d.GetVM("web")
 		Expect(local.Weight).To(Equal(uint32(2)))
 		Expect(local.Memory).To(Equal(uint64(1 << 30)))
 
 		By("a change at run time is applied to the same VM, not a new one")
 		ctl.CtlOK(alice, "vm", "set", "web", "--weight", "5", "--cap", "50%")
-		Eventually(func() uint32 { return d.GetVM("web").Weight }).WithTimeout(10 * time.Second).Should(Equal(uint32(5)))
+		Eventually(func() uint32 { return d.GetVM("web").Weight }).WithTimeout(framework.ConvergeTimeout).Should(Equal(uint32(5)))
 		changed := d.GetVM("web")
 		Expect(changed.ID).To(Equal(local.ID))
 		Expect(changed.Endpoint).To(Equal(local.Endpoint))
@@ -57,7 +57,7 @@ var _ = Describe("a fleet", Label("process"), func() {
 			ctl.CtlJSON(&rep, alice, "usage", "--vm", "web")
 			return rep.TotalGpuNs
 		}
-		Eventually(billed).WithTimeout(10 * time.Second).Should(Equal(int64(ledger)))
+		Eventually(billed).WithTimeout(framework.ConvergeTimeout).Should(Equal(int64(ledger)))
 
 		By("a restart of sluiced bills nothing twice")
 		d.Stop()
@@ -71,7 +71,7 @@ var _ = Describe("a fleet", Label("process"), func() {
 		Expect(billed()).To(Equal(int64(ledger)))
 		d.Throttle(local.Endpoint, 100*time.Microsecond, 100)
 		ledger = d.Usage("web").GPUNs
-		Eventually(billed).WithTimeout(10 * time.Second).Should(Equal(int64(ledger)))
+		Eventually(billed).WithTimeout(framework.ConvergeTimeout).Should(Equal(int64(ledger)))
 
 		By("a silent host is marked down and its VMs flagged; its heartbeat brings it back")
 		d.Stop()
@@ -80,17 +80,17 @@ var _ = Describe("a fleet", Label("process"), func() {
 			ctl.CtlJSON(&v, alice, "vm", "get", "web")
 			return v.HostDown
 		}
-		Eventually(flagged).WithTimeout(10 * time.Second).Should(BeTrue())
+		Eventually(flagged).WithTimeout(framework.ConvergeTimeout).Should(BeTrue())
 		var hosts []controllerapi.Host
 		ctl.CtlJSON(&hosts, ctl.Operator, "host", "list")
 		Expect(hosts).To(HaveLen(1))
 		Expect(hosts[0].State).To(Equal(controllerapi.Down))
 		d = framework.StartDaemon(framework.DaemonOptions{Dir: d.Dir, ExtraArgs: join})
-		Eventually(flagged).WithTimeout(10 * time.Second).Should(BeFalse())
+		Eventually(flagged).WithTimeout(framework.ConvergeTimeout).Should(BeFalse())
 
 		By("a VM deleted at the controller leaves the host; its usage stays billed")
 		ctl.CtlOK(alice, "vm", "delete", "web")
-		Eventually(func() []hostapi.VM { return d.ListVMs() }).WithTimeout(10 * time.Second).Should(BeEmpty())
+		Eventually(func() []hostapi.VM { return d.ListVMs() }).WithTimeout(framework.ConvergeTimeout).Should(BeEmpty())
 		Expect(billed()).To(Equal(int64(ledger)))
 
 		By("the audit log names who did what")

@@ -96,7 +96,8 @@ var _ = Describe("restarting sluiced without disturbing VMs", func() {
 		ep := d.CreateVM(framework.NewVM("proc", framework.WithChannels(1))).Endpoint
 		guest := d.StartAgent(ep, append([]string{"run", "throttle", "--duration", "6s"}, throttle...)...)
 		for i := 1; i <= handovers; i++ {
-			Eventually(func() bool { return store.Has("vm/proc/peer/1/conn") }).Should(BeTrue(), "the guest's connection is stored")
+			Eventually(func() bool { return store.Has("vm/proc/peer/1/conn") }).WithTimeout(framework.ConvergeTimeout).
+				Should(BeTrue(), "the guest's connection is stored")
 			time.Sleep(time.Second)
 			how := "kill -9"
 			start := time.Now()

@@ -63,7 +63,7 @@ var _ = Describe("libvirt domains", Label("libvirt"), func() {
 		Expect(got.Channels).To(Equal(2), "the hook creates the VM with the settings of the domain's <sluice:vm> metadata")
 		// QEMU connects before virsh start returns; it joins once the
 		// endpoint sees it has read its whole handshake.
-		Eventually(func() int { return d.GetVM(name).Peers }).WithTimeout(5*time.Second).
+		Eventually(func() int { return d.GetVM(name).Peers }).WithTimeout(framework.ConvergeTimeout).
 			Should(BeNumerically(">=", 1), "QEMU joins the endpoint as it starts")
 
 		By("waiting for the guest to run the workload and power off")

@@ -21,14 +21,14 @@ var _ = Describe("The syscall proxy", Label("process"), func() {
 			return framework.Decode[framework.SyscallResult](d.Agent(ep, append(append([]string{"run", "syscall"}, args...), "--json")...))
 		}
 		Expect(call(b.Endpoint, "null")).To(Equal(framework.SyscallResult{}))
-		Eventually(func() string { return d.GetVM(b.Name).Syscalls.ProxyState }).Should(Equal("running"))
+		Eventually(func() string { return d.GetVM(b.Name).Syscalls.ProxyState }).WithTimeout(framework.ConvergeTimeout).Should(Equal("running"))
 		bPid := d.GetVM(b.Name).Syscalls.ProxyPID
 
 		By("a call that blocks in the victim's proxy: recvfrom on a UDP socket nobody sends to")
 		sock := call(a.Endpoint, "socket", "AF_INET", "SOCK_DGRAM", "0")
 		Expect(sock.Errno).To(BeZero())
 		blocked := d.StartAgent(a.Endpoint, "run", "syscall", "recvfrom", fmt.Sprint(sock.Ret), "@64", "64", "0", "--json", "--channel", "1")
-		Eventually(func() int { return d.GetVM(a.Name).Syscalls.InFlight }, 10*time.Second).Should(Equal(1))
+		Eventually(func() int { return d.GetVM(a.Name).Syscalls.InFlight }, framework.ConvergeTimeout).Should(Equal(1))
 		aPid := d.GetVM(a.Name).Syscalls.ProxyPID
 		Expect(aPid).NotTo(BeZero())
 
@@ -41,7 +41,7 @@ var _ = Describe("The syscall proxy", Label("process"), func() {
 		Eventually(func() bool {
 			s := d.GetVM(a.Name).Syscalls
 			return s.ProxyState == "running" && s.ProxyPID != aPid && s.ProxyRestarts == 1
-		}, 20*time.Second).Should(BeTrue())
+		}, framework.ConvergeTimeout).Should(BeTrue())
 		Expect(call(a.Endpoint, "null")).To(Equal(framework.SyscallResult{}))
 		bs := d.GetVM(b.Name).Syscalls
 		Expect(bs.ProxyPID).To(Equal(bPid))

@@ -63,7 +63,7 @@ var _ = Describe("QEMU guests", Label("qemu"), func() {
 			var vm hostapi.VM
 			d.CtlJSON(&vm, "vm", "get", "hot", "--json")
 			return vm.Peers
-		}).WithTimeout(10*time.Second).WithPolling(20*time.Millisecond).Should(Equal(1), "the hot-plugged device joined the endpoint")
+		}).WithTimeout(framework.ConvergeTimeout).WithPolling(20*time.Millisecond).Should(Equal(1), "the hot-plugged device joined the endpoint")
 		res := framework.Decode[framework.ThrottleResult](g.Exec("throttle", "--kernel", "50us", "--kernels", "200", "--json"))
 		Expect(res.Kernels).To(Equal(uint64(200)))
 		Expect(d.Usage("hot").Kernels).To(Equal(uint64(200)))

@@ -13,6 +13,7 @@ package framework
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/onsi/ginkgo/v2"
@@ -58,6 +59,13 @@ func mkdirTemp(pattern string) (string, error) {
 	tempDir = append(tempDir, dir)
 	mu.Unlock()
 	return dir, nil
+}
+
+// TempDirs lists the temporary directories the framework created.
+func TempDirs() []string {
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(tempDir)
 }
 
 // LeftoverDirs lists the temporary directories the framework created that

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,6 +89,7 @@ func (d *Daemon) StartGuest(name string, args ...string) *Guest {
 	runDir := filepath.Join(d.GuestRunDir(), name)
 	ginkgo.DeferCleanup(func() { stopGuest(d, name, runDir) })
 	gomega.Expect(r.ExitCode).To(gomega.Equal(0), "%s\nconsole:\n%s", r, readFile(filepath.Join(runDir, "serial.log")))
+	startedQEMU(readPID(filepath.Join(runDir, "qemu.pid")))
 	g := &Guest{d: d}
 	gomega.Expect(json.Unmarshal([]byte(r.Stdout), g)).To(gomega.Succeed(), "decoding vm start's output:\n%s", r.Stdout)
 	return g
@@ -141,9 +144,12 @@ func (g *Guest) Stop() string {
 	return out
 }
 
-// LeftoverQEMU lists running QEMU processes whose command line mentions
-// prefix (the suite's temporary directories), as "pid cmdline".
-func LeftoverQEMU(prefix string) []string {
+// LeftoverQEMU lists the running QEMU processes whose command line names
+// one of dirs (an argument that is the directory or a path below it, also
+// after an option's "="), as "pid cmdline". dirs are the suite's own
+// (temporary directories have unique names), so that QEMUs of another
+// suite running on the machine are not counted.
+func LeftoverQEMU(dirs ...string) []string {
 	entries, _ := os.ReadDir("/proc")
 	var left []string
 	for _, e := range entries {
@@ -151,25 +157,106 @@ func LeftoverQEMU(prefix string) []string {
 		if err != nil || !qemuAlive(pid) {
 			continue
 		}
-		cmdline := strings.ReplaceAll(readFile(filepath.Join("/proc", e.Name(), "cmdline")), "\x00", " ")
-		if strings.Contains(cmdline, prefix) {
-			left = append(left, fmt.Sprintf("%d %s", pid, cmdline))
+		args := strings.Split(strings.TrimRight(readFile(filepath.Join("/proc", e.Name(), "cmdline")), "\x00"), "\x00")
+		if namesDir(args, dirs) {
+			left = append(left, fmt.Sprintf("%d %s", pid, strings.Join(args, " ")))
 		}
 	}
 	return left
 }
 
+// SuiteQEMU lists the QEMU processes this suite started that still run:
+// those StartGuest and Domain.Start recorded (by pid and start time: a
+// pid used again since is not one), and those whose command line names a
+// directory the framework created (its binaries' directory holds the
+// guest image every guest boots).
+func SuiteQEMU() []string {
+	qemuMu.Lock()
+	started := maps.Clone(qemuStarted)
+	qemuMu.Unlock()
+	left := LeftoverQEMU(TempDirs()...)
+	for pid, start := range started {
+		if st, ok := procStat(pid); ok && st.start == start && qemuAlive(pid) &&
+			!slices.ContainsFunc(left, func(l string) bool { return strings.HasPrefix(l, strconv.Itoa(pid)+" ") }) {
+			left = append(left, fmt.Sprintf("%d (started by the suite)", pid))
+		}
+	}
+	return left
+}
+
+var (
+	qemuMu      sync.Mutex
+	qemuStarted = map[int]string{} // pid -> its start time, of each QEMU the suite started
+)
+
+// startedQEMU records a QEMU the suite started, for SuiteQEMU.
+func startedQEMU(pid int) {
+	if st, ok := procStat(pid); ok && pid > 0 {
+		qemuMu.Lock()
+		qemuStarted[pid] = st.start
+		qemuMu.Unlock()
+	}
+}
+
+// namesDir reports whether an argument is one of dirs or a path below one,
+// alone or after an option's "=", "," or ":" (-kernel DIR/vmlinuz,
+// path=DIR/vm.sock): /tmp/x-1 does not name /tmp/x-12.
+func namesDir(args, dirs []string) bool {
+	for _, a := range args {
+		for _, d := range dirs {
+			d = filepath.Clean(d)
+			for off := 0; ; {
+				i := strings.Index(a[off:], d)
+				if i < 0 {
+					break
+				}
+				start, end := off+i, off+i+len(d)
+				if (start == 0 || strings.ContainsRune("=,:", rune(a[start-1]))) &&
+					(end == len(a) || strings.ContainsRune("/,:", rune(a[end]))) {
+					return true
+				}
+				off = end
+			}
+		}
+	}
+	return false
+}
+
+// stat is what /proc/PID/stat says of a process.
+type stat struct {
+	comm  string // the command name
+	state byte   // R, S, Z, ...
+	start string // its start time, in clock ticks after boot
+}
+
+// procStat reads /proc/PID/stat; ok is false when pid is gone.
+func procStat(pid int) (stat, bool) {
+	if pid <= 0 {
+		return stat{}, false
+	}
+	s := readFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open || end+2 >= len(s) {
+		return stat{}, false
+	}
+	// After the name: state (field 3), ..., starttime (field 22).
+	f := strings.Fields(s[end+1:])
+	if len(f) < 20 {
+		return stat{}, false
+	}
+	return stat{comm: s[open+1 : end], state: f[0][0], start: f[19]}, true
+}
+
+// zombie reports whether pid has exited but is not reaped yet.
+func zombie(pid int) bool {
+	st, ok := procStat(pid)
+	return ok && st.state == 'Z'
+}
+
 // qemuAlive reports whether pid runs and is a QEMU (not a zombie).
 func qemuAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	stat := readFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
-		return false
-	}
-	return strings.Contains(stat[:i], "qemu")
+	st, ok := procStat(pid)
+	return ok && st.state != 'Z' && strings.Contains(st.comm, "qemu")
 }
 
 func readPID(path string) int {

@@ -240,6 +240,7 @@ func (dom *Domain) Start() {
 	gomega.Expect(r.ExitCode).To(gomega.Equal(0), "%s\nQEMU log %s:\n%s", r, dom.QEMULog(), readFile(dom.QEMULog()))
 	dom.pid = readPID(filepath.Join(libvirtQEMURun, dom.Name+".pid"))
 	gomega.Expect(dom.pid).To(gomega.BeNumerically(">", 0), "libvirt should record the pid of the domain's QEMU")
+	startedQEMU(dom.pid)
 }
 
 // State is the domain's state as virsh domstate prints it ("running",
@@ -334,11 +335,4 @@ func processesNamed(names ...string) []int {
 		}
 	}
 	return pids
-}
-
-// zombie reports whether pid has exited but is not reaped yet.
-func zombie(pid int) bool {
-	stat := readFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	i := strings.LastIndexByte(stat, ')')
-	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }

@@ -19,6 +19,13 @@ import (
 // even on a loaded 2-core machine.
 const DefaultTimeout = 2 * time.Minute
 
+// ConvergeTimeout bounds a wait for state to converge (a guest joining, a
+// policy switch taking effect at a period's end, a controller sync or a
+// host marked down): a deadlock guard, long enough for a loaded 2-core
+// machine, never what a spec asserts. Gomega's default of a second is
+// not.
+const ConvergeTimeout = 30 * time.Second
+
 // Result is how a finished child process ended.
 type Result struct {
 	Args     []string

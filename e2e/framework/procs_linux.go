@@ -28,21 +28,9 @@ func LeftoverProcesses(dir string) ([]string, error) {
 		if err != nil {
 			continue
 		}
-		if strings.HasPrefix(exe, prefix) && !isZombie(pid) {
+		if strings.HasPrefix(exe, prefix) && !zombie(pid) {
 			left = append(left, fmt.Sprintf("%d %s", pid, exe))
 		}
 	}
 	return left, nil
-}
-
-// isZombie reports whether pid has exited but not been reaped (state Z in
-// /proc/PID/stat, after the parenthesised command name).
-func isZombie(pid int) bool {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
 }

@@ -46,7 +46,7 @@ func newInfoCmd(g *globals) *cobra.Command {
 		Short: "Print the region's header (layout, host peer id, epoch) and channel states",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := g.open(cmd.Context())
+			d, err := g.openRegion(cmd.Context()) // a look, which waits for nothing
 			if err != nil {
 				return err
 			}

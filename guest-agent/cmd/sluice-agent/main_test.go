@@ -25,6 +25,13 @@ import (
 // endpoint is an ivshmem server whose memfd region a fake host serves.
 func endpoint(t *testing.T, cfg sdktest.Config) string {
 	t.Helper()
+	path, _, _, _ := endpointOf(t, cfg)
+	return path
+}
+
+// endpointOf is endpoint, with its fake host, the server and the region.
+func endpointOf(t *testing.T, cfg sdktest.Config) (string, *sdktest.Host, *ivshmem.Server, *shm.Region) {
+	t.Helper()
 	if cfg.Layout == (abi.LayoutConfig{}) {
 		cfg.Layout = abi.DefaultLayoutConfig()
 	}
@@ -58,7 +65,7 @@ func endpoint(t *testing.T, cfg sdktest.Config) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	return path
+	return path, h, srv, shm.New(mem)
 }
 
 // agent runs the command line and returns its standard output.
@@ -168,6 +175,7 @@ func TestErrors(t *testing.T) {
 		{"too long", []string{"--endpoint", tooLong, "run", "throttle", "--kernels", "1"}, "too long", abi.ErrTooLong},
 		{"no device", []string{"--device", "--sysfs", t.TempDir(), "info"}, "PCI devices", nil},
 		{"extra arg", []string{"--endpoint", sock, "info", "x"}, "unknown command", nil},
+		{"negative mediator timeout", []string{"--endpoint", sock, "--mediator-timeout", "-1s", "run", "latency"}, "must not be negative", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,6 +26,7 @@ type globals struct {
 	vectors        int
 	sysfs          string
 	connectTimeout time.Duration
+	stall          time.Duration
 	poll           sdk.Poll
 	out            io.Writer
 }
@@ -66,6 +67,8 @@ Choose how to reach the region:
 	f.StringVar(&g.sysfs, "sysfs", pci.DefaultSysfsRoot, "device mode: where sysfs is mounted")
 	f.DurationVar(&g.connectTimeout, "connect-timeout", 10*time.Second,
 		"bound on joining the endpoint (process guest), or on the ivshmem device showing in sysfs (in a VM: a hot-plugged one shows once the guest's kernel has added it)")
+	f.DurationVar(&g.stall, "mediator-timeout", defaultStall,
+		"give up when the mediator's heartbeat (once a second) stands still this long (0: never); a process guest also gives up at once when the endpoint's connection closes")
 	f.DurationVar(&g.poll.Spin, "spin", g.poll.Spin, "completion polling: busy-poll this long before yielding")
 	f.DurationVar(&g.poll.Yield, "yield", g.poll.Yield, "completion polling: then yield the CPU between polls this long")
 	f.DurationVar(&g.poll.MaxSleep, "max-sleep", g.poll.MaxSleep, "completion polling: then sleep between polls, at most this long")
@@ -75,8 +78,35 @@ Choose how to reach the region:
 	return root
 }
 
-// open reaches the region the flags name and opens it.
-func (g *globals) open(ctx context.Context) (*sdk.Device, error) {
+// defaultStall is --mediator-timeout: far longer than the pause of a
+// hand-over or of a restart through the fd store (seconds at most), in
+// which the heartbeat stands still.
+const defaultStall = 30 * time.Second
+
+// open reaches the region the flags name, opens it and watches its
+// mediator (sdk.Device.Watch): cmd's context is cancelled if the mediator
+// goes away. finish ends the watch and closes the device; it returns the
+// error of cmd's work, or that the mediator went away if that cut the work
+// short.
+func (g *globals) open(cmd *cobra.Command) (d *sdk.Device, finish func(error) error, err error) {
+	if g.stall < 0 {
+		return nil, nil, fmt.Errorf("--mediator-timeout %v: must not be negative (0: never give up)", g.stall)
+	}
+	d, err = g.openRegion(cmd.Context())
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, stop := d.Watch(cmd.Context(), g.stall)
+	cmd.SetContext(ctx)
+	return d, func(err error) error {
+		err = sdk.Gone(ctx, err)
+		stop()
+		return errors.Join(err, d.Close())
+	}, nil
+}
+
+// openRegion reaches the region the flags name and opens it.
+func (g *globals) openRegion(ctx context.Context) (*sdk.Device, error) {
 	var (
 		t   sdk.Transport
 		err error

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -36,24 +37,23 @@ func (f *channelFlags) add(cmd *cobra.Command) {
 // withChannel opens the region, hands run the channel, prints what run
 // returns (also when it fails part way) and closes the region.
 func withChannel[R any](cmd *cobra.Command, g *globals, f *channelFlags, run func(*sdk.Channel) (R, error), human func(io.Writer, R)) error {
-	d, err := g.open(cmd.Context())
+	d, finish, err := g.open(cmd)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
 	ch, err := d.Channel(f.channel)
 	if err != nil {
-		return err
+		return finish(err)
 	}
 	res, runErr := run(ch)
 	if f.asJSON {
 		if err := writeJSON(g.out, res); err != nil {
-			return err
+			return finish(errors.Join(runErr, err))
 		}
 	} else {
 		human(g.out, res)
 	}
-	return runErr
+	return finish(runErr)
 }
 
 func newThrottleCmd(g *globals) *cobra.Command {

@@ -35,16 +35,15 @@ func (f *gpuFlags) add(cmd *cobra.Command) {
 
 // withRunner opens the region, loads the programs and hands run a Runner.
 func withRunner(cmd *cobra.Command, g *globals, f *gpuFlags, run func(context.Context, *gpucall.Runner) error) error {
-	d, err := g.open(cmd.Context())
+	d, finish, err := g.open(cmd)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
 	r, err := gpucall.NewRunner(cmd.Context(), d, gpucall.Options{Backend: f.backend, Channel: f.channel, HeapBase: f.heapBase})
 	if err != nil {
-		return err
+		return finish(err)
 	}
-	return run(cmd.Context(), r)
+	return finish(run(cmd.Context(), r))
 }
 
 func newSyscallCmd(g *globals) *cobra.Command {

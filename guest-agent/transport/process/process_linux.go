@@ -27,6 +27,7 @@ type Transport struct {
 var (
 	_ sdk.Transport  = (*Transport)(nil)
 	_ sdk.Interrupts = (*Transport)(nil)
+	_ sdk.Departure  = (*Transport)(nil)
 )
 
 // Dial joins the endpoint at path with vectors doorbell vectors per peer
@@ -92,6 +93,22 @@ func (t *Transport) ID() uint16 { return t.client.ID() }
 // Client is the underlying ivshmem client (for its own vector eventfds and
 // Done).
 func (t *Transport) Client() *ivshmem.Client { return t.client }
+
+// Departed is closed when the endpoint's connection ended (sdk.Departure):
+// the ivshmem server closed it (sluiced exited or was killed; a hand-over
+// keeps it open), it broke the protocol, or Close was called.
+func (t *Transport) Departed() <-chan struct{} { return t.client.Done() }
+
+// DepartErr says why Departed was closed (sdk.Departure): it wraps
+// ivshmem.ErrServerGone when the server closed the connection, and
+// sdk.ErrClosedHere after Close.
+func (t *Transport) DepartErr() error {
+	err := t.client.Err()
+	if errors.Is(err, ivshmem.ErrClosed) {
+		return fmt.Errorf("%w: %w", sdk.ErrClosedHere, err)
+	}
+	return err
+}
 
 // Region is the mapped shared memory.
 func (t *Transport) Region() []byte { return t.region }

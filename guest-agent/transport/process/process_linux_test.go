@@ -39,6 +39,12 @@ func sockPath(t testing.TB) string {
 // endpoint is an ivshmem server over a memfd region; with a layout, a fake
 // host serves it and the server's doorbells wake that host.
 func endpoint(t testing.TB, layout *abi.LayoutConfig, vectors int) string {
+	path, _ := endpointServer(t, layout, vectors)
+	return path
+}
+
+// endpointServer is endpoint and its server.
+func endpointServer(t testing.TB, layout *abi.LayoutConfig, vectors int) (string, *ivshmem.Server) {
 	t.Helper()
 	size := int64(abi.MinRegionSize)
 	if layout != nil {
@@ -78,7 +84,7 @@ func endpoint(t testing.TB, layout *abi.LayoutConfig, vectors int) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	return path
+	return path, srv
 }
 
 func TestEndToEnd(t *testing.T) {
@@ -138,6 +144,42 @@ func TestDialFailures(t *testing.T) {
 			t.Fatal("Dial to nothing succeeded")
 		}
 	})
+}
+
+// The transport reports the server closing its connection (sluiced gone),
+// and its own Close as no departure.
+func TestDeparted(t *testing.T) {
+	ctx := testCtx(t)
+	layout := abi.DefaultLayoutConfig()
+	path, srv := endpointServer(t, &layout, abi.Vectors(layout.Channels))
+	tr, err := process.Dial(ctx, path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if err := tr.DepartErr(); err != nil {
+		t.Fatalf("DepartErr while connected: %v", err)
+	}
+	srv.Close()
+	select {
+	case <-tr.Departed():
+	case <-ctx.Done():
+		t.Fatal("the server closed and the transport did not notice")
+	}
+	if err := tr.DepartErr(); !errors.Is(err, ivshmem.ErrServerGone) || errors.Is(err, sdk.ErrClosedHere) {
+		t.Fatalf("DepartErr %v, want ErrServerGone", err)
+	}
+
+	path = endpoint(t, &layout, abi.Vectors(layout.Channels))
+	tr2, err := process.Dial(ctx, path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr2.Close()
+	<-tr2.Departed()
+	if err := tr2.DepartErr(); !errors.Is(err, sdk.ErrClosedHere) {
+		t.Fatalf("DepartErr after Close: %v, want ErrClosedHere", err)
+	}
 }
 
 // BenchmarkRoundTrip is one NOP round trip through the ivshmem server's

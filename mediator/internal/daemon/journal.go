@@ -42,6 +42,13 @@ type journaler struct {
 	rotate  time.Duration // journalRotate
 	rotated time.Time
 
+	// disk is read-held across each change the journal makes to the
+	// usage files (a commit's write, a rotation's ledger flush, a
+	// segment's reset), never across two: whoever holds it for writing
+	// sees the files as a crash between two changes would leave them
+	// (the tests' crash copies). Changes do not exclude one another.
+	disk sync.RWMutex
+
 	kick chan struct{} // wakes the syncer
 
 	// Idle: after journalIdleTicks commits that found nothing to write,
@@ -218,7 +225,9 @@ func (jr *journaler) commit(es []*entry, durable bool) (int, error) {
 		ds = append(ds, usage.Delta{Name: e.req.Name, Since: e.base.Since, Usage: d})
 		moved = append(moved, e)
 	}
+	jr.disk.RLock()
 	err := jr.j.Write(ds)
+	jr.disk.RUnlock()
 	if err == nil {
 		for i, e := range moved {
 			e.journaled, e.jgen = e.journaled.Add(ds[i].Usage), gens[i]
@@ -253,10 +262,17 @@ func (jr *journaler) maybeRotate() error {
 	snap := jr.ledger.Snapshot()
 	jr.rotated = time.Now()
 	jr.mu.Unlock()
-	if err := snap.Write(); err != nil {
+	if err := jr.change(snap.Write); err != nil {
 		return err // the segment keeps its records, which the next start skips or folds
 	}
-	return old.Reset()
+	return jr.change(old.Reset)
+}
+
+// change makes one change to the usage files under disk.
+func (jr *journaler) change(f func() error) error {
+	jr.disk.RLock()
+	defer jr.disk.RUnlock()
+	return f()
 }
 
 // close stops the goroutines; the last commits are Close's.
@@ -274,9 +290,9 @@ func (jr *journaler) finish(es []*entry) error {
 	for _, e := range es {
 		jr.ledger.Settle(e.req.Name, e.usage(), jr.j.Next()-1)
 	}
-	err := jr.ledger.Flush()
+	err := jr.change(jr.ledger.Flush)
 	if err == nil {
-		err = errors.Join(jr.j.Switch().Reset(), jr.j.Switch().Reset())
+		err = errors.Join(jr.change(jr.j.Switch().Reset), jr.change(jr.j.Switch().Reset))
 	}
 	return errors.Join(err, jr.j.Close())
 }

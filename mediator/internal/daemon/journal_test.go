@@ -16,8 +16,25 @@ import (
 
 // crashCopy copies the regular files of a running daemon's state dir: what
 // a kill -9 at this moment would leave on disk (written data survives a
-// killed process, synced or not).
-func crashCopy(t *testing.T, state string) string {
+// killed process, synced or not). A crash leaves the files as they are at
+// one instant, while a copy takes time: the daemon's journal is paused
+// between two of its changes to them while the copy is taken (a rotation
+// flushes the ledger, then resets a segment, while a file-by-file copy
+// could read the segment after the reset and the ledger before the flush,
+// or miss a ledger created since it listed the directory). The copy may
+// fall between any two changes, a rotation's flush and reset included.
+func crashCopy(t *testing.T, d *Daemon) string {
+	t.Helper()
+	if d.journal != nil {
+		d.journal.disk.Lock()
+		defer d.journal.disk.Unlock()
+	}
+	return copyFiles(t, d.cfg.StateDir)
+}
+
+// copyFiles copies the regular files of dir into a new temporary
+// directory.
+func copyFiles(t *testing.T, state string) string {
 	t.Helper()
 	dst := t.TempDir()
 	ents, err := os.ReadDir(state)
@@ -85,7 +102,7 @@ func TestJournalSurvivesACrash(t *testing.T) {
 	if c, err := d.CommittedUsage(context.Background(), "a"); err != nil || c != live {
 		t.Fatalf("committed usage %+v, %v; want %+v", c, err, live)
 	}
-	crashed := crashCopy(t, state)
+	crashed := crashCopy(t, d)
 	if l, err := usage.Open(filepath.Join(crashed, ledgerFile)); err != nil || l.Seq() != 0 {
 		t.Fatalf("the ledger on disk holds journal records (seq %d, %v): the test would prove nothing", l.Seq(), err)
 	}
@@ -125,7 +142,7 @@ func TestJournalDeleteThenCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	committed(t, d, "a")
-	d2 := newDaemon(t, "virtual", crashCopy(t, state))
+	d2 := newDaemon(t, "virtual", crashCopy(t, d))
 	if u := usageOf(t, d2, "a"); u.Kernels != 25 || u.GPUNs != 25*100_000 {
 		t.Fatalf("after delete, create and a crash: %+v", u)
 	}
@@ -141,7 +158,7 @@ func TestJournalOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	committed(t, d, "a")
-	crashed := crashCopy(t, state)
+	crashed := crashCopy(t, d)
 
 	cfg := DefaultConfig()
 	cfg.Socket = filepath.Join(t.TempDir(), "sluiced.sock")
@@ -218,7 +235,7 @@ func TestJournalRotatingUnderLoad(t *testing.T) {
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() }) // before the guest's region goes
 	recovered := func() usage.Record {
-		dir := crashCopy(t, state)
+		dir := crashCopy(t, d)
 		l, _, err := usage.Recover(filepath.Join(dir, ledgerFile), filepath.Join(dir, journalBase))
 		if err != nil {
 			t.Fatal(err)
@@ -270,7 +287,7 @@ func TestJournalGarbageNotFatal(t *testing.T) {
 		t.Fatal(err)
 	}
 	committed(t, d, "a")
-	crashed := crashCopy(t, state)
+	crashed := crashCopy(t, d)
 	seg := usage.SegmentPaths(filepath.Join(crashed, journalBase))
 	f, err := os.OpenFile(seg[0], os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
