@@ -9,8 +9,9 @@ import (
 
 // delivery is a completion on its way to its VM.
 type delivery struct {
-	vm *cudaVM
-	c  backend.Completion
+	vm   *cudaVM
+	c    backend.Completion
+	seen int64 // when the completer saw its end; 0: never (the hop diagnostic)
 }
 
 // idleSpin is how long the completer and the deliverer keep spinning once
@@ -113,17 +114,28 @@ func (b *Backend) deliverer() {
 		}
 		busyAt = b.now()
 		for _, d := range batch {
-			d.vm.complete(d.c)
-			if d.vm.undelivered.Add(-1) == 0 {
-				select {
-				case d.vm.drained <- struct{}{}:
-				default:
-				}
-			}
-			b.outstanding.Add(-1)
+			b.deliver(d)
 		}
 		clear(batch)
 	}
+}
+
+// deliver runs d's callback and counts it delivered.
+func (b *Backend) deliver(d delivery) {
+	if h := b.hops; h != nil {
+		start := b.now()
+		d.vm.complete(d.c)
+		h.delivered(d.vm.chans[d.c.Channel], d.seen, start, b.now())
+	} else {
+		d.vm.complete(d.c)
+	}
+	if d.vm.undelivered.Add(-1) == 0 {
+		select {
+		case d.vm.drained <- struct{}{}:
+		default:
+		}
+	}
+	b.outstanding.Add(-1)
 }
 
 // runRef is a channel seen running a command at a sweep.
@@ -138,6 +150,9 @@ func (b *Backend) sweep(out []delivery) []delivery {
 	b.sweeping.RLock()
 	defer b.sweeping.RUnlock()
 	now := b.now()
+	if b.hops != nil {
+		b.hops.swept(now - b.lastSweep)
+	}
 	b.credit(now - b.lastSweep)
 	b.prevSweep = b.lastSweep
 	b.running, b.lastSweep = b.running[:0], now
@@ -225,6 +240,9 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 					goto stop // its record is on its way: the next sweep
 				}
 				if c.Code == abi.OK {
+					if h := v.b.hops; h != nil {
+						h.completed(ch, it, it.op == abi.OpThrottle)
+					}
 					c.Start, c.End, c.GPUNs = ch.startOf(it), it.endAt, int64(it.gpu)
 					if it.startAt == 0 && it.gpu == 0 {
 						// Never seen running: it ran between this sweep and
@@ -242,7 +260,7 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 				goto stop
 			}
 		}
-		out = append(out, delivery{vm: v, c: c})
+		out = append(out, delivery{vm: v, c: c, seen: it.endAt})
 	}
 stop:
 	if n > 0 {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,8 @@ type Backend struct {
 	prevSweep int64 // the sweep before the one in progress (completer)
 	running   []runRef
 	late      []lateRef
+
+	hops *backendHops // the hop diagnostic (HopsEnv); nil: off
 }
 
 var (
@@ -181,6 +184,9 @@ func open(d driver, opts backend.Options, spawn spawner) (*Backend, error) {
 		return nil, fmt.Errorf("locating CUDA device %d on the PCI bus: %w", b.ordinal, err)
 	}
 	b.epoch = time.Now()
+	if path := os.Getenv(HopsEnv); path != "" {
+		b.hops = newBackendHops(path, b.epoch)
+	}
 	b.chans.Store(&[]*channel{})
 	b.done.Add(2)
 	go b.completer()
@@ -235,6 +241,11 @@ func (b *Backend) Close() error {
 	}
 	close(b.stop)
 	b.done.Wait()
+	if b.hops != nil {
+		if err := b.hops.write(); err != nil && first == nil {
+			first = err
+		}
+	}
 	return first
 }
 
