@@ -69,9 +69,14 @@ type Backend struct {
 	stop        chan struct{}
 	done        sync.WaitGroup // the completer and the deliverer
 
-	dmu   sync.Mutex    // dq
-	dq    []delivery    // completions queued for the deliverer, in order
-	dwake chan struct{} // the deliverer has work (capacity 1)
+	dmu    sync.Mutex    // dq
+	dq     []delivery    // completions queued for the deliverer, in order
+	queued atomic.Int64  // completions queued for the deliverer and not yet delivered
+	dwake  chan struct{} // the deliverer has work (capacity 1)
+	// inlined counts the completions the completer delivered itself
+	// (inline); slowInline is its backoff after a slow callback (completer).
+	inlined    atomic.Int64
+	slowInline int
 
 	// The completer's: when it last swept and what ran then (see credit),
 	// and the commands found past their VM's limit (watchdog.go).

@@ -226,20 +226,28 @@ func (h *backendHops) submitted(ch *channel, at int64) {
 func (h *backendHops) completed(ch *channel, it *item, gpu bool) {
 	blk := ch.vm.blk
 	h.set.add(hopSubmitSeen, it.endAt-it.submitAt)
+	var first, last int64
+	if gpu {
+		soff := ch.base + blk.l.slotOff(it.seq)
+		first, last = int64(blk.load(soff+8)), int64(blk.load(soff+16))
+		h.set.add(hopKernel, last-first)
+	}
 	toff := blk.l.traceSlot(ch.idx, it.seq)
 	if blk.l.traceOff == 0 || blk.load(toff+traceStamp) != it.seq {
 		return
 	}
 	read, launched := int64(blk.load(toff+traceRead)), int64(blk.load(toff+traceLaunch))
-	seen := h.mono + it.endAt
 	h.set.add(hopSubmitRead, read-(h.mono+it.submitAt))
-	h.set.add(hopReadLaunched, launched-read)
-	if !gpu {
+	if launched == 0 || !gpu {
+		// The end came before the worker noted its launch's return (a
+		// command of markers alone can), or there is no kernel to time.
+		if launched != 0 {
+			h.set.add(hopReadLaunched, launched-read)
+		}
 		return
 	}
-	soff := ch.base + blk.l.slotOff(it.seq)
-	first, last := int64(blk.load(soff+8)), int64(blk.load(soff+16))
-	h.set.add(hopKernel, last-first)
+	seen := h.mono + it.endAt
+	h.set.add(hopReadLaunched, launched-read)
 	h.set.add(hopLaunchedSeenLessKernel, seen-launched-(last-first))
 	h.mu.Lock()
 	c, ok := h.clocks[ch.vm.id]
@@ -250,16 +258,15 @@ func (h *backendHops) completed(ch *channel, it *item, gpu bool) {
 	}
 }
 
-// delivered records a callback of ch that ran from start to end, for a
-// completion the completer saw at seen (0: not seen running).
-func (h *backendHops) delivered(ch *channel, seen, start, end int64) {
+// callback notes a callback of ch starting at start, for a completion the
+// completer saw at seen (0: not seen running).
+func (h *backendHops) callback(ch *channel, seen, start int64) {
 	h.mu.Lock()
 	ch.hopCallback = start
 	h.mu.Unlock()
 	if seen != 0 {
 		h.set.add(hopSeenCallback, start-seen)
 	}
-	h.set.add(hopCallback, end-start)
 }
 
 // swept records the time between two sweeps (every 64th).

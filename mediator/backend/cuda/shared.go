@@ -17,7 +17,8 @@ import (
 //	          [0] code [8] seq, by the worker
 //	trace     only with the hop diagnostic (hops.go): per channel, one
 //	          32-byte slot per command in flight: [0] when the worker read
-//	          it [8] when its launch returned (CLOCK_MONOTONIC) [16] seq
+//	          it [8] when its launch returned, 0 until then
+//	          (CLOCK_MONOTONIC) [16] seq
 //	GPU area  per channel: the start and end markers, then one 32-byte
 //	          record slot per command in flight, by the GPU:
 //	          [0] ran ns [8] first timer read [16] last read [24] seq (THROTTLE's)

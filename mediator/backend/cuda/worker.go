@@ -293,15 +293,14 @@ func (w *worker) run() error {
 				if ch < 0 || ch >= len(w.chans) {
 					return fmt.Errorf("ring entry %d names channel %d of %d", head, ch, len(w.chans))
 				}
-				var read int64
 				if w.cfg.Hops {
-					read = w.mono.now()
+					w.traceRead(ch, seq)
 				}
 				if err := w.issue(w.chans[ch], seq, &rec); err != nil {
 					return faultError{err}
 				}
 				if w.cfg.Hops {
-					w.trace(ch, seq, read)
+					w.blk.store(w.blk.l.traceSlot(ch, seq)+traceLaunch, uint64(w.mono.now()))
 				}
 				w.blk.store(offHead, head+1)
 			}
@@ -344,12 +343,15 @@ func (w *worker) run() error {
 // socketCheck is how often a busy worker looks at its socket.
 const socketCheck = time.Millisecond
 
-// trace leaves command seq's times in its trace slot (the hop diagnostic):
-// read, when the worker read it from the ring, and now, after its launch.
-func (w *worker) trace(ch int, seq uint64, read int64) {
+// traceRead claims command seq's trace slot (the hop diagnostic) with the
+// time the worker read it from the ring, before it issues it: its end can
+// come before the launch call returns, and the mediator reads the slot
+// when it sees the end. The launch's return (traceLaunch) follows, 0 until
+// then.
+func (w *worker) traceRead(ch int, seq uint64) {
 	off := w.blk.l.traceSlot(ch, seq)
-	w.blk.store(off+traceRead, uint64(read))
-	w.blk.store(off+traceLaunch, uint64(w.mono.now()))
+	w.blk.store(off+traceLaunch, 0)
+	w.blk.store(off+traceRead, uint64(w.mono.now()))
 	w.blk.store(off+traceStamp, seq)
 }
 
