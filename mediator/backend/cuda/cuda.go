@@ -247,7 +247,7 @@ func (b *Backend) Close() error {
 	close(b.stop)
 	b.done.Wait()
 	if b.hops != nil {
-		if err := b.hops.write(); err != nil && first == nil {
+		if err := b.hops.write(b.inlined.Load()); err != nil && first == nil {
 			first = err
 		}
 	}

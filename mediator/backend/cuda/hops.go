@@ -81,6 +81,9 @@ type HopReport struct {
 	Note     string    `json:"note"`
 	GPUClock *GPUClock `json:"gpu_clock,omitempty"`
 	Hops     []HopStat `json:"hops"`
+	// Counters: the mediator's completions (delivered) and those the
+	// completer delivered itself (inlined, see Backend.inline).
+	Counters map[string]int64 `json:"counters,omitempty"`
 }
 
 // report is the set's quantiles.
@@ -276,8 +279,8 @@ func (h *backendHops) swept(dt int64) {
 	}
 }
 
-// write writes the report.
-func (h *backendHops) write() error {
+// write writes the report; inlined is Backend.inlined.
+func (h *backendHops) write(inlined int64) error {
 	r := HopReport{
 		Path: "sluice",
 		Note: "per-command hop times of the cuda backend (ns). Host times are CLOCK_MONOTONIC in each process; GPU times are %globaltimer " +
@@ -286,6 +289,7 @@ func (h *backendHops) write() error {
 			"kernel + end_seen_to_callback + callback_to_next_submit.",
 		Hops: h.set.report(),
 	}
+	r.Counters = map[string]int64{"inlined": inlined, "delivered": int64(r.Hops[hopCallback].N)}
 	h.mu.Lock()
 	for _, c := range h.clocks {
 		r.GPUClock = &c // one VM in a diagnostic run; the last if several
