@@ -45,7 +45,20 @@ Sluice/native of kernels per second, per VM and in total ("native" in the
 JSON). --native=false leaves it out. The sim has no native run.
 
 The summary and a table go to stdout; --json prints the whole result (times in
-nanoseconds) instead. Warnings about the spec go to stderr.`,
+nanoseconds) instead. Warnings about the spec go to stderr.
+
+Diagnostics (environment; for measuring, not for production):
+  SLUICE_CUDA_HOPS=FILE            on a GPU spec, time each command at every hop
+                                   of Sluice's path (Submit, GPU worker, kernel
+                                   on %globaltimer, completer, callback, next
+                                   Submit) and write the quantiles as JSON to
+                                   FILE; the native baseline's loop writes its
+                                   own to FILE.native.json
+  SLUICE_NATIVE_STREAM_MARKERS=1   the native baseline puts each kernel's start
+                                   and end markers on its stream as two
+                                   cuStreamWriteValue64 (what a GPU worker does
+                                   around a LAUNCH) instead of the kernel
+                                   writing them: what the two memops cost`,
 		Example: `  sluicectl bench run bench/specs/skew-dfq.yaml
   sluicectl bench run bench/specs/overhead-10us-neon.yaml --json | jq .vms`,
 		Args: argsNamed("SPEC"),

@@ -24,7 +24,7 @@ func newTimeline(chans []int, seqs uint64) *timeline {
 	var list []*channel
 	w := &workerConn{}
 	for i, n := range chans {
-		l := newBlockLayout(n, 8)
+		l := newBlockLayout(n, 8, false)
 		v := &cudaVM{b: b, id: uint32(i + 1), blk: newBlock(l, make([]byte, l.size))}
 		for c := range n {
 			ch := &channel{vm: v, idx: c, base: v.blk.chanBase(c)}

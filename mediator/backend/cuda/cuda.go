@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -68,9 +69,14 @@ type Backend struct {
 	stop        chan struct{}
 	done        sync.WaitGroup // the completer and the deliverer
 
-	dmu   sync.Mutex    // dq
-	dq    []delivery    // completions queued for the deliverer, in order
-	dwake chan struct{} // the deliverer has work (capacity 1)
+	dmu    sync.Mutex    // dq
+	dq     []delivery    // completions queued for the deliverer, in order
+	queued atomic.Int64  // completions queued for the deliverer and not yet delivered
+	dwake  chan struct{} // the deliverer has work (capacity 1)
+	// inlined counts the completions the completer delivered itself
+	// (inline); slowInline is its backoff after a slow callback (completer).
+	inlined    atomic.Int64
+	slowInline int
 
 	// The completer's: when it last swept and what ran then (see credit),
 	// and the commands found past their VM's limit (watchdog.go).
@@ -80,6 +86,8 @@ type Backend struct {
 	unseen    []runRef // commands that ran and ended between the last sweep and this one
 	creditGen uint64   // credit's, numbering its splits
 	late      []lateRef
+
+	hops *backendHops // the hop diagnostic (HopsEnv); nil: off
 }
 
 var (
@@ -183,6 +191,9 @@ func open(d driver, opts backend.Options, spawn spawner) (*Backend, error) {
 		return nil, fmt.Errorf("locating CUDA device %d on the PCI bus: %w", b.ordinal, err)
 	}
 	b.epoch = time.Now()
+	if path := os.Getenv(HopsEnv); path != "" {
+		b.hops = newBackendHops(path, b.epoch)
+	}
 	b.chans.Store(&[]*channel{})
 	b.done.Add(2)
 	go b.completer()
@@ -237,6 +248,11 @@ func (b *Backend) Close() error {
 	}
 	close(b.stop)
 	b.done.Wait()
+	if b.hops != nil {
+		if err := b.hops.write(b.inlined.Load()); err != nil && first == nil {
+			first = err
+		}
+	}
 	return first
 }
 

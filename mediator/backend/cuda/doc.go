@@ -73,7 +73,12 @@
 // channels with work outstanding, credits GPU time and queues completions;
 // a deliverer goroutine runs the VMs' callbacks in the same order, so a
 // sweep never waits for a callback (which forwards the VM's next commands)
-// and sees starts as promptly as ends. While anything is outstanding the
+// and sees starts as promptly as ends. Where what a sweep found due is all
+// that is outstanding (a depth-1 loop), no start can go unseen while the
+// callbacks run but those of the commands they submit, which come a GPU
+// launch latency later: the completer runs those callbacks itself and
+// skips the hand-off (Backend.inline; off for a while after a callback
+// over 10 µs). While anything is outstanding the
 // completer spins (one host core; it sleeps when the GPU has nothing of
 // ours), so Start and End are host observation times within a sweep (about
 // a microsecond) of the marker writes; the deliverer spins 200 µs after a
@@ -95,6 +100,21 @@
 // channel's between its commands. A command's sum is its Completion.GPUNs.
 // The bills of all VMs add up to the time the GPU was busy with any of
 // them, context switches included.
+//
+// # The hop diagnostic
+//
+// With SLUICE_CUDA_HOPS=FILE (HopsEnv) every command is timed at each hop:
+// Submit, the worker's ring read and its launch call's return (written in
+// a trace area of the shared block, on CLOCK_MONOTONIC, which the
+// processes share), the THROTTLE kernel's first and last %globaltimer
+// reads (moved onto the host's clock by a ping-pong kernel the worker runs
+// at its start: clocksync.go), the completer's sight of the end, the
+// callback, and the channel's next Submit. Close writes each hop's
+// quantiles as JSON to FILE; the native baseline writes its loop's to
+// FILE.native.json (and with SLUICE_NATIVE_STREAM_MARKERS=1 puts the
+// markers on the stream as two cuStreamWriteValue64 around each kernel,
+// as a worker does for LAUNCH). Unset, the hot path pays a nil check a
+// hop and the block has no trace area.
 //
 // # Limits
 //

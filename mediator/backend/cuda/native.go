@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -67,6 +68,36 @@ type NativePlan struct {
 	// passed and every app VM has completed.
 	DurationNs int64      `json:"duration_ns"`
 	VMs        []NativeVM `json:"vms"`
+	// StreamMarkers puts a kernel's start and end markers on its stream
+	// as stream memory operations (cuStreamWriteValue64) around it, as a
+	// GPU worker does for a LAUNCH, instead of the THROTTLE kernel writing
+	// them itself: what the two memops cost a kernel.
+	StreamMarkers bool `json:"stream_markers,omitempty"`
+}
+
+// NativeMarkersEnv set to 1 makes RunNative's runs StreamMarkers ones (a
+// diagnostic: the benchmark's baseline is without).
+const NativeMarkersEnv = "SLUICE_NATIVE_STREAM_MARKERS"
+
+// nativeHops are the native loop's hops (the hop diagnostic, HopsEnv).
+const (
+	nhopEnqueue = iota
+	nhopLaunchedStart
+	nhopKernel
+	nhopEndSeen
+	nhopLaunchedSeenLessKernel
+	nhopSeenLaunch
+	nhopLaunchLaunch
+)
+
+var nativeHops = [][2]string{
+	nhopEnqueue:                {"enqueue_call", "the launch call (with StreamMarkers, the two memops and the launch) until it returned"},
+	nhopLaunchedStart:          {"launched_to_kernel_start", "the launch call's return to the kernel's first %globaltimer read (needs gpu_clock)"},
+	nhopKernel:                 {"kernel", "the THROTTLE kernel's first to last %globaltimer read"},
+	nhopEndSeen:                {"kernel_end_to_end_seen", "the kernel's last %globaltimer read to the loop seeing its end marker (needs gpu_clock)"},
+	nhopLaunchedSeenLessKernel: {"launched_to_end_seen_less_kernel", "the launch call's return to the end marker seen, less the kernel"},
+	nhopSeenLaunch:             {"end_seen_to_next_launch", "the loop seeing an end to the start of the stream's next launch call"},
+	nhopLaunchLaunch:           {"launch_to_launch", "a stream's launch call to its next: the period of a depth-1 loop"},
 }
 
 // NativeResult is what a native run measured over its stretch, from the
@@ -81,6 +112,8 @@ type NativeResult struct {
 	GPUSpanNs int64            `json:"gpu_span_ns"`
 	Kernels   int64            `json:"kernels"`
 	VMs       []NativeVMResult `json:"vms"`
+	// StreamMarkers: the markers were stream memops (NativePlan's).
+	StreamMarkers bool `json:"stream_markers,omitempty"`
 }
 
 // NativeVMResult is one VM's figures in a native run.
@@ -126,6 +159,9 @@ func (p NativePlan) Validate() error {
 func RunNative(ctx context.Context, p NativePlan) (*NativeResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
+	}
+	if os.Getenv(NativeMarkersEnv) == "1" {
+		p.StreamMarkers = true
 	}
 	in, err := json.Marshal(p)
 	if err != nil {
@@ -183,17 +219,21 @@ const nativeMinSlots = 64
 
 // nstream is one stream of a native run.
 type nstream struct {
-	vm     *nvm
-	s      cuStream
-	base   uintptr // the block's offset in the mapped area
-	dev    devptr  // its device address
-	slots  int
-	next   uint64  // the seq of the next launch (the first is 1)
-	seen   uint64  // the last completion handled
-	sent   []int64 // launch time, by slot
-	due    []int64 // launches waiting for their time (in order)
-	quiet  int64   // since when the stream made no progress with work out
-	quietE uint64  // the end marker then
+	vm    *nvm
+	s     cuStream
+	base  uintptr // the block's offset in the mapped area
+	dev   devptr  // its device address
+	slots int
+	next  uint64  // the seq of the next launch (the first is 1)
+	seen  uint64  // the last completion handled
+	sent  []int64 // launch time, by slot
+	// The hop diagnostic's: when each launch call returned (by slot), when
+	// the last end was seen and the last launch began (CLOCK_MONOTONIC).
+	launched           []int64
+	lastSeen, lastCall int64
+	due                []int64 // launches waiting for their time (in order)
+	quiet              int64   // since when the stream made no progress with work out
+	quietE             uint64  // the end marker then
 }
 
 // nvm is one VM of a native run.
@@ -223,6 +263,13 @@ type nativeRun struct {
 	t0      time.Time
 	spans   [][2]uint64 // kernels' [first, last] timer reads, merged now and then
 	loose   int         // spans added since the last merge
+	scratch devptr      // where a StreamMarkers run's kernels write their own markers
+
+	// The hop diagnostic (HopsEnv); hops nil: off.
+	hops  *hopSet
+	mono  monoClock
+	clock GPUClock
+	mono0 int64 // t0 on CLOCK_MONOTONIC
 }
 
 // nativeStall is how long a stream with work out may show no progress
@@ -259,12 +306,26 @@ func runNative(ctx context.Context, d driver, p NativePlan) (res *NativeResult, 
 		return nil, err
 	}
 	defer func() { _ = unix.Munmap(r.mem) }()
+	hopsPath := os.Getenv(HopsEnv)
+	if hopsPath != "" {
+		r.hops, r.mono = newHopSet(nativeHops), newMonoClock()
+		if r.clock, err = syncGPUClock(d, r.mono); err != nil {
+			r.clock.Error = err.Error()
+		}
+	}
 	w, err := r.loop(ctx)
 	if err != nil {
 		return nil, err
 	}
 	r.drain()
-	res = &NativeResult{Device: name, DurationNs: w, GPUSpanNs: r.span()}
+	if r.hops != nil {
+		rep := HopReport{Path: "native", GPUClock: &r.clock, Hops: r.hops.report(),
+			Note: "per-kernel hop times of the native baseline's loop (ns), as the cuda backend's hop report; stream_markers: " + strconv.FormatBool(p.StreamMarkers)}
+		if err := writeHopReport(hopsPath+".native.json", rep); err != nil {
+			return nil, err
+		}
+	}
+	res = &NativeResult{Device: name, DurationNs: w, GPUSpanNs: r.span(), StreamMarkers: p.StreamMarkers}
 	for _, v := range r.vms {
 		vr := NativeVMResult{Name: v.p.Name, Kernels: v.done, GPUNs: v.gpuNs,
 			LatencyP50Ns: v.lat.Quantile(0.5), LatencyP99Ns: v.lat.Quantile(0.99)}
@@ -291,7 +352,7 @@ func (r *nativeRun) setup(cctx cuContext) error {
 	if r.fn, err = d.ModuleGetFunction(mod, throttleName); err != nil {
 		return fmt.Errorf("finding the throttle kernel: %w", err)
 	}
-	size := uintptr(0)
+	size := uintptr(64) // the scratch markers first
 	for _, v := range r.p.VMs {
 		size += uintptr(v.Streams) * (offSlots + uintptr(nativeSlots(v.Depth))*slotSize)
 	}
@@ -309,7 +370,8 @@ func (r *nativeRun) setup(cctx cuContext) error {
 		_ = unix.Munmap(r.mem)
 		return fmt.Errorf("mapping the native run's marker area: %w", err)
 	}
-	off := uintptr(0)
+	r.scratch = r.memDev
+	off := uintptr(64)
 	for _, p := range r.p.VMs {
 		v := &nvm{p: p, left: p.Kernels, first: -1}
 		r.vms = append(r.vms, v)
@@ -320,7 +382,7 @@ func (r *nativeRun) setup(cctx cuContext) error {
 				return fmt.Errorf("creating a stream of vm %s: %w", p.Name, err)
 			}
 			n := nativeSlots(p.Depth)
-			st := &nstream{vm: v, s: s, base: off, dev: r.memDev + devptr(off), slots: n, next: 1, sent: make([]int64, n)}
+			st := &nstream{vm: v, s: s, base: off, dev: r.memDev + devptr(off), slots: n, next: 1, sent: make([]int64, n), launched: make([]int64, n)}
 			for range p.Depth {
 				st.due = append(st.due, p.StartNs)
 			}
@@ -359,6 +421,9 @@ func (r *nativeRun) limit() int64 {
 // VM has completed; it returns that moment, the end of the stretch.
 func (r *nativeRun) loop(ctx context.Context) (int64, error) {
 	r.t0 = time.Now()
+	if r.hops != nil {
+		r.mono0 = r.mono.of(r.t0)
+	}
 	limit := r.limit()
 	apps := 0
 	for _, v := range r.vms {
@@ -418,6 +483,9 @@ func (r *nativeRun) complete(st *nstream, now int64) (int, error) {
 				return 0, fmt.Errorf("vm %s: kernel %d ended without its record", v.p.Name, seq)
 			}
 		}
+		if r.hops != nil {
+			r.kernelHops(st, seq, slot, now)
+		}
 		v.done++
 		v.gpuNs += int64(r.load(slot))
 		if first, last := r.load(slot+8), r.load(slot+16); last > first {
@@ -466,11 +534,16 @@ func (r *nativeRun) launch(st *nstream, now int64) error {
 			break
 		}
 		seq := st.next
-		slot := st.base + offSlots + uintptr(seq%uint64(st.slots))*slotSize
-		args := throttleArgs(r.memDev+devptr(slot), uint64(v.p.KernelNs), r.gap, seq, st.dev+offStart, st.dev+offEnd)
 		st.sent[seq%uint64(st.slots)] = r.now()
-		if err := r.d.LaunchKernel(r.fn, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, st.s, args); err != nil {
+		var call int64
+		if r.hops != nil {
+			call = r.mono.now()
+		}
+		if err := r.enqueue(st, seq); err != nil {
 			return fmt.Errorf("vm %s: launching a kernel: %w", v.p.Name, err)
+		}
+		if r.hops != nil {
+			r.launchHops(st, seq, call)
 		}
 		st.next++
 		st.due = st.due[1:]
@@ -483,6 +556,58 @@ func (r *nativeRun) launch(st *nstream, now int64) error {
 		}
 	}
 	return nil
+}
+
+// enqueue puts kernel seq of st on its stream: the THROTTLE kernel, which
+// writes its markers itself, or with StreamMarkers the kernel writing its
+// own to scratch between two stream memops that write the stream's.
+func (r *nativeRun) enqueue(st *nstream, seq uint64) error {
+	v := st.vm
+	slot := r.memDev + devptr(st.base+offSlots+uintptr(seq%uint64(st.slots))*slotSize)
+	start, end := st.dev+offStart, st.dev+offEnd
+	if r.p.StreamMarkers {
+		start, end = r.scratch, r.scratch+8
+		if err := r.d.WriteValue64(st.s, st.dev+offStart, seq); err != nil {
+			return err
+		}
+	}
+	args := throttleArgs(slot, uint64(v.p.KernelNs), r.gap, seq, start, end)
+	if err := r.d.LaunchKernel(r.fn, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, st.s, args); err != nil {
+		return err
+	}
+	if r.p.StreamMarkers {
+		return r.d.WriteValue64(st.s, st.dev+offEnd, seq)
+	}
+	return nil
+}
+
+// launchHops records the hops of a launch call that began at call.
+func (r *nativeRun) launchHops(st *nstream, seq uint64, call int64) {
+	ret := r.mono.now()
+	st.launched[seq%uint64(st.slots)] = ret
+	r.hops.add(nhopEnqueue, ret-call)
+	if st.lastSeen != 0 {
+		r.hops.add(nhopSeenLaunch, call-st.lastSeen)
+		st.lastSeen = 0
+	}
+	if st.lastCall != 0 {
+		r.hops.add(nhopLaunchLaunch, call-st.lastCall)
+	}
+	st.lastCall = call
+}
+
+// kernelHops records the hops of kernel seq of st (its record at slot),
+// whose end the sweep that began at now (the run's clock) saw.
+func (r *nativeRun) kernelHops(st *nstream, seq uint64, slot uintptr, now int64) {
+	seen, launched := r.mono0+now, st.launched[seq%uint64(st.slots)]
+	first, last := int64(r.load(slot+8)), int64(r.load(slot+16))
+	r.hops.add(nhopKernel, last-first)
+	r.hops.add(nhopLaunchedSeenLessKernel, seen-launched-(last-first))
+	if r.clock.OK {
+		r.hops.add(nhopLaunchedStart, first-r.clock.OffsetNs-launched)
+		r.hops.add(nhopEndSeen, seen-(last-r.clock.OffsetNs))
+	}
+	st.lastSeen = seen
 }
 
 // offDelay is how long until v's next on stretch, 0 inside one.

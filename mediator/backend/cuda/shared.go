@@ -15,6 +15,10 @@ import (
 //	ring      ringCap entries of entrySize bytes: commands, mediator → worker
 //	codes     per channel, one 16-byte code slot per command in flight:
 //	          [0] code [8] seq, by the worker
+//	trace     only with the hop diagnostic (hops.go): per channel, one
+//	          32-byte slot per command in flight: [0] when the worker read
+//	          it [8] when its launch returned, 0 until then
+//	          (CLOCK_MONOTONIC) [16] seq
 //	GPU area  per channel: the start and end markers, then one 32-byte
 //	          record slot per command in flight, by the GPU:
 //	          [0] ran ns [8] first timer read [16] last read [24] seq (THROTTLE's)
@@ -41,6 +45,11 @@ const (
 	codeValue = 0
 	codeStamp = 8
 
+	traceSize   = 32
+	traceRead   = 0
+	traceLaunch = 8
+	traceStamp  = 16
+
 	offStart = 0
 	offEnd   = 8
 	offSlots = 64
@@ -55,12 +64,15 @@ type blockLayout struct {
 	channels, slots int
 	ringCap         uint64 // entries
 	codesOff        uintptr
+	traceOff        uintptr // 0: no trace area
 	gpuOff          uintptr // the GPU area: the channels' blocks, page aligned
 	chanStride      uintptr
 	size            int
 }
 
-func newBlockLayout(channels, maxInFlight int) blockLayout {
+// newBlockLayout is the layout of a VM's block; traced gives it the hop
+// diagnostic's trace area.
+func newBlockLayout(channels, maxInFlight int, traced bool) blockLayout {
 	slots := minSlots
 	for slots < maxInFlight {
 		slots *= 2
@@ -68,6 +80,10 @@ func newBlockLayout(channels, maxInFlight int) blockLayout {
 	l := blockLayout{channels: channels, slots: slots, ringCap: uint64(channels * slots)}
 	l.codesOff = pageUp(ringOff + uintptr(l.ringCap)*entrySize)
 	l.gpuOff = pageUp(l.codesOff + uintptr(l.ringCap)*codeSize)
+	if traced {
+		l.traceOff = l.gpuOff
+		l.gpuOff = pageUp(l.traceOff + uintptr(l.ringCap)*traceSize)
+	}
 	l.chanStride = offSlots + uintptr(slots)*slotSize
 	l.size = int(pageUp(l.gpuOff + uintptr(channels)*l.chanStride))
 	return l
@@ -83,6 +99,12 @@ func (l blockLayout) slotOff(seq uint64) uintptr {
 // codeOff is where command seq of channel ch leaves its code.
 func (l blockLayout) codeOff(ch int, seq uint64) uintptr {
 	return l.codesOff + (uintptr(ch)*uintptr(l.slots)+uintptr(seq%uint64(l.slots)))*codeSize
+}
+
+// traceSlot is where command seq of channel ch leaves its trace (the layout
+// has a trace area).
+func (l blockLayout) traceSlot(ch int, seq uint64) uintptr {
+	return l.traceOff + (uintptr(ch)*uintptr(l.slots)+uintptr(seq%uint64(l.slots)))*traceSize
 }
 
 // block is a mapping of the shared block.

@@ -77,6 +77,9 @@ type message struct {
 	Device string        `json:"device,omitempty"`
 	Error  string        `json:"error,omitempty"`
 	Result int32         `json:"result,omitempty"` // the CUresult behind Error
+	// Clock is the GPU clock's relation to the host's, in a ready
+	// message of a worker that runs the hop diagnostic.
+	Clock *GPUClock `json:"clock,omitempty"`
 }
 
 func errorMsg(kind string, err error) message {

@@ -81,7 +81,7 @@ func TestCommandBehindALateRecordIsCredited(t *testing.T) {
 // from the sweep before (End - Start), not from when it was queued, which
 // would add its wait in the queue.
 func TestUnseenCommandBilledSinceTheLastSweep(t *testing.T) {
-	l := newBlockLayout(1, 8)
+	l := newBlockLayout(1, 8, false)
 	mem := make([]byte, l.size)
 	b := &Backend{epoch: time.Now().Add(-time.Second)}
 	v := &cudaVM{b: b, blk: newBlock(l, mem)}

@@ -106,6 +106,10 @@ type channel struct {
 	peekStart  uint64
 	creditGen  uint64
 	creditCmds int
+
+	// The hop diagnostic's (backendHops.mu): the last callback's start and
+	// the last Submit.
+	hopCallback, hopSubmit int64
 }
 
 // item is one submitted command.
@@ -164,7 +168,7 @@ func (b *Backend) Attach(spec backend.VMSpec) (backend.VM, error) {
 	v.maxCommand.Store(spec.MaxCommandNs)
 	b.vms[spec.ID] = v // reserved; its channels are published once it runs
 	b.mu.Unlock()
-	err := v.setup(spec, newBlockLayout(spec.Channels, inflight))
+	err := v.setup(spec, newBlockLayout(spec.Channels, inflight, b.hops != nil))
 	var w *workerConn
 	if err == nil {
 		w, err = v.start()
@@ -259,7 +263,7 @@ func (v *cudaVM) start() (*workerConn, error) {
 	cfg := workerConfig{
 		VM: v.id, Name: v.name, Device: b.ordinal, Library: b.library, GapNs: b.gap, StallNs: b.stall, SpinNs: int64(b.workerSpin),
 		Channels: len(v.chans), Slots: v.blk.l.slots, HeapSize: uint64(len(v.heap)), HeapOff: v.heapAt, RingBase: v.ringBase(),
-		SharedSize: v.blk.l.size, SyscallSize: uint64(len(v.sys)), SyscallOff: v.sysAt,
+		SharedSize: v.blk.l.size, SyscallSize: uint64(len(v.sys)), SyscallOff: v.sysAt, Hops: b.hops != nil,
 	}
 	p, err := b.spawn(cfg, workerFiles{
 		sock: sp[1], efd: v.efd, sharedFD: v.memfd, heapFD: v.heapFD, sysFD: v.sysFD,
@@ -280,6 +284,9 @@ func (v *cudaVM) start() (*workerConn, error) {
 	if err != nil {
 		w.discard()
 		return nil, err
+	}
+	if b.hops != nil {
+		b.hops.workerClock(v.id, m.Clock)
 	}
 	return w, nil
 }
@@ -479,6 +486,9 @@ func (v *cudaVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 	ch.mu.Lock()
 	ch.q = append(ch.q, it)
 	ch.mu.Unlock()
+	if h := v.b.hops; h != nil {
+		h.submitted(ch, it.submitAt)
+	}
 	v.undelivered.Add(1)
 	v.b.outstanding.Add(1)
 	v.b.wakeup()

@@ -36,9 +36,12 @@ type workerConfig struct {
 	// mediator's head when the worker starts (a restarted worker goes on
 	// where the mediator reads).
 	RingBase uint64 `json:"ring_base,omitempty"`
+	// Hops: the hop diagnostic runs (hops.go): the block has a trace area,
+	// and the worker relates the GPU's clock to the host's at its start.
+	Hops bool `json:"hops,omitempty"`
 }
 
-func (c workerConfig) layout() blockLayout { return newBlockLayout(c.Channels, c.Slots) }
+func (c workerConfig) layout() blockLayout { return newBlockLayout(c.Channels, c.Slots, c.Hops) }
 
 // worker is one VM's GPU worker: the process (a goroutine in the tests) that
 // owns the VM's CUDA context. It takes commands from the shared block's ring,
@@ -64,6 +67,11 @@ type worker struct {
 	heapDev   devptr // the registered heap's; 0 without a heap
 	sysDev    devptr // the registered syscall area's; 0 without one
 	ringDev   devptr // the request ring's claim counter (device memory); 0 without a syscall area
+
+	// The hop diagnostic's (cfg.Hops): the host clock's relation to
+	// CLOCK_MONOTONIC and the GPU clock's, sent with the ready message.
+	mono  monoClock
+	clock *GPUClock
 
 	bufs    map[uint32]buffer
 	memUsed uint64 // bytes of bufs, published at offMemUsed
@@ -128,7 +136,7 @@ func (w *worker) serve() error {
 		_ = sendMsg(sock, errorMsg(msgError, err))
 		return err
 	}
-	if err := sendMsg(sock, message{Kind: msgReady, Device: w.device}); err != nil {
+	if err := sendMsg(sock, message{Kind: msgReady, Device: w.device, Clock: w.clock}); err != nil {
 		return fmt.Errorf("telling the mediator the worker is ready: %w", err)
 	}
 	err := w.run()
@@ -222,6 +230,16 @@ func (w *worker) create() (err error) {
 			return fmt.Errorf("allocating the request ring's claim counter: %w", err)
 		}
 	}
+	if w.cfg.Hops {
+		// A diagnostic: a clock that cannot be related leaves out the
+		// hops that need it, not the VM.
+		w.mono = newMonoClock()
+		c, err := syncGPUClock(d, w.mono)
+		if err != nil {
+			c.Error = err.Error()
+		}
+		w.clock = &c
+	}
 	return nil
 }
 
@@ -262,15 +280,11 @@ func (w *worker) ringCounter(s cuStream, base uint64) (devptr, error) {
 func (w *worker) run() error {
 	head := w.blk.load(offHead)
 	var rec abi.Record
+	socketAt := time.Now()
 	for {
 		if tail := w.blk.load(offTail); head != tail {
 			if tail-head > w.blk.l.ringCap {
 				return fmt.Errorf("the ring's tail %d is more than %d entries past its head %d", tail, w.blk.l.ringCap, head)
-			}
-			// Between batches: a mediator that went away ends the worker
-			// even while its ring keeps it busy.
-			if err := w.pollSocket(0); err != nil {
-				return err
 			}
 			for ; head != tail; head++ {
 				e := w.blk.entry(head)
@@ -279,10 +293,26 @@ func (w *worker) run() error {
 				if ch < 0 || ch >= len(w.chans) {
 					return fmt.Errorf("ring entry %d names channel %d of %d", head, ch, len(w.chans))
 				}
+				if w.cfg.Hops {
+					w.traceRead(ch, seq)
+				}
 				if err := w.issue(w.chans[ch], seq, &rec); err != nil {
 					return faultError{err}
 				}
+				if w.cfg.Hops {
+					w.blk.store(w.blk.l.traceSlot(ch, seq)+traceLaunch, uint64(w.mono.now()))
+				}
 				w.blk.store(offHead, head+1)
+			}
+			// After the batch, not before it (a system call between a
+			// command and its launch), and at most every socketCheck: a
+			// mediator that went away ends the worker even while its ring
+			// keeps it busy.
+			if now := time.Now(); now.Sub(socketAt) >= socketCheck {
+				socketAt = now
+				if err := w.pollSocket(0); err != nil {
+					return err
+				}
 			}
 			continue
 		}
@@ -308,6 +338,21 @@ func (w *worker) run() error {
 		}
 		w.blk.store(offSleeping, 0)
 	}
+}
+
+// socketCheck is how often a busy worker looks at its socket.
+const socketCheck = time.Millisecond
+
+// traceRead claims command seq's trace slot (the hop diagnostic) with the
+// time the worker read it from the ring, before it issues it: its end can
+// come before the launch call returns, and the mediator reads the slot
+// when it sees the end. The launch's return (traceLaunch) follows, 0 until
+// then.
+func (w *worker) traceRead(ch int, seq uint64) {
+	off := w.blk.l.traceSlot(ch, seq)
+	w.blk.store(off+traceLaunch, 0)
+	w.blk.store(off+traceRead, uint64(w.mono.now()))
+	w.blk.store(off+traceStamp, seq)
 }
 
 // spin looks at the ring for SpinNs after it emptied (the mediator does

@@ -73,6 +73,10 @@ Diagnostics (environment; for measuring, not for production):
   SLUICE_SYSCALL_READY_MAP=off   the syscall pollers ignore the ready map
   SLUICE_SYSCALL_NULL_HERE=1     the syscall pollers answer null calls
                                  themselves (prices the hop to the proxy)
+  SLUICE_CUDA_HOPS=FILE          the cuda backend times each command at every
+                                 hop (Submit, GPU worker, kernel, completer,
+                                 callback) and writes the quantiles as JSON
+                                 to FILE when it closes
 
 Durations are Go durations: 500us, 5ms, 1.5s, 10m.
 Exit status: 0 after a clean stop, 1 when the daemon failed, 2 on a bad
