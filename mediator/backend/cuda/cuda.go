@@ -74,9 +74,11 @@ type Backend struct {
 	queued atomic.Int64  // completions queued for the deliverer and not yet delivered
 	dwake  chan struct{} // the deliverer has work (capacity 1)
 	// inlined counts the completions the completer delivered itself
-	// (inline); slowInline is its backoff after a slow callback (completer).
+	// (inline); slowInline is its backoff after slow callbacks, slowScore
+	// how often they were slow of late (completer).
 	inlined    atomic.Int64
 	slowInline int
+	slowScore  int
 
 	// The completer's: when it last swept and what ran then (see credit),
 	// and the commands found past their VM's limit (watchdog.go).

@@ -58,16 +58,43 @@ func TestInlineDeliveryOfADepthOneLoop(t *testing.T) {
 	}
 }
 
-// A slow callback sends the next completions to the deliverer.
-func TestSlowCallbackTurnsInlineOff(t *testing.T) {
+// Callbacks slow again and again send the next completions to the
+// deliverer: the third slow one in a row.
+func TestSlowCallbacksTurnInlineOff(t *testing.T) {
 	r := newRig(t, nil)
-	got := r.loop(3, 1500, time.Millisecond)
-	if len(got) != 3 {
+	got := r.loop(6, 1500, time.Millisecond)
+	if len(got) != 6 {
 		t.Fatalf("%d completions", len(got))
 	}
-	if n := r.b.inlined.Load(); n != 1 {
-		t.Fatalf("%d completions delivered inline, want the first only", n)
+	if n := r.b.inlined.Load(); n != 3 {
+		t.Fatalf("%d completions delivered inline, want the first three", n)
 	}
+}
+
+// One slow callback now and then (a preempted thread) leaves inline
+// delivery on; more than about one in 32 turns it off.
+func TestInlineScore(t *testing.T) {
+	b := &Backend{}
+	for k := range 10_000 {
+		took := int64(1_000)
+		if k%40 == 0 {
+			took = 2 * inlineMax
+		}
+		b.judgeInline(took)
+		if b.slowInline != 0 {
+			t.Fatalf("backoff after callback %d with one in 40 slow", k)
+		}
+	}
+	for k := range 1_000 {
+		took := int64(1_000)
+		if k%16 == 0 {
+			took = 2 * inlineMax
+		}
+		if b.judgeInline(took); b.slowInline != 0 {
+			return
+		}
+	}
+	t.Fatal("no backoff with one in 16 callbacks slow")
 }
 
 // Inline delivery is refused while other commands are outstanding or the

@@ -455,13 +455,15 @@ func (v *cudaVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 		return fmt.Errorf("submitting to VM %d: %w", v.id, backend.ErrClosed)
 	}
 	ch := v.chans[channel]
+	// One hold of ch.mu: the completer sees the command queued by the time
+	// its end marker can be there.
 	ch.mu.Lock()
-	n := len(ch.q)
-	ch.mu.Unlock()
-	if n >= v.blk.l.slots {
+	if n := len(ch.q); n >= v.blk.l.slots {
+		ch.mu.Unlock()
 		return fmt.Errorf("submitting to channel %d of VM %d: %w: %d commands in flight, the most it was attached with", channel, v.id, backend.ErrInvalid, n)
 	}
 	it := item{tag: tag, op: cmd.Op, submitAt: v.b.now()}
+	ring := false
 	if w := v.w; w == nil {
 		it.code = v.lostCode
 	} else if w.dead.Load() {
@@ -477,17 +479,17 @@ func (v *cudaVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 		copy(e[16:], rec[:])
 		v.tail++
 		v.blk.store(offTail, v.tail)
-		if v.blk.load(offSleeping) != 0 {
-			var one [8]byte
-			le.PutUint64(one[:], 1)
-			_, _ = unix.Write(v.efd, one[:])
-		}
+		ring = v.blk.load(offSleeping) != 0
 	}
-	ch.mu.Lock()
 	ch.q = append(ch.q, it)
-	ch.mu.Unlock()
 	if h := v.b.hops; h != nil {
 		h.submitted(ch, it.submitAt)
+	}
+	ch.mu.Unlock()
+	if ring { // the worker sleeps: its doorbell (a system call, outside ch.mu)
+		var one [8]byte
+		le.PutUint64(one[:], 1)
+		_, _ = unix.Write(v.efd, one[:])
 	}
 	v.undelivered.Add(1)
 	v.b.outstanding.Add(1)
