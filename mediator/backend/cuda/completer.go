@@ -42,11 +42,20 @@ func (b *Backend) completer() {
 				runtime.Gosched()
 				continue
 			}
+			// Parked, then a last look: a Submit that added to
+			// outstanding after it sees parked and wakes it (both
+			// sequentially consistent: one sees the other).
+			b.parked.Store(true)
+			if b.outstanding.Load() != 0 {
+				b.parked.Store(false)
+				continue
+			}
 			select {
 			case <-b.wake:
 			case <-b.stop:
 				return
 			}
+			b.parked.Store(false)
 			continue
 		}
 		select {

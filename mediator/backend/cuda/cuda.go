@@ -66,6 +66,7 @@ type Backend struct {
 
 	outstanding atomic.Int64  // commands submitted and not yet delivered
 	wake        chan struct{} // the completer has work (capacity 1)
+	parked      atomic.Bool   // the completer waits on wake (Submit wakes it only then)
 	stop        chan struct{}
 	done        sync.WaitGroup // the completer and the deliverer
 

@@ -255,3 +255,24 @@ func TestNativeStreamMarkers(t *testing.T) {
 		}
 	}
 }
+
+// A command submitted while the completer is parked wakes it (Submit
+// signals only a parked completer): each of several commands, one at a
+// time, each after the completer parked, completes.
+func TestSubmitWakesAParkedCompleter(t *testing.T) {
+	r := newRig(t, nil)
+	vm := r.attach(1, 1, nil)
+	for k := range 5 {
+		deadline := time.Now().Add(10 * time.Second)
+		for !r.b.parked.Load() {
+			if time.Now().After(deadline) {
+				t.Fatalf("command %d: the completer did not park within 10s of the last completion", k)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		r.submit(vm, 0, abi.Command{Op: abi.OpNop}, uint64(k))
+		if c := wait(t, r.done, 1)[0]; c.Tag != uint64(k) || c.Code != abi.OK {
+			t.Fatalf("command %d completed as %+v", k, c)
+		}
+	}
+}

@@ -493,7 +493,9 @@ func (v *cudaVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 	}
 	v.undelivered.Add(1)
 	v.b.outstanding.Add(1)
-	v.b.wakeup()
+	if v.b.parked.Load() { // a busy completer sees outstanding: no channel operation for it
+		v.b.wakeup()
+	}
 	return nil
 }
 
