@@ -18,7 +18,9 @@ func TestTruthIsTheUnionLessSwitchedOut(t *testing.T) {
 		{"touching", []truthIval{{0, 100, 100}, {100, 200, 100}}, 200},
 		{"two streams overlapping", []truthIval{{50, 150, 100}, {0, 100, 100}}, 150},
 		{"one inside another", []truthIval{{0, 1000, 1000}, {10, 20, 10}, {500, 600, 100}}, 1000},
-		{"switched out together", []truthIval{{0, 100, 80}, {10, 110, 80}}, 90},
+		// 10 ns of each alone at a fifth switched out, 90 together.
+		{"switched out together", []truthIval{{0, 100, 80}, {10, 110, 80}}, 88},
+		{"the same interval", []truthIval{{0, 100, 60}, {0, 100, 60}, {0, 100, 60}}, 60},
 		{"a kernel switched out alone", []truthIval{{0, 100, 70}, {200, 260, 60}}, 130},
 		{"segments after a long one", []truthIval{{0, 500, 500}, {100, 200, 100}, {600, 700, 100}, {650, 800, 150}}, 700},
 	} {
@@ -30,6 +32,36 @@ func TestTruthIsTheUnionLessSwitchedOut(t *testing.T) {
 		if ns != c.want || n != int64(len(c.ivals)) {
 			t.Errorf("%s: %d ns over %d kernels, want %d over %d", c.name, ns, n, c.want, len(c.ivals))
 		}
+	}
+}
+
+// TestTruthOfStreamsSwitchedOutTogether: a VM on four streams of kernels
+// back to back, staggered, under time slicing (its context in for 100 ns
+// of every 300): its truth is the time its context was in while a kernel
+// ran, not the union less one kernel's switched-out time, which counted
+// nearly every slice it was out for (the H100's mixed-dfq-driver: truths
+// adding up to 117-135% of the wall time).
+func TestTruthOfStreamsSwitchedOutTogether(t *testing.T) {
+	in := func(a, b int64) (n int64) { // the context's time in within [a, b)
+		for x := a; x < b; x++ {
+			if (x/100)%3 == 0 {
+				n++
+			}
+		}
+		return n
+	}
+	var l truthLog
+	var end int64
+	for c := range int64(4) {
+		for f := 37 * c; f+400 <= 12_000; f += 400 {
+			l.add(f, f+400, in(f, f+400))
+			end = max(end, f+400)
+		}
+	}
+	want := in(0, end)
+	ns, _ := l.total()
+	if d := float64(ns)/float64(want) - 1; d < -0.05 || d > 0.05 {
+		t.Fatalf("truth %d ns, want %d (the context's time in): %+.1f%%", ns, want, 100*d)
 	}
 }
 
