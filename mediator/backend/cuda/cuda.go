@@ -84,13 +84,16 @@ type Backend struct {
 	// The completer's: when it last swept and what ran then (see credit),
 	// and the commands found past their VM's limit (watchdog.go).
 	lastSweep int64
-	prevSweep int64 // the sweep before the one in progress (completer)
-	running   []runRef
+	prevSweep int64    // the sweep before the one in progress (completer)
+	running   []runRef // commands running at the last sweep
+	now1      []runRef // commands running at this sweep (its peek)
 	unseen    []runRef // commands that ran and ended between the last sweep and this one
 	creditGen uint64   // credit's, numbering its splits
 	late      []lateRef
 
 	hops *backendHops // the hop diagnostic (HopsEnv); nil: off
+
+	clock func() int64 // the tests' timeline in place of the wall clock; nil: the wall clock
 }
 
 var (
@@ -226,7 +229,12 @@ type wallClock struct{ epoch time.Time }
 
 func (c wallClock) Now() int64 { return int64(time.Since(c.epoch)) }
 
-func (b *Backend) now() int64 { return int64(time.Since(b.epoch)) }
+func (b *Backend) now() int64 {
+	if b.clock != nil {
+		return b.clock()
+	}
+	return int64(time.Since(b.epoch))
+}
 
 // Close closes every VM and stops the completer.
 func (b *Backend) Close() error {

@@ -57,10 +57,10 @@ type cudaVM struct {
 	undelivered atomic.Int64
 	drained     chan struct{} // signalled when undelivered drops to zero
 
-	// credit's count of the VM's channels that ran in the interval it
-	// splits (the completer's alone).
+	// credit's count of the VM's channels running at the start and at the
+	// end of the interval it splits (the completer's alone).
 	creditGen   uint64
-	creditChans int
+	creditChans [2]int
 }
 
 // workerConn is the mediator's end of one worker.
@@ -105,7 +105,8 @@ type channel struct {
 	peekEnd    uint64
 	peekStart  uint64
 	creditGen  uint64
-	creditCmds int
+	creditCmds int     // the commands it ran in the interval
+	creditEnds [2]bool // running at the interval's start, at its end
 
 	// The hop diagnostic's (backendHops.mu): the last callback's start and
 	// the last Submit.
