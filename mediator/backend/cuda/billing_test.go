@@ -167,3 +167,24 @@ func TestStartSeenByAnotherReaderWaitsForTheNextSweep(t *testing.T) {
 		t.Fatalf("the next sweep reports %d running, want 1", seq)
 	}
 }
+
+// TestIdleTimeIsNobodys: the interval of the first sweep after the
+// completer rested (nothing outstanding, Backend.rest) starts at the rest,
+// not at the sweep before the idle time, so a command running at that
+// sweep is credited half of its interval from the rest, not half the idle
+// time (on the H100 a 50 ms kernel submitted 150 ms after attach was billed
+// 126 ms).
+func TestIdleTimeIsNobodys(t *testing.T) {
+	tl := newTimeline([]int{1}, 1)
+	time.Sleep(20 * time.Millisecond) // idle: nothing outstanding
+	rested := tl.b.now()
+	tl.b.rest(rested)
+	tl.mark(0, 0, 1, 0) // starts
+	t1, _ := tl.sweep()
+	tl.mark(0, 0, 1, 1) // ends
+	t2, got := tl.sweep()
+	cs := got[1]
+	if want := (t1-rested)/2 + (t2-t1)/2; len(cs) != 1 || !near(cs[0].GPUNs, want) {
+		t.Fatalf("%+v, want GPUNs %d (half of each interval it ran at one end of), not a part of the 20 ms idle", cs, want)
+	}
+}

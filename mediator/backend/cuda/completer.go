@@ -35,7 +35,13 @@ func (b *Backend) completer() {
 	idle := 0
 	for {
 		if b.outstanding.Load() == 0 {
-			if b.now()-busyAt < idleSpin {
+			now := b.now()
+			// Nothing is on the GPU: the next sweep's interval starts
+			// here, with nothing running at its start. Crediting from the
+			// last sweep would give the command running at the next one
+			// half of the idle time since (credit's trapezoid).
+			b.rest(now)
+			if now-busyAt < idleSpin {
 				// A guest that waits for a completion to submit its next
 				// command comes back within microseconds: waking a parked
 				// goroutine would take longer than its work's start.
@@ -56,6 +62,10 @@ func (b *Backend) completer() {
 				return
 			}
 			b.parked.Store(false)
+			// Woken by the Submit that added work, which starts on the
+			// GPU a launch latency later at the earliest: the idle time
+			// parked is nobody's.
+			b.rest(b.now())
 			continue
 		}
 		select {
@@ -260,6 +270,11 @@ func (b *Backend) sweep(out []delivery) []delivery {
 	}
 	return out
 }
+
+// rest starts the next sweep's interval at now, with nothing running at
+// its start: the completer calls it while nothing is outstanding (both are
+// the completer's own).
+func (b *Backend) rest(now int64) { b.running, b.lastSweep = b.running[:0], now }
 
 // credit splits dt, the interval since the last sweep, between the
 // commands that ran in it (processor sharing). What a sweep knows is what
