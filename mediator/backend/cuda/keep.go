@@ -145,6 +145,9 @@ func (v *cudaVM) keep(w *workerConn) (_ backend.Kept, err error) {
 	if !v.drainWithin(v.b.keepWait) {
 		return backend.Kept{}, fmt.Errorf("its commands were still running after %v", v.b.keepWait)
 	}
+	if w.dead.Load() { // before its pid could be another's
+		return backend.Kept{}, fmt.Errorf("its GPU worker ended: %w", w.err)
+	}
 	pidfd, err := w.p.pidfd()
 	if err != nil {
 		return backend.Kept{}, err
