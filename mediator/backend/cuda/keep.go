@@ -101,6 +101,13 @@ type fileID struct {
 	Ino uint64 `json:"ino"`
 }
 
+func (f *fileID) String() string {
+	if f == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%d:%d", f.Dev, f.Ino)
+}
+
 // idOf is fd's file's identity; nil for -1.
 func idOf(fd int) (*fileID, error) {
 	if fd < 0 {
@@ -273,46 +280,34 @@ func decodeKept(data []byte, channels int) (keptData, error) {
 
 // adopt takes over the worker a predecessor kept for the VM (spec.Adopt),
 // which v's files (keepFiles) are set up for: every descriptor is checked
-// for what it must be, the shared block for where the mediator left it,
-// and the worker, asked over its socket (its pid in the kernel's
-// credentials), for who it is and what it holds. Anything off is
-// backend.ErrBadKept: the worker, if it could be told from the
-// descriptors, is ended then.
+// for what it must be, the data for what v is, the shared block for where
+// the mediator left it, and the worker, asked over its socket (its pid in
+// the kernel's credentials), for who it is and what it holds. Anything off
+// is backend.ErrBadKept. A state of the cuda backend's is the VM's in any
+// case: its worker, once the pidfd names a child of ours, is ended and
+// reaped on a refusal (with a pidfd that does not, it is told to stop and
+// ends when the caller closes the kept descriptors, unreaped).
 func (v *cudaVM) adopt(spec backend.VMSpec, l blockLayout) (*workerConn, error) {
 	a := spec.Adopt
 	if a.Backend != "cuda" || len(a.FDs) != keptFDs {
 		return nil, fmt.Errorf("%w: backend %q's state, %d descriptors; want the cuda backend's, %d", backend.ErrBadKept, a.Backend, len(a.FDs), keptFDs)
 	}
-	d, err := decodeKept(a.Data, spec.Channels)
-	if err == nil {
-		err = v.sameFiles(d)
-	}
+	p, err := adoptPidfd(a.FDs[keptPidfd])
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", backend.ErrBadKept, err)
+		if sock, err := adoptSocket(a.FDs[keptSock]); err == nil {
+			_ = sendMsg(sock, message{Kind: msgStop})
+			unix.Close(sock)
+		}
+		return nil, fmt.Errorf("%w: the GPU worker's process: %w", backend.ErrBadKept, err)
 	}
 	sock, err := adoptSocket(a.FDs[keptSock])
 	if err != nil {
+		p.kill()
+		_ = p.wait()
 		return nil, fmt.Errorf("%w: %w", backend.ErrBadKept, err)
-	}
-	p, err := adoptPidfd(a.FDs[keptPidfd])
-	if err != nil {
-		_ = sendMsg(sock, message{Kind: msgStop})
-		unix.Close(sock)
-		return nil, fmt.Errorf("%w: the GPU worker's process: %w", backend.ErrBadKept, err)
 	}
 	w := newWorkerConn(p, sock)
-	if err := v.adoptBlock(spec, l, a.FDs[keptShared], a.FDs[keptDoorbell], d); err != nil {
-		_ = sendMsg(sock, message{Kind: msgStop})
-		w.discard()
-		return nil, fmt.Errorf("%w: %w", backend.ErrBadKept, err)
-	}
-	st, pid, err := w.ask(queryWait)
-	if err == nil && pid != p.pid {
-		err = fmt.Errorf("the socket's peer is process %d, the pidfd's %d", pid, p.pid)
-	}
-	if err == nil {
-		err = v.checkState(st, d)
-	}
+	d, err := v.adoptWorker(spec, l, w, p.pid)
 	if err != nil {
 		_ = sendMsg(sock, message{Kind: msgStop})
 		w.discard()
@@ -323,6 +318,30 @@ func (v *cudaVM) adopt(spec backend.VMSpec, l blockLayout) (*workerConn, error) 
 		ch.seq = d.Seqs[i]
 	}
 	return w, nil
+}
+
+// adoptWorker checks the kept data, the files, the shared block and the
+// answer of worker w (process pid), and returns the data.
+func (v *cudaVM) adoptWorker(spec backend.VMSpec, l blockLayout, w *workerConn, pid int) (keptData, error) {
+	a := spec.Adopt
+	d, err := decodeKept(a.Data, spec.Channels)
+	if err != nil {
+		return d, err
+	}
+	if err := v.sameFiles(d); err != nil {
+		return d, err
+	}
+	if err := v.adoptBlock(spec, l, a.FDs[keptShared], a.FDs[keptDoorbell], d); err != nil {
+		return d, err
+	}
+	st, from, err := w.ask(queryWait)
+	if err != nil {
+		return d, err
+	}
+	if from != pid {
+		return d, fmt.Errorf("the socket's peer is process %d, the pidfd's %d", from, pid)
+	}
+	return d, v.checkState(st, d)
 }
 
 // sameFiles checks that the heap and the syscall area the worker mapped
@@ -415,10 +434,13 @@ func adoptSocket(fd int) (int, error) {
 		return -1, fmt.Errorf("the GPU worker's socket: %w", err)
 	}
 	typ, err := unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_TYPE)
-	dom, err2 := unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_DOMAIN)
-	if err != nil || err2 != nil || typ != unix.SOCK_SEQPACKET || dom != unix.AF_UNIX {
+	dom := -1
+	if err == nil {
+		dom, err = unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_DOMAIN)
+	}
+	if err != nil || typ != unix.SOCK_SEQPACKET || dom != unix.AF_UNIX {
 		unix.Close(sock)
-		return -1, fmt.Errorf("the GPU worker's socket: want a UNIX seqpacket socket (type %d, domain %d, %v)", typ, dom, errors.Join(err, err2))
+		return -1, fmt.Errorf("the GPU worker's socket: want a UNIX seqpacket socket (type %d, domain %d, %v)", typ, dom, err)
 	}
 	return sock, nil
 }

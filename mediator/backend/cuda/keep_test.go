@@ -211,34 +211,23 @@ func TestKeepAdoptWorkerProcess(t *testing.T) {
 	reaped(t, pid)
 }
 
-func TestAdoptRefusesKeptStateThatDoesNotCheckOut(t *testing.T) {
+func TestAdoptRefusesAnotherBackendsState(t *testing.T) {
 	b1 := procBackend(t)
 	spec, _, k := keptVM(t, b1)
 	pid := keptPid(t, k)
 	b2 := procBackend(t)
 	spec.Complete = func(backend.Completion) {}
-	other := mapHeap(t, 32<<10)
-	// Refused before the worker's socket is taken: the worker is not
-	// touched (in sluiced it ends when the caller closes the kept
-	// descriptors).
+	// Not the cuda backend's kept state: refused before any of its
+	// descriptors is touched, so the worker stays.
 	for _, tc := range []struct {
 		name string
 		k    backend.Kept
-		spec func(*backend.VMSpec)
 	}{
-		{"another backend's", backend.Kept{Backend: "sim", FDs: k.FDs, Data: k.Data}, nil},
-		{"a descriptor short", backend.Kept{Backend: "cuda", FDs: k.FDs[:3], Data: k.Data}, nil},
-		{"bad data", backend.Kept{Backend: "cuda", FDs: k.FDs, Data: json.RawMessage(`{"protocol":`)}, nil},
-		{"another protocol", backend.Kept{Backend: "cuda", FDs: k.FDs, Data: alterKept(t, k, func(d *keptData) { d.Protocol++ })}, nil},
-		{"a channel short", backend.Kept{Backend: "cuda", FDs: k.FDs, Data: alterKept(t, k, func(d *keptData) { d.Seqs = d.Seqs[:1] })}, nil},
-		{"ends past the commands", backend.Kept{Backend: "cuda", FDs: k.FDs, Data: alterKept(t, k, func(d *keptData) { d.Ends[0] = d.Seqs[0] + 1 })}, nil},
-		{"another heap", k, func(s *backend.VMSpec) { s.Heap, s.HeapFile = other.mem, &backend.FileRange{FD: other.fd} }},
-		{"no socket", backend.Kept{Backend: "cuda", FDs: []int{k.FDs[1], k.FDs[0], k.FDs[2], k.FDs[3]}, Data: k.Data}, nil},
+		{"another backend's", backend.Kept{Backend: "sim", FDs: k.FDs, Data: k.Data}},
+		{"a descriptor short", backend.Kept{Backend: "cuda", FDs: k.FDs[:3], Data: k.Data}},
+		{"a descriptor more", backend.Kept{Backend: "cuda", FDs: append(k.FDs[:4:4], k.FDs[0]), Data: k.Data}},
 	} {
 		s := spec
-		if tc.spec != nil {
-			tc.spec(&s)
-		}
 		s.Adopt = &tc.k
 		if _, err := b2.Attach(s); !errors.Is(err, backend.ErrBadKept) {
 			t.Fatalf("%s: %v, want ErrBadKept", tc.name, err)
@@ -274,23 +263,34 @@ func alterKept(t *testing.T, k backend.Kept, f func(*keptData)) json.RawMessage 
 	return b
 }
 
-// TestAdoptEndsAWorkerThatDoesNotCheckOut refuses kept states whose
-// worker or shared block is not where the data says: the worker, known by
-// its pidfd, is ended and reaped, and the VM attached afresh has none of
-// its handles.
+// TestAdoptEndsAWorkerThatDoesNotCheckOut refuses kept states of the
+// cuda backend that do not check out (the data, the VM's files, a
+// descriptor, the shared block, the worker's answer): the worker, known
+// by its pidfd, is ended and reaped, and the VM attached afresh has none
+// of its handles.
 func TestAdoptEndsAWorkerThatDoesNotCheckOut(t *testing.T) {
+	other := mapHeap(t, 32<<10)
 	for _, tc := range []struct {
 		name string
 		f    func(*keptData)
 		fds  func([]int) []int
+		data string
+		spec func(*backend.VMSpec)
 	}{
-		{"the ring elsewhere", func(d *keptData) { d.Tail++ }, nil},
-		{"a channel elsewhere", func(d *keptData) { d.Ends[1], d.Seqs[1] = 0, 0 }, nil},
-		{"a buffer more", func(d *keptData) { d.Buffers++ }, nil},
-		{"a module less", func(d *keptData) { d.Modules-- }, nil},
-		{"other memory use", func(d *keptData) { d.MemUsed++ }, nil},
-		{"no doorbell", nil, func(fds []int) []int { return []int{fds[0], fds[1], fds[3], fds[3]} }},
-		{"no shared block", nil, func(fds []int) []int { return []int{fds[0], fds[2], fds[2], fds[3]} }},
+		{name: "bad data", data: `{"protocol":`},
+		{name: "another protocol", f: func(d *keptData) { d.Protocol++ }},
+		{name: "a channel short", f: func(d *keptData) { d.Seqs = d.Seqs[:1] }},
+		{name: "ends past the commands", f: func(d *keptData) { d.Ends[0] = d.Seqs[0] + 1 }},
+		{name: "another heap", spec: func(s *backend.VMSpec) { s.Heap, s.HeapFile = other.mem, &backend.FileRange{FD: other.fd} }},
+		{name: "no socket", fds: func(fds []int) []int { return []int{fds[1], fds[1], fds[2], fds[3]} }},
+		{name: "more in flight", spec: func(s *backend.VMSpec) { s.MaxInFlight = 4096 }},
+		{"the ring elsewhere", func(d *keptData) { d.Tail++ }, nil, "", nil},
+		{name: "a channel elsewhere", f: func(d *keptData) { d.Ends[1], d.Seqs[1] = 0, 0 }},
+		{name: "a buffer more", f: func(d *keptData) { d.Buffers++ }},
+		{name: "a module less", f: func(d *keptData) { d.Modules-- }},
+		{name: "other memory use", f: func(d *keptData) { d.MemUsed++ }},
+		{name: "no doorbell", fds: func(fds []int) []int { return []int{fds[0], fds[1], fds[3], fds[3]} }},
+		{name: "no shared block", fds: func(fds []int) []int { return []int{fds[0], fds[2], fds[2], fds[3]} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b1 := procBackend(t)
@@ -301,11 +301,18 @@ func TestAdoptEndsAWorkerThatDoesNotCheckOut(t *testing.T) {
 			if tc.f != nil {
 				bad.Data = alterKept(t, k, tc.f)
 			}
+			if tc.data != "" {
+				bad.Data = json.RawMessage(tc.data)
+			}
 			if tc.fds != nil {
 				bad.FDs = tc.fds(k.FDs)
 			}
-			spec.Adopt = &bad
-			_, err := b2.Attach(spec)
+			s := spec
+			if tc.spec != nil {
+				tc.spec(&s)
+			}
+			s.Adopt = &bad
+			_, err := b2.Attach(s)
 			if !errors.Is(err, backend.ErrBadKept) {
 				t.Fatalf("%v, want ErrBadKept", err)
 			}

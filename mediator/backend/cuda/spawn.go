@@ -153,7 +153,15 @@ func readMsgFrom(fd int) (message, int, error) {
 func recvMsg(fd int, oob []byte) (message, []byte, error) {
 	b := make([]byte, maxMsg)
 	for {
-		n, oobn, _, _, err := unix.Recvmsg(fd, b, oob, 0)
+		var n, oobn int
+		var err error
+		if oob == nil {
+			// read(2) through x/sys, which tells the race detector that
+			// what the writer did before its write happened before this.
+			n, err = unix.Read(fd, b)
+		} else {
+			n, oobn, _, _, err = unix.Recvmsg(fd, b, oob, 0)
+		}
 		switch {
 		case err == unix.EINTR:
 			continue
