@@ -59,15 +59,8 @@ var (
 // and a module (handle 7), and keeps it.
 func keptVM(t *testing.T, b *Backend) (backend.VMSpec, gpuHeap, backend.Kept) {
 	t.Helper()
-	heap := mapHeap(t, 32<<10)
-	copy(heap.mem[kModule:], keepPTX)
-	copy(heap.mem[kName:], "scale")
-	le.PutUint64(heap.mem[kArgs:], 3)   // buffer handle 3
-	le.PutUint32(heap.mem[kArgs+8:], 0) // at argument offset 0
-	le.PutUint32(heap.mem[kArgs+12:], abi.RelocBuffer)
-	for i := range kSize {
-		heap.mem[kData+i] = byte(i*7 + 1)
-	}
+	heap := mapHeap(t, execHeapSize)
+	fillKeepHeap(heap.mem)
 	done := make(chan backend.Completion, 64)
 	spec := backend.VMSpec{ID: 1, Name: "kept", Channels: 2, Heap: heap.mem, HeapFile: &backend.FileRange{FD: heap.fd},
 		MemoryQuota: 1 << 20, Complete: func(c backend.Completion) { done <- c }}
