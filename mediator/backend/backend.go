@@ -153,14 +153,18 @@ type Completion struct {
 	// GPUNs, when not zero, is the GPU time the backend attributes to the
 	// command where its span is not all its own: on a real GPU that
 	// time-slices between VMs' contexts, spans of several VMs overlap and
-	// each gets its share of the overlap. Zero: the span is the command's.
+	// each gets its share of the overlap. Zero: the span is the command's,
+	// unless GPUMeasured.
 	GPUNs int64
+	// GPUMeasured: GPUNs is the backend's measure even where it is zero
+	// (a command too short for the backend's sampling to see it run).
+	GPUMeasured bool
 }
 
 // Busy is the GPU time the command used: GPUNs if the backend measured it,
 // else its span. It is what usage is billed from.
 func (c Completion) Busy() int64 {
-	if c.GPUNs > 0 {
+	if c.GPUNs > 0 || c.GPUMeasured {
 		return c.GPUNs
 	}
 	return c.End - c.Start

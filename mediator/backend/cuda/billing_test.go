@@ -62,46 +62,60 @@ func (tl *timeline) sweep() (int64, map[uint32][]backend.Completion) {
 
 func near(a, b int64) bool { return math.Abs(float64(a-b)) <= 2 }
 
-// TestOverlapSplitBetweenVMs: an interval in which two VMs' commands ran is
-// split between them, whether each was seen running or ran and ended
-// between the two sweeps unseen; the bills add up to the time anything ran.
-// (Before, the unseen one was billed the whole interval beside the other's
-// whole interval.)
+// TestOverlapSplitBetweenVMs: each end of an interval stands for half of
+// it, split between the VMs running at that end; a VM that starts running
+// in an interval has a quarter of it beside one that ran throughout, and a
+// command that ran and ended between two sweeps at which its VM ran
+// nothing is credited nothing (not the interval: the sweeps sample what
+// runs). The bills add up to the time anything ran at a sweep's end.
 func TestOverlapSplitBetweenVMs(t *testing.T) {
-	tl := newTimeline([]int{1, 1}, 1)
+	tl := newTimeline([]int{1, 1, 1}, 1)
+	t0 := tl.b.lastSweep
 	tl.mark(0, 0, 1, 0) // A starts
 	t1, got := tl.sweep()
 	if len(got) != 0 || len(tl.b.running) != 1 {
 		t.Fatalf("after A's start: deliveries %v, running %v", got, tl.b.running)
 	}
-	tl.mark(1, 0, 1, 1) // B runs and ends before the next sweep
+	tl.mark(1, 0, 1, 0) // B starts
+	tl.mark(2, 0, 1, 1) // C runs and ends between the sweeps
 	t2, got := tl.sweep()
-	bs := got[2]
-	if len(bs) != 1 || !near(bs[0].GPUNs, (t2-t1)/2) {
-		t.Fatalf("B, unseen beside A: %+v, want GPUNs %d (half of the interval)", bs, (t2-t1)/2)
+	cs := got[3]
+	if len(cs) != 1 || cs[0].Busy() != 0 {
+		t.Fatalf("C, unseen between two sweeps at which it ran nothing: %+v, want billed nothing", cs)
 	}
 	tl.mark(0, 0, 1, 1) // A ends
 	t3, got := tl.sweep()
 	as := got[1]
-	if len(as) != 1 || !near(as[0].GPUNs, (t2-t1)/2+(t3-t2)) {
-		t.Fatalf("A: %+v, want GPUNs %d", as, (t2-t1)/2+(t3-t2))
+	d0, d1, d2 := t1-t0, t2-t1, t3-t2
+	if want := d0/2 + d1/2 + d1/4 + d2/4; len(as) != 1 || !near(as[0].GPUNs, want) {
+		t.Fatalf("A: %+v, want GPUNs %d (the second half of the interval it started in, then all the first half, half the second, a quarter of the next)", as, want)
 	}
-	if sum := as[0].Busy() + bs[0].Busy(); !near(sum, t3-t1) {
-		t.Errorf("bills add up to %d, want %d: the time anything ran", sum, t3-t1)
+	tl.mark(1, 0, 1, 1) // B ends
+	t4, got := tl.sweep()
+	bs := got[2]
+	d3 := t4 - t3
+	if want := d1/4 + d2/4 + d2/2 + d3/2; len(bs) != 1 || !near(bs[0].GPUNs, want) {
+		t.Fatalf("B: %+v, want GPUNs %d", bs, want)
+	}
+	if sum, want := as[0].Busy()+bs[0].Busy(), t4-t0-d0/2-d3/2; !near(sum, want) {
+		t.Errorf("bills add up to %d, want %d", sum, want)
 	}
 }
 
 // TestVMBilledTheUnionOfItsChannels: a VM's commands running at once on
 // several channels count once (its streams run at once in its one
-// context): its part of an interval is the same as a one-channel VM's, and
-// a channel's part is split between the commands that ran on it, an unseen
-// one included.
+// context): its part of an interval's half is the same as a one-channel
+// VM's, split between its channels running at that end, and a channel's
+// credit is split between the commands that ran on it, an unseen one
+// included.
 func TestVMBilledTheUnionOfItsChannels(t *testing.T) {
 	tl := newTimeline([]int{2, 1}, 2)
+	t0 := tl.b.lastSweep
 	tl.mark(0, 0, 1, 0)
 	tl.mark(0, 1, 1, 0)
 	tl.mark(1, 0, 1, 0)
 	t1, _ := tl.sweep()
+	d0 := t1 - t0
 	// Channel 0 of A ends 1 and runs 2 to its end unseen; channel 1 of A
 	// and B run on.
 	tl.mark(0, 0, 2, 2)
@@ -111,19 +125,23 @@ func TestVMBilledTheUnionOfItsChannels(t *testing.T) {
 	if len(as) != 2 || len(got[2]) != 0 {
 		t.Fatalf("deliveries %+v, want A's two of channel 0", got)
 	}
-	// A: half of dt; its channel 0: a quarter, its two commands an eighth each.
-	for _, c := range as {
-		if !near(c.GPUNs, dt/8) {
-			t.Errorf("A channel 0 seq %d: GPUNs %d, want %d", c.Tag, c.GPUNs, dt/8)
+	// The interval they started in: its second half, A and B a quarter of
+	// it each, A's channels an eighth each (seq 1 of channel 0 has its
+	// eighth, seq 2 nothing). The next: its first half likewise, channel
+	// 0's eighth split between its two commands; its second half, A's
+	// quarter all channel 1's, B's quarter.
+	if len(as) == 2 {
+		if !near(as[0].GPUNs, d0/8+dt/16) || !near(as[1].GPUNs, dt/16) {
+			t.Errorf("A channel 0: GPUNs %d and %d, want %d and %d", as[0].GPUNs, as[1].GPUNs, d0/8+dt/16, dt/16)
 		}
 	}
 	a1 := tl.vms[0].chans[1].find(1)
 	b1 := tl.vms[1].chans[0].find(1)
-	if !near(int64(a1.gpu), dt/4) || !near(int64(b1.gpu), dt/2) {
-		t.Errorf("credits A ch1 %v, B %v; want %d, %d", a1.gpu, b1.gpu, dt/4, dt/2)
+	if want := d0/8 + dt/8 + dt/4; !near(int64(a1.gpu), want) || !near(int64(b1.gpu), d0/4+dt/2) {
+		t.Errorf("credits A ch1 %v, B %v; want %d, %d", a1.gpu, b1.gpu, want, d0/4+dt/2)
 	}
-	if a1.ran != float64(dt)/2 || b1.ran != float64(dt)/2 {
-		t.Errorf("watchdog clocks A ch1 %v, B %v; want the VM share %d each", a1.ran, b1.ran, dt/2)
+	if !near(int64(a1.ran), d0/4+dt/2) || !near(int64(b1.ran), d0/4+dt/2) {
+		t.Errorf("watchdog clocks A ch1 %v, B %v; want the VM share %d each", a1.ran, b1.ran, d0/4+dt/2)
 	}
 }
 
@@ -134,7 +152,7 @@ func TestVMBilledTheUnionOfItsChannels(t *testing.T) {
 func TestStartSeenByAnotherReaderWaitsForTheNextSweep(t *testing.T) {
 	tl := newTimeline([]int{1}, 1)
 	ch := tl.vms[0].chans[0]
-	tl.b.unseen = ch.peek(nil)
+	tl.b.unseen, tl.b.now1 = ch.peek(nil, nil)
 	tl.mark(0, 0, 1, 0)
 	var st backend.Status
 	tl.b.ReadStatus(&st)
@@ -144,7 +162,7 @@ func TestStartSeenByAnotherReaderWaitsForTheNextSweep(t *testing.T) {
 	if _, seq := ch.sweep(nil); seq != 0 {
 		t.Fatalf("the sweep reports seq %d running from markers read before its start", seq)
 	}
-	ch.peek(nil)
+	ch.peek(nil, nil)
 	if _, seq := ch.sweep(nil); seq != 1 {
 		t.Fatalf("the next sweep reports %d running, want 1", seq)
 	}

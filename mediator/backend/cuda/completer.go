@@ -42,11 +42,20 @@ func (b *Backend) completer() {
 				runtime.Gosched()
 				continue
 			}
+			// Parked, then a last look: a Submit that added to
+			// outstanding after it sees parked and wakes it (both
+			// sequentially consistent: one sees the other).
+			b.parked.Store(true)
+			if b.outstanding.Load() != 0 {
+				b.parked.Store(false)
+				continue
+			}
 			select {
 			case <-b.wake:
 			case <-b.stop:
 				return
 			}
+			b.parked.Store(false)
 			continue
 		}
 		select {
@@ -88,11 +97,20 @@ func (b *Backend) completer() {
 // inlineMax is the longest an inline callback may take (a command it
 // submits starts a GPU launch latency after its Submit at the earliest,
 // about 5 µs on an H100, and the callback's rest after the Submit is what
-// a start could be seen late by): one that took longer sends the next
-// inlineBackoff completions to the deliverer.
+// a start could be seen late by). One slow callback now and then (the
+// thread preempted, a garbage collection's assist) costs at most its own
+// lateness once and turns nothing off: each adds inlineSlowCost to a score
+// that each callback within the bound takes 1 off, and a score above
+// inlineSlowLimit (a consumer slow again and again: three slow callbacks
+// in a row, or more than about one in 32 for long) sends the next
+// inlineBackoff completions to the deliverer. On an H100 about 1.5% of
+// depth-1 callbacks took longer than the bound, and a backoff at each sent
+// half of all completions to the deliverer.
 const (
-	inlineMax     = 10_000
-	inlineBackoff = 256
+	inlineMax       = 10_000
+	inlineSlowCost  = 32
+	inlineSlowLimit = 64
+	inlineBackoff   = 256
 )
 
 // inline runs the callbacks of out on the completer, skipping the hand-off
@@ -103,8 +121,9 @@ const (
 // which start only after a worker's ring read, launch and the GPU's launch
 // latency (microseconds: longer than the rest of a callback after its
 // Submit), and nothing waits for the deliverer, so each channel's order
-// holds. A callback that takes longer than inlineMax (a slow consumer)
-// turns inline delivery off for a while. It reports whether it delivered.
+// holds. Callbacks that keep taking longer than inlineMax (a slow
+// consumer) turn inline delivery off for a while. It reports whether it
+// delivered.
 // The bench's depth-1 guests submit from the callback; sluiced's callbacks
 // publish the completion and wake the guest, whose next command comes
 // through its doorbell.
@@ -119,12 +138,23 @@ func (b *Backend) inline(out []delivery) bool {
 	for _, d := range out {
 		start := b.now()
 		b.deliver(d)
-		if b.now()-start > inlineMax {
-			b.slowInline = inlineBackoff
-		}
+		b.judgeInline(b.now() - start)
 	}
 	b.inlined.Add(int64(len(out)))
 	return true
+}
+
+// judgeInline scores an inline callback that took ns and starts the
+// backoff when callbacks were slow too often (inlineSlowLimit).
+func (b *Backend) judgeInline(ns int64) {
+	switch {
+	case ns > inlineMax:
+		if b.slowScore += inlineSlowCost; b.slowScore > inlineSlowLimit {
+			b.slowInline, b.slowScore = inlineBackoff, 0
+		}
+	case b.slowScore > 0:
+		b.slowScore--
+	}
 }
 
 // sweepYield: a completer that finds nothing due yields its thread every
@@ -200,8 +230,9 @@ type runRef struct {
 
 // sweep credits the GPU time since the last sweep, collects the completions
 // that are due, in each channel's order, and notes what runs now. Each
-// channel's end marker is read once (peek), before the credit: the commands
-// that ran and ended unseen since the last sweep take their part of it.
+// channel's markers are read once (peek), before the credit: what runs now
+// and the commands that ran and ended unseen since the last sweep take
+// their part of it.
 func (b *Backend) sweep(out []delivery) []delivery {
 	b.sweeping.RLock()
 	defer b.sweeping.RUnlock()
@@ -210,9 +241,9 @@ func (b *Backend) sweep(out []delivery) []delivery {
 		b.hops.swept(now - b.lastSweep)
 	}
 	chans := *b.chans.Load()
-	b.unseen = b.unseen[:0]
+	b.unseen, b.now1 = b.unseen[:0], b.now1[:0]
 	for _, ch := range chans {
-		b.unseen = ch.peek(b.unseen)
+		b.unseen, b.now1 = ch.peek(b.unseen, b.now1)
 	}
 	b.credit(now - b.lastSweep)
 	b.prevSweep = b.lastSweep
@@ -230,66 +261,128 @@ func (b *Backend) sweep(out []delivery) []delivery {
 	return out
 }
 
-// credit splits dt, the time since the last sweep, between the commands
-// that ran in it (processor sharing): those seen running at the last sweep
-// and those that ran and ended unseen since. Evenly between their VMs (the
-// GPU time-slices between contexts and runs one at a time), a VM's part
-// evenly between its channels (its streams run at once in its context: its
-// part is the union of their time, counted once), and a channel's evenly
-// between its commands. A command's credit is its GPU time
-// (Completion.GPUNs): so the bills of one interval add up to the interval,
-// however many VMs ran in it, and a command that ran between two sweeps is
-// billed its VM's part of that interval, not all of it.
+// credit splits dt, the interval since the last sweep, between the
+// commands that ran in it (processor sharing). What a sweep knows is what
+// ran at its instant, at both ends of the interval: those seen running at
+// the last sweep (b.running) and those running now (b.now1); a change
+// between the two came somewhere in the interval, so each end stands for
+// half of it (the trapezoid rule). Each half is split evenly between the
+// VMs running at its end (the GPU time-slices between contexts and runs
+// one at a time), a VM's part evenly between its channels running then
+// (its streams run at once in its context: its part is the union of their
+// time, counted once), and a channel's credit between the commands it ran
+// in the interval: those two and the ones that started and ended between
+// the sweeps unseen. A VM running at neither end is credited nothing, not
+// the whole interval for a command that ran somewhere in it: the sweeps
+// sample what runs, and a sample's time whether or not anything ran; so an
+// interval that a late sweep made long (the completer descheduled, a
+// collection) bills what ran at its ends, not the launch gaps and idle
+// time in it. A command's credits add up to its GPU time
+// (Completion.GPUNs), and the bills of one interval to the part of it in
+// which something ran, however many VMs ran.
 func (b *Backend) credit(dt int64) {
-	if dt <= 0 || len(b.running)+len(b.unseen) == 0 {
+	if dt <= 0 || len(b.running)+len(b.now1) == 0 {
 		return
 	}
 	b.creditGen++
 	gen := b.creditGen
-	vms := 0
-	count := func(refs []runRef) {
+	var vms [2]int
+	count := func(refs []runRef, end int) {
 		for _, r := range refs {
 			ch, v := r.ch, r.ch.vm
 			if v.creditGen != gen {
-				v.creditGen, v.creditChans = gen, 0
-				vms++
+				v.creditGen, v.creditChans = gen, [2]int{}
 			}
 			if ch.creditGen != gen {
-				ch.creditGen, ch.creditCmds = gen, 0
-				v.creditChans++
+				ch.creditGen, ch.creditCmds, ch.creditEnds = gen, 0, [2]bool{}
 			}
-			ch.creditCmds++
+			if v.creditChans[end] == 0 {
+				vms[end]++
+			}
+			v.creditChans[end]++
+			ch.creditEnds[end] = true
+			if end == 0 || len(b.running) == 0 || !ch.ranAt(b.running, r.seq) {
+				ch.creditCmds++ // the same command at both ends counts once
+			}
 		}
 	}
-	count(b.running)
-	count(b.unseen)
+	count(b.running, 0)
+	count(b.now1, 1)
+	for _, r := range b.unseen {
+		if r.ch.creditGen == gen {
+			r.ch.creditCmds++
+		}
+	}
+	// half is what one end's VMs share: ends[end] a VM's part of it.
+	half := float64(dt) / 2
+	vmPart := func(v *cudaVM, end int) float64 {
+		if v.creditChans[end] == 0 {
+			return 0
+		}
+		return half / float64(vms[end])
+	}
+	chanCredit := func(ch *channel) float64 {
+		var c float64
+		for end := range 2 {
+			if ch.creditEnds[end] {
+				c += vmPart(ch.vm, end) / float64(ch.vm.creditChans[end])
+			}
+		}
+		return c
+	}
+	give := func(r runRef, ran float64) {
+		share := chanCredit(r.ch) / float64(r.ch.creditCmds)
+		r.ch.mu.Lock()
+		if it := r.ch.find(r.seq); it != nil {
+			it.gpu += share
+			it.ran += ran
+		}
+		r.ch.mu.Unlock()
+	}
 	// The watchdog's clock: a VM's channels run at once in its context,
-	// so each running command has its VM's share, not a part of it.
-	ran := float64(dt) / float64(vms)
-	give := func(refs []runRef, running bool) {
-		for _, r := range refs {
-			share := ran / float64(r.ch.vm.creditChans*r.ch.creditCmds)
+	// so each running command has its VM's part of the half, not a part of
+	// that.
+	for _, r := range b.running {
+		give(r, vmPart(r.ch.vm, 0))
+	}
+	for _, r := range b.now1 {
+		ran := vmPart(r.ch.vm, 1)
+		if len(b.running) != 0 && r.ch.ranAt(b.running, r.seq) {
 			r.ch.mu.Lock()
 			if it := r.ch.find(r.seq); it != nil {
-				it.gpu += share
-				if running {
-					it.ran += ran
-				}
+				it.ran += ran
 			}
 			r.ch.mu.Unlock()
+			continue // credited as running at the last sweep: its share covers both ends
+		}
+		give(r, ran)
+	}
+	for _, r := range b.unseen {
+		if r.ch.creditGen == gen {
+			give(r, 0)
 		}
 	}
-	give(b.running, true)
-	give(b.unseen, false)
+}
+
+// ranAt reports whether refs (the commands running at the last sweep) has
+// command seq of ch.
+func (ch *channel) ranAt(refs []runRef, seq uint64) bool {
+	for _, r := range refs {
+		if r.ch == ch && r.seq == seq {
+			return true
+		}
+	}
+	return false
 }
 
 // peek reads ch's markers for this sweep, end and start together right
 // after the sweep took its time (kept for its sweep: what ran and ended is
 // judged on one reading of both, so that starts and ends are seen equally
-// late), and adds to unseen the commands that ended since the last sweep
-// and were never seen running there: they ran in the interval the sweep
-// credits.
-func (ch *channel) peek(unseen []runRef) []runRef {
+// late), adds to unseen the commands that ended since the last sweep and
+// were never seen running there (they ran in the interval the sweep
+// credits), and to running the command that runs now, if any (the one
+// ch.sweep reports).
+func (ch *channel) peek(unseen, running []runRef) ([]runRef, []runRef) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	// The end first: a command whose end is read has its start read too.
@@ -314,7 +407,19 @@ func (ch *channel) peek(unseen []runRef) []runRef {
 			unseen = append(unseen, runRef{ch, it.seq})
 		}
 	}
-	return unseen
+	if it := ch.runningNow(); it != nil {
+		running = append(running, runRef{ch, it.seq})
+	}
+	return unseen, running
+}
+
+// runningNow is the command ch runs by the markers its peek read, both at
+// once, or nil. ch.mu is held.
+func (ch *channel) runningNow() *item {
+	if it := ch.currentAt(ch.peekEnd); it != nil && ch.peekStart >= it.seq && it.seq != 0 {
+		return it
+	}
+	return nil
 }
 
 // sweep delivers ch's due completions and reports the command it runs now
@@ -355,11 +460,13 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 					if h := v.b.hops; h != nil {
 						h.completed(ch, it, it.op == abi.OpThrottle)
 					}
-					c.Start, c.End, c.GPUNs = ch.startOf(it), it.endAt, int64(it.gpu)
+					// Its credits, zero included (no sweep saw it run: it
+					// ran between two sweeps at which its VM ran nothing):
+					// billed that, not its span.
+					c.Start, c.End, c.GPUNs, c.GPUMeasured = ch.startOf(it), it.endAt, int64(it.gpu), true
 					if it.startAt == 0 && !it.seen {
 						// Never seen running: it ran between this sweep and
-						// the one before (its bill is End - Start, see
-						// backend.Completion.Busy), not since it was queued.
+						// the one before, not since it was queued.
 						c.Start = max(c.Start, min(v.b.prevSweep, c.End))
 					}
 				}
@@ -375,11 +482,14 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 		out = append(out, delivery{vm: v, c: c, seen: it.endAt})
 	}
 stop:
-	if n > 0 {
+	switch {
+	case n == len(ch.q):
+		// Everything went: the queue starts over in its array (a depth-1
+		// loop queues with no allocation).
+		clear(ch.q)
+		ch.q = ch.q[:0]
+	case n > 0:
 		ch.q = ch.q[n:]
-		if len(ch.q) == 0 {
-			ch.q = nil
-		}
 	}
 	if len(ch.q) == 0 {
 		return out, 0
@@ -388,7 +498,7 @@ stop:
 	// a start another reader (ReadStatus) saw after the peek is this
 	// sweep's no more than an end that landed after it is, so neither end
 	// of a command's credit is observed later than the other.
-	if it := ch.currentAt(ch.peekEnd); it != nil && ch.peekStart >= it.seq {
+	if it := ch.runningNow(); it != nil {
 		ch.noteStart(it, now)
 		it.seen = true
 		return out, it.seq

@@ -67,6 +67,7 @@ type Backend struct {
 
 	outstanding atomic.Int64  // commands submitted and not yet delivered
 	wake        chan struct{} // the completer has work (capacity 1)
+	parked      atomic.Bool   // the completer waits on wake (Submit wakes it only then)
 	stop        chan struct{}
 	done        sync.WaitGroup // the completer and the deliverer
 
@@ -75,20 +76,25 @@ type Backend struct {
 	queued atomic.Int64  // completions queued for the deliverer and not yet delivered
 	dwake  chan struct{} // the deliverer has work (capacity 1)
 	// inlined counts the completions the completer delivered itself
-	// (inline); slowInline is its backoff after a slow callback (completer).
+	// (inline); slowInline is its backoff after slow callbacks, slowScore
+	// how often they were slow of late (completer).
 	inlined    atomic.Int64
 	slowInline int
+	slowScore  int
 
 	// The completer's: when it last swept and what ran then (see credit),
 	// and the commands found past their VM's limit (watchdog.go).
 	lastSweep int64
-	prevSweep int64 // the sweep before the one in progress (completer)
-	running   []runRef
+	prevSweep int64    // the sweep before the one in progress (completer)
+	running   []runRef // commands running at the last sweep
+	now1      []runRef // commands running at this sweep (its peek)
 	unseen    []runRef // commands that ran and ended between the last sweep and this one
 	creditGen uint64   // credit's, numbering its splits
 	late      []lateRef
 
 	hops *backendHops // the hop diagnostic (HopsEnv); nil: off
+
+	clock func() int64 // the tests' timeline in place of the wall clock; nil: the wall clock
 }
 
 var (
@@ -224,7 +230,12 @@ type wallClock struct{ epoch time.Time }
 
 func (c wallClock) Now() int64 { return int64(time.Since(c.epoch)) }
 
-func (b *Backend) now() int64 { return int64(time.Since(b.epoch)) }
+func (b *Backend) now() int64 {
+	if b.clock != nil {
+		return b.clock()
+	}
+	return int64(time.Since(b.epoch))
+}
 
 // Close closes every VM and stops the completer.
 func (b *Backend) Close() error {

@@ -127,12 +127,15 @@
 // not what a VM is billed. A sweep reads each channel's end and start
 // markers once, together, right after it takes its time (so starts and ends
 // are seen equally late), and splits the time since the last sweep between
-// the commands that ran in it: those it saw running then and those that ran
-// and ended unseen since; evenly between their VMs, a VM's part evenly
-// between its channels (the union of its streams, counted once), a
-// channel's between its commands. A command's sum is its Completion.GPUNs.
-// The bills of all VMs add up to the time the GPU was busy with any of
-// them, context switches included.
+// the commands that ran in it by what ran at its two ends, each end half of
+// it (the trapezoid rule: a sweep that came late bills what ran at its
+// ends, not the launch gaps in it): each half evenly between the VMs
+// running at that end, a VM's part evenly between its channels running
+// then (the union of its streams, counted once), a channel's between the
+// commands it ran in the interval, those that started and ended unseen
+// included. A command's sum is its Completion.GPUNs (GPUMeasured: zero for
+// a command no sweep saw run). The bills of all VMs add up to the time the
+// GPU was busy with any of them at the sweeps, context switches included.
 //
 // # The hop diagnostic
 //

@@ -74,14 +74,24 @@ DONE:
 // throttleName is the kernel's entry point.
 const throttleName = "sluice_throttle"
 
+// throttleArgsSize is the size of the kernel's packed parameters.
+const throttleArgsSize = 48
+
 // throttleArgs packs the kernel's parameters.
 func throttleArgs(slot devptr, ns, gap, seq uint64, start, end devptr) []byte {
-	b := make([]byte, 48)
+	b := make([]byte, throttleArgsSize)
+	putThrottleArgs(b, slot, ns, gap, seq, start, end)
+	return b
+}
+
+// putThrottleArgs packs the kernel's parameters into b (throttleArgsSize
+// bytes).
+func putThrottleArgs(b []byte, slot devptr, ns, gap, seq uint64, start, end devptr) {
+	_ = b[throttleArgsSize-1]
 	le.PutUint64(b[0:], uint64(slot))
 	le.PutUint64(b[8:], ns)
 	le.PutUint64(b[16:], gap)
 	le.PutUint64(b[24:], seq)
 	le.PutUint64(b[32:], uint64(start))
 	le.PutUint64(b[40:], uint64(end))
-	return b
 }

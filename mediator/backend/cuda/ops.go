@@ -10,20 +10,23 @@ import (
 // work is a command's GPU work, queued on a stream.
 type work func(s cuStream) error
 
+// launchThrottle launches command seq of ch, a THROTTLE of ns, on ch's
+// stream, its parameters packed in the worker's own buffer (the driver
+// copies them at the launch): no allocation on the worker's busiest path.
+func (w *worker) launchThrottle(ch *wchan, seq, ns uint64) error {
+	slot := ch.dev + devptr(w.blk.l.slotOff(seq))
+	putThrottleArgs(w.targs[:], slot, ns, w.cfg.GapNs, seq, ch.dev+offStart, ch.dev+offEnd)
+	return w.d.LaunchKernel(w.throttle, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, ch.stream, w.targs[:])
+}
+
 // prepare checks c against the VM's handles and heap and returns the work
 // that carries it out (nil for markers alone). Handle tables change here, in
 // submission order; the GPU applies the same changes in stream order.
-func (w *worker) prepare(ch *wchan, seq uint64, c *abi.Command) (work, abi.ErrorCode) {
+func (w *worker) prepare(c *abi.Command) (work, abi.ErrorCode) {
 	d := w.d
 	switch c.Op {
-	case abi.OpNop, abi.OpFence:
-		return nil, abi.OK
-	case abi.OpThrottle:
-		slot := ch.dev + devptr(w.blk.l.slotOff(seq))
-		return func(s cuStream) error {
-			return d.LaunchKernel(w.throttle, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, s,
-				throttleArgs(slot, c.DurationNs, w.cfg.GapNs, seq, ch.dev+offStart, ch.dev+offEnd))
-		}, abi.OK
+	case abi.OpNop, abi.OpFence, abi.OpThrottle:
+		return nil, abi.OK // a THROTTLE's launch is issue's (launchThrottle)
 	case abi.OpAlloc:
 		return w.prepareAlloc(c)
 	case abi.OpFree:
@@ -45,7 +48,8 @@ func (w *worker) prepare(ch *wchan, seq uint64, c *abi.Command) (work, abi.Error
 		if c.Length == 0 {
 			return nil, abi.OK
 		}
-		return func(s cuStream) error { return d.MemsetD8Async(b.ptr+devptr(c.Offset), byte(c.Value), c.Length, s) }, abi.OK
+		at, v, n := b.ptr+devptr(c.Offset), byte(c.Value), c.Length
+		return func(s cuStream) error { return d.MemsetD8Async(at, v, n, s) }, abi.OK
 	case abi.OpCopy:
 		return w.prepareCopy(c)
 	case abi.OpLoadModule:
@@ -68,11 +72,12 @@ func (w *worker) prepareAlloc(c *abi.Command) (work, abi.ErrorCode) {
 	}
 	// The allocation is stream ordered, but its address is known now: the
 	// handle is usable by the commands after it.
+	size, handle := c.Size, c.Handle
 	return func(s cuStream) error {
-		p, err := w.d.MemAllocAsync(c.Size, s)
+		p, err := w.d.MemAllocAsync(size, s)
 		if err == nil {
-			w.bufs[c.Handle] = buffer{ptr: p, size: c.Size}
-			w.setMemUsed(w.memUsed + c.Size)
+			w.bufs[handle] = buffer{ptr: p, size: size}
+			w.setMemUsed(w.memUsed + size)
 		}
 		return err
 	}, abi.OK
@@ -112,11 +117,11 @@ func (w *worker) prepareCopy(c *abi.Command) (work, abi.ErrorCode) {
 		if c.Length == 0 {
 			return nil, abi.OK
 		}
-		host := unsafe.Pointer(&w.heap[c.HeapOff])
+		host, n := unsafe.Pointer(&w.heap[c.HeapOff]), c.Length
 		if c.Dir == abi.CopyHostToDevice {
-			return func(s cuStream) error { return d.MemcpyHtoDAsync(at, host, c.Length, s) }, abi.OK
+			return func(s cuStream) error { return d.MemcpyHtoDAsync(at, host, n, s) }, abi.OK
 		}
-		return func(s cuStream) error { return d.MemcpyDtoHAsync(host, at, c.Length, s) }, abi.OK
+		return func(s cuStream) error { return d.MemcpyDtoHAsync(host, at, n, s) }, abi.OK
 	case abi.CopyDeviceToDevice:
 		src, ok := w.bufs[c.SrcHandle]
 		if !ok {
@@ -128,7 +133,8 @@ func (w *worker) prepareCopy(c *abi.Command) (work, abi.ErrorCode) {
 		if c.Length == 0 {
 			return nil, abi.OK
 		}
-		return func(s cuStream) error { return d.MemcpyDtoDAsync(at, src.ptr+devptr(c.HeapOff), c.Length, s) }, abi.OK
+		from, n := src.ptr+devptr(c.HeapOff), c.Length
+		return func(s cuStream) error { return d.MemcpyDtoDAsync(at, from, n, s) }, abi.OK
 	}
 	return nil, abi.ErrBadRecord
 }
@@ -191,8 +197,9 @@ func (w *worker) prepareLaunch(c *abi.Command) (work, abi.ErrorCode) {
 	if code := w.relocate(args, relocs); code != abi.OK {
 		return nil, code
 	}
+	grid, block, shared := c.Grid, c.Block, c.SharedMem
 	return func(s cuStream) error {
-		return w.d.LaunchKernel(f, c.Grid, c.Block, c.SharedMem, s, args)
+		return w.d.LaunchKernel(f, grid, block, shared, s, args)
 	}, abi.OK
 }
 

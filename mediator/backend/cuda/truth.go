@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"sync"
 )
@@ -37,32 +38,58 @@ func (t *truthLog) add(first, last, ran int64) {
 
 // total is the VM's GPU time by its kernels' own clock: the union of their
 // intervals, so that kernels of one VM that ran at once on several streams
-// count once, less the time its context was switched out. Kernels whose
-// intervals overlap form a segment; the segment counts its length less the
-// longest switched-out time of any of its kernels (a context is switched
-// out as a whole, so overlapping kernels share those stretches: exact for a
-// segment of one kernel, and a lower bound of the switched-out time when
-// kernels that overlap were switched out at different times). kernels is
-// how many records it holds; past maxTruthKernels they add their own time.
+// count once, less the time its context was switched out. A kernel knows
+// how long it was switched out in its interval (its steps longer than the
+// gap), not when: its context is switched out as a whole, so kernels that
+// overlap share those stretches. Each stretch of time between two kernel
+// boundaries counts its length less the switched-out time its kernels
+// saw, each kernel's spread evenly over its interval and averaged over the
+// kernels that cover the stretch. That is exact for kernels that do not
+// overlap (one stream), for kernels never switched out, and for kernels
+// with the same interval; where kernels of several streams overlap and
+// were switched out it estimates where the switched-out time lay (before,
+// such a run of kernels counted the longest switched-out time of any one
+// of them, and a VM on four streams under time slicing was credited most
+// of its slices' gaps: VMs' truths added up to more than the wall time).
+// kernels is how many records it holds; past maxTruthKernels they add
+// their own time.
 func (t *truthLog) total() (ns, kernels int64) {
 	t.mu.Lock()
-	iv := slices.Clone(t.ivals)
 	ns, kernels = t.extra, t.nx+int64(len(t.ivals))
-	t.mu.Unlock()
-	slices.SortFunc(iv, func(a, b truthIval) int { return cmp.Compare(a.first, b.first) })
-	var start, end, out int64
-	for i, v := range iv {
-		if i == 0 || v.first >= end {
-			if i > 0 {
-				ns += end - start - out
-			}
-			start, end, out = v.first, v.last, 0
+	ev := make([]truthEdge, 0, 2*len(t.ivals))
+	for _, v := range t.ivals {
+		if v.last <= v.first {
+			continue
 		}
-		end = max(end, v.last)
-		out = max(out, v.last-v.first-v.ran)
+		out := float32(v.last-v.first-v.ran) / float32(v.last-v.first)
+		out = min(max(out, 0), 1)
+		ev = append(ev, truthEdge{v.first, 1, out}, truthEdge{v.last, -1, -out})
 	}
-	if len(iv) > 0 {
-		ns += end - start - out
+	t.mu.Unlock()
+	slices.SortFunc(ev, func(a, b truthEdge) int { return cmp.Compare(a.at, b.at) })
+	var (
+		open int     // kernels whose interval covers the stretch
+		out  float64 // the sum of their switched-out fractions
+		sum  float64
+	)
+	for i, e := range ev {
+		if i > 0 && open > 0 {
+			sum += float64(e.at-ev[i-1].at) * (1 - out/float64(open))
+		}
+		open += int(e.open)
+		out += float64(e.out)
+		if open == 0 {
+			out = 0 // no rounding carried from one run of kernels to the next
+		}
 	}
-	return ns, kernels
+	return ns + int64(math.Round(sum)), kernels
+}
+
+// truthEdge is a kernel's interval starting (open 1) or ending (-1), with
+// its switched-out fraction (16 bytes: two for each of up to
+// maxTruthKernels records).
+type truthEdge struct {
+	at   int64
+	open int32
+	out  float32
 }

@@ -57,10 +57,10 @@ type cudaVM struct {
 	undelivered atomic.Int64
 	drained     chan struct{} // signalled when undelivered drops to zero
 
-	// credit's count of the VM's channels that ran in the interval it
-	// splits (the completer's alone).
+	// credit's count of the VM's channels running at the start and at the
+	// end of the interval it splits (the completer's alone).
 	creditGen   uint64
-	creditChans int
+	creditChans [2]int
 }
 
 // workerConn is the mediator's end of one worker.
@@ -114,7 +114,8 @@ type channel struct {
 	peekEnd    uint64
 	peekStart  uint64
 	creditGen  uint64
-	creditCmds int
+	creditCmds int     // the commands it ran in the interval
+	creditEnds [2]bool // running at the interval's start, at its end
 
 	// The hop diagnostic's (backendHops.mu): the last callback's start and
 	// the last Submit.
@@ -505,13 +506,15 @@ func (v *cudaVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 		return fmt.Errorf("submitting to VM %d: %w", v.id, backend.ErrClosed)
 	}
 	ch := v.chans[channel]
+	// One hold of ch.mu: the completer sees the command queued by the time
+	// its end marker can be there.
 	ch.mu.Lock()
-	n := len(ch.q)
-	ch.mu.Unlock()
-	if n >= v.blk.l.slots {
+	if n := len(ch.q); n >= v.blk.l.slots {
+		ch.mu.Unlock()
 		return fmt.Errorf("submitting to channel %d of VM %d: %w: %d commands in flight, the most it was attached with", channel, v.id, backend.ErrInvalid, n)
 	}
 	it := item{tag: tag, op: cmd.Op, submitAt: v.b.now()}
+	ring := false
 	if w := v.w; w == nil {
 		it.code = v.lostCode
 	} else if w.dead.Load() {
@@ -527,21 +530,23 @@ func (v *cudaVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 		copy(e[16:], rec[:])
 		v.tail++
 		v.blk.store(offTail, v.tail)
-		if v.blk.load(offSleeping) != 0 {
-			var one [8]byte
-			le.PutUint64(one[:], 1)
-			_, _ = unix.Write(v.efd, one[:])
-		}
+		ring = v.blk.load(offSleeping) != 0
 	}
-	ch.mu.Lock()
 	ch.q = append(ch.q, it)
-	ch.mu.Unlock()
 	if h := v.b.hops; h != nil {
 		h.submitted(ch, it.submitAt)
 	}
+	ch.mu.Unlock()
+	if ring { // the worker sleeps: its doorbell (a system call, outside ch.mu)
+		var one [8]byte
+		le.PutUint64(one[:], 1)
+		_, _ = unix.Write(v.efd, one[:])
+	}
 	v.undelivered.Add(1)
 	v.b.outstanding.Add(1)
-	v.b.wakeup()
+	if v.b.parked.Load() { // a busy completer sees outstanding: no channel operation for it
+		v.b.wakeup()
+	}
 	return nil
 }
 

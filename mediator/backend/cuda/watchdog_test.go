@@ -144,6 +144,7 @@ func TestWatchdogShareOfTheGPU(t *testing.T) {
 		ch.q = []item{{seq: 1}}
 	}
 	b.running = []runRef{{a0, 1}, {a1, 1}, {b0, 1}}
+	b.now1 = b.running // running at both ends of the interval
 	b.credit(1000)
 	for name, tc := range map[string]struct {
 		ch       *channel

@@ -73,6 +73,8 @@ type worker struct {
 	mono  monoClock
 	clock *GPUClock
 
+	targs [throttleArgsSize]byte // a THROTTLE's parameters (launchThrottle)
+
 	bufs    map[uint32]buffer
 	memUsed uint64 // bytes of bufs, published at offMemUsed
 	mods    map[uint32]*module
@@ -461,20 +463,20 @@ func (w *worker) issue(ch *wchan, seq uint64, rec *abi.Record) error {
 	var wk work
 	if code == abi.OK {
 		// Judge what can be judged now: such a command takes no GPU time.
-		wk, code = w.prepare(ch, seq, &c)
+		wk, code = w.prepare(&c)
 	}
 	ch.last = seq
 	w.setCode(ch, seq, code)
 	if code == abi.OK && c.Op == abi.OpThrottle {
 		// It writes its own markers when it runs.
-		err := wk(ch.stream)
+		err := w.launchThrottle(ch, seq, c.DurationNs)
 		if err == nil {
 			return nil
 		}
 		if sticky(err) {
 			return err
 		}
-		code, wk = codeOf(err), nil
+		code = codeOf(err)
 		w.setCode(ch, seq, code)
 	}
 	if err := d.WriteValue64(ch.stream, ch.dev+offStart, seq); err != nil {
