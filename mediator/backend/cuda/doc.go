@@ -67,6 +67,39 @@
 // buffers or modules: commands that name them get abi.ErrBadHandle. Other
 // VMs' workers do not notice.
 //
+// # Hand-over
+//
+// A VM's worker outlives a hand-over to a successor sluiced (Keep, which
+// implements backend.Keeper, and Attach with VMSpec.Adopt; keep.go): the
+// successor is the same process after exec, so the worker stays its child,
+// and its context, buffers, modules, handle tables and request ring claim
+// counter (all the worker's) stay as they were. Keep shuts the VM (Submit
+// refuses), waits up to 5 s for the commands in flight to complete (the
+// hand-over has waited for them already: what is still in flight runs
+// again in the successor, and an ALLOC, FREE or LOAD_MODULE among them
+// then fails with abi.ErrBadHandle, its effect being kept), asks the idle
+// worker its state over its socket and hands over that socket, the shared
+// block's memfd, the doorbell eventfd and a pidfd of the worker, with the
+// ring's tail, the channels' positions and what the worker holds. The
+// successor checks each descriptor for what it must be (a UNIX seqpacket
+// socket, a sealed memfd of the block's size, an eventfd, a pidfd of a
+// child of its own), the heap and syscall area files by inode against the
+// VM's, the ring and the end markers in the block, and asks the worker
+// itself: its answer's sender, as the kernel's credentials tell it, must be
+// the pidfd's process, and its protocol (workerProtocol), device, layout,
+// position and holdings those kept. A kept state that does not check out
+// is backend.ErrBadKept, and the worker is ended (and reaped, where the
+// pidfd was good): the VM attaches afresh and its old handles are
+// abi.ErrBadHandle, as after a worker crash; a worker that dies after the
+// adoption is restarted as any other. Where Keep fails (no worker
+// running, commands still running after 5 s, a worker that does not
+// answer) it closes the VM as Close does. A kept worker keeps the options
+// it was started with (gap, stall_check, worker_spin) until it restarts,
+// and runs the predecessor's binary: a successor adopts only workers of
+// its own workerProtocol. The kept state names descriptors and data both,
+// so no fd store keeps it: after a crash the worker sees its socket close
+// and ends.
+//
 // # Completions, the running-channel state and billing
 //
 // A completer goroutine in the mediator watches the markers of the

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"bytes"
+	"errors"
 	"regexp"
 	"runtime"
 	"slices"
@@ -450,3 +451,7 @@ func (g *goProc) kill() {
 }
 
 func (g *goProc) wait() error { <-g.done; return g.err }
+
+func (g *goProc) pidfd() (int, error) {
+	return -1, errors.New("a worker goroutine is not a process of its own")
+}

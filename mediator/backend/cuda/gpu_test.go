@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"bytes"
 	"os"
 	"testing"
 	"time"
@@ -411,4 +412,124 @@ func TestGPUWatchdog(t *testing.T) {
 	if c := wait(t, doneA, 1)[0]; c.Code != abi.OK {
 		t.Fatalf("A's 50 ms kernel in its fresh worker: %v", c.Code)
 	}
+}
+
+// TestGPUKeepAdopt hands a VM's GPU worker over from one Backend to
+// another in this process, as sluiced's successor (the same process after
+// exec) adopts it: a buffer filled and a module loaded before the keep are
+// there after it, byte for byte, in the same worker process; a kernel of
+// the kept module runs on the kept buffer. Another VM of the first Backend
+// closes with it as usual.
+func TestGPUKeepAdopt(t *testing.T) {
+	b1 := gpuBackend(t, nil)
+	h := mapHeap(t, 16<<20)
+	heap := h.mem
+	spec := backend.VMSpec{ID: 1, Name: "gpu-keep", Channels: 2, Heap: heap, MaxInFlight: 8192, HeapFile: &backend.FileRange{FD: h.fd}}
+	done := make(chan backend.Completion, 64)
+	spec.Complete = func(c backend.Completion) { done <- c }
+	be, err := b1.Attach(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := be.(*cudaVM)
+	other, doneOther := attachGPU(t, b1, 2, mapHeap(t, 1<<20))
+	const bigOff, backOff, bigLen = 1 << 20, 8 << 20, 4 << 20
+	for i := range nElems {
+		le.PutUint32(heap[hIn+4*i:], uint32(i*5))
+	}
+	for i := range bigLen / 8 {
+		le.PutUint64(heap[bigOff+8*i:], uint64(i)*0x9e3779b97f4a7c15)
+	}
+	load, launch := launchCmds(heap, "add_one", true)
+	before := []abi.Command{
+		{Op: abi.OpAlloc, Handle: 5, Size: 4 * nElems},
+		{Op: abi.OpCopy, Handle: 5, Dir: abi.CopyHostToDevice, HeapOff: hIn, Length: 4 * nElems},
+		{Op: abi.OpAlloc, Handle: 6, Size: bigLen},
+		{Op: abi.OpCopy, Handle: 6, Dir: abi.CopyHostToDevice, HeapOff: bigOff, Length: bigLen},
+		load,
+	}
+	for i, c := range before {
+		if err := vm.Submit(0, c, uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range wait(t, done, len(before)) {
+		if c.Code != abi.OK {
+			t.Fatalf("before the keep, command %d (%v): %v", i, c.Op, c.Code)
+		}
+	}
+	if err := other.Submit(0, abi.Command{Op: abi.OpThrottle, DurationNs: 1_000_000}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if c := wait(t, doneOther, 1)[0]; c.Code != abi.OK {
+		t.Fatalf("the other VM: %v", c.Code)
+	}
+	used := vm.MemoryUsed()
+	start := time.Now()
+	k, err := vm.Keep()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := time.Since(start)
+	defer closeFDs(k.FDs)
+	pid, err := pidOf(k.FDs[keptPidfd])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b1.Close(); err != nil { // the predecessor is done with; the other VM closes with it
+		t.Fatal(err)
+	}
+	if !alive(pid) {
+		t.Fatalf("the kept worker %d did not outlive its backend", pid)
+	}
+	// Nothing of the mediator's side is left to hold the buffers: they
+	// come back from the worker's context.
+	for i := range 4 * nElems {
+		heap[hOut+i] = 0
+	}
+	b2 := gpuBackend(t, nil)
+	done = make(chan backend.Completion, 64)
+	spec.Complete = func(c backend.Completion) { done <- c }
+	spec.Adopt = &k
+	start = time.Now()
+	be, err = b2.Attach(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adopted := time.Since(start)
+	vm = be.(*cudaVM)
+	t.Logf("worker %d kept in %v, adopted in %v; %d bytes of device memory held", pid, kept, adopted, used)
+	if u := vm.MemoryUsed(); u != used || u < bigLen {
+		t.Errorf("the adopted VM holds %d bytes, %d before", u, used)
+	}
+	after := []abi.Command{
+		{Op: abi.OpCopy, Handle: 6, Dir: abi.CopyDeviceToHost, HeapOff: backOff, Length: bigLen},
+		launch,
+		{Op: abi.OpFence, Value: 1},
+	}
+	for i, c := range after {
+		if err := vm.Submit(i%2, c, uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range wait(t, done, len(after)) {
+		if c.Code != abi.OK {
+			t.Fatalf("after the adoption, command %v (%v): %v", c.Tag, c.Op, c.Code)
+		}
+	}
+	if !bytes.Equal(heap[backOff:backOff+bigLen], heap[bigOff:bigOff+bigLen]) {
+		t.Fatal("the 4 MiB buffer read back after the hand-over differs from what was written before it")
+	}
+	for i := range nElems {
+		if got := le.Uint32(heap[hOut+4*i:]); got != uint32(i*5+1) {
+			t.Fatalf("out[%d] = %d, want %d: the kept kernel did not run on the kept buffer", i, got, i*5+1)
+		}
+	}
+	if vm.Restarts() != 0 || vm.Fault() != nil || !alive(pid) {
+		t.Fatalf("restarts %d, fault %v, worker %d alive %v", vm.Restarts(), vm.Fault(), pid, alive(pid))
+	}
+	if err := vm.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reaped(t, pid)
 }

@@ -11,7 +11,20 @@ import (
 // TestMain lets this test binary be a GPU worker or the native runner, as
 // a binary with cudacmd's subcommands is: spawnProcess and RunNative
 // start it again with the role's name as its first argument.
-func TestMain(m *testing.M) { os.Exit(MainOr(m.Run)) }
+// fakeWorkerCommand makes it a GPU worker on the fake driver (spawnAs), for
+// the tests of what happens to worker processes (keep_test.go), and
+// runHandoverRole a sluiced handing a VM over by exec (exec_test.go).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == fakeWorkerCommand {
+		os.Exit(workerMain(func(string) (driver, error) { return newFake(), nil }))
+	}
+	if code, ok := runHandoverRole(os.Args[1:]); ok {
+		os.Exit(code)
+	}
+	os.Exit(MainOr(m.Run))
+}
+
+const fakeWorkerCommand = "cuda-worker-fake"
 
 func TestDispatchIgnoresOtherArgs(t *testing.T) {
 	for _, args := range [][]string{nil, {}, {"-test.run=X"}, {"cuda-workers"}, {"native", NativeCommand}} {

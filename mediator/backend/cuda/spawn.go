@@ -69,6 +69,8 @@ const (
 	msgError  = "error"  // worker → mediator: it could not start; Error, Result
 	msgFault  = "fault"  // worker → mediator: its context faulted; Error, Result
 	msgStop   = "stop"   // mediator → worker: end now
+	msgQuery  = "query"  // mediator → worker: describe yourself (keep.go)
+	msgState  = "state"  // worker → mediator, the answer to a query: State
 )
 
 type message struct {
@@ -80,6 +82,8 @@ type message struct {
 	// Clock is the GPU clock's relation to the host's, in a ready
 	// message of a worker that runs the hop diagnostic.
 	Clock *GPUClock `json:"clock,omitempty"`
+	// State is a worker's answer to a query.
+	State *workerState `json:"state,omitempty"`
 }
 
 func errorMsg(kind string, err error) message {
@@ -120,22 +124,57 @@ func sendMsg(fd int, m message) error {
 
 // readMsg reads one message; io.EOF when the other end closed.
 func readMsg(fd int) (message, error) {
+	m, _, err := recvMsg(fd, nil)
+	return m, err
+}
+
+// readMsgFrom reads one message on a socket with SO_PASSCRED set, and the
+// pid of the process that sent it, as the kernel attached it.
+func readMsgFrom(fd int) (message, int, error) {
+	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred))
+	m, oob, err := recvMsg(fd, oob)
+	if err != nil {
+		return m, 0, err
+	}
+	cmsgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return m, 0, fmt.Errorf("the message's credentials: %w", err)
+	}
+	for i := range cmsgs {
+		if c, err := unix.ParseUnixCredentials(&cmsgs[i]); err == nil && c.Pid > 0 {
+			return m, int(c.Pid), nil
+		}
+	}
+	return m, 0, errors.New("a message without its sender's credentials")
+}
+
+// recvMsg reads one message and its ancillary data into oob (nil: none),
+// returning what of oob was filled.
+func recvMsg(fd int, oob []byte) (message, []byte, error) {
 	b := make([]byte, maxMsg)
 	for {
-		n, err := unix.Read(fd, b)
+		var n, oobn int
+		var err error
+		if oob == nil {
+			// read(2) through x/sys, which tells the race detector that
+			// what the writer did before its write happened before this.
+			n, err = unix.Read(fd, b)
+		} else {
+			n, oobn, _, _, err = unix.Recvmsg(fd, b, oob, 0)
+		}
 		switch {
 		case err == unix.EINTR:
 			continue
 		case err != nil:
-			return message{}, err
+			return message{}, nil, err
 		case n == 0:
-			return message{}, io.EOF
+			return message{}, nil, io.EOF
 		}
 		var m message
 		if err := json.Unmarshal(b[:n], &m); err != nil {
-			return message{}, fmt.Errorf("a malformed message: %w", err)
+			return message{}, nil, fmt.Errorf("a malformed message: %w", err)
 		}
-		return m, nil
+		return m, oob[:oobn], nil
 	}
 }
 
@@ -153,6 +192,10 @@ type workerFiles struct {
 type proc interface {
 	kill()       // end it now
 	wait() error // its end
+	// pidfd is a new descriptor of the worker process (close-on-exec),
+	// for a successor to adopt it by (keep.go); an error for a worker
+	// that is not a process of its own.
+	pidfd() (int, error)
 }
 
 // spawner starts a worker.
@@ -160,6 +203,18 @@ type spawner func(cfg workerConfig, f workerFiles) (proc, error)
 
 // spawnProcess starts a worker as a child process of this binary.
 func spawnProcess(cfg workerConfig, f workerFiles) (proc, error) {
+	return spawnRole(WorkerCommand, cfg, f)
+}
+
+// spawnAs is a spawner that starts this binary as role (the tests' worker
+// on their fake driver).
+func spawnAs(role string) spawner {
+	return func(cfg workerConfig, f workerFiles) (proc, error) { return spawnRole(role, cfg, f) }
+}
+
+// spawnRole starts a worker as a child process of this binary, with role
+// as its first argument.
+func spawnRole(role string, cfg workerConfig, f workerFiles) (proc, error) {
 	defer unix.Close(f.sock)
 	// The child gets copies: the caller keeps its descriptors.
 	// A nil entry (a descriptor the VM lacks) is closed in the child, so
@@ -187,7 +242,7 @@ func spawnProcess(cfg workerConfig, f workerFiles) (proc, error) {
 		// This very binary, even if its file was replaced or removed since
 		// it started: worker and mediator speak the same protocol.
 		Path:       "/proc/self/exe",
-		Args:       []string{fmt.Sprintf("sluice-gpu-worker [vm %d %s]", cfg.VM, cfg.Name), WorkerCommand},
+		Args:       []string{fmt.Sprintf("sluice-gpu-worker [vm %d %s]", cfg.VM, cfg.Name), role},
 		ExtraFiles: extra,
 		Stdout:     os.Stderr,
 		Stderr:     os.Stderr,
@@ -205,12 +260,32 @@ type childProc struct{ cmd *exec.Cmd }
 func (p *childProc) kill()       { _ = p.cmd.Process.Kill() }
 func (p *childProc) wait() error { return p.cmd.Wait() }
 
+func (p *childProc) pidfd() (int, error) {
+	fd, err := unix.PidfdOpen(p.cmd.Process.Pid, 0)
+	if err != nil {
+		return -1, fmt.Errorf("opening the GPU worker's pidfd: %w", err)
+	}
+	return fd, nil
+}
+
 // WorkerMain is a GPU worker process's main, which the binary runs for
 // WorkerCommand: it maps what it was given on its descriptors, loads the
 // driver and serves until told to stop, its socket closes or its context
 // faults. Its exit status says which: 0 stopped, 1 could not start or lost
 // the mediator, 3 faulted.
 func WorkerMain() int {
+	return workerMain(func(lib string) (driver, error) {
+		l, err := loadLibcuda(lib)
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
+	})
+}
+
+// workerMain is WorkerMain on the driver load gives for the configured
+// library (the tests' worker processes run on their fake driver).
+func workerMain(load func(library string) (driver, error)) int {
 	runtime.LockOSThread()
 	m, err := readMsg(fdSock)
 	if err != nil || m.Kind != msgConfig || m.Config == nil {
@@ -241,7 +316,7 @@ func WorkerMain() int {
 			return fail(fmt.Errorf("mapping the syscall area: %w", err))
 		}
 	}
-	lib, err := loadLibcuda(cfg.Library)
+	lib, err := load(cfg.Library)
 	if err != nil {
 		return fail(err)
 	}

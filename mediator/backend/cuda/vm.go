@@ -75,6 +75,15 @@ type workerConn struct {
 	dead     atomic.Bool // it ended: its markers are final
 	timedOut atomic.Bool // the watchdog killed it (set before the kill)
 	exited   chan struct{}
+	// detached is closed when the watch ended on the worker's state,
+	// which it asked for to hand the worker over (keep.go): the worker
+	// goes on, unwatched; state is its answer.
+	detached chan struct{}
+	state    *workerState
+}
+
+func newWorkerConn(p proc, sock int) *workerConn {
+	return &workerConn{p: p, sock: sock, born: time.Now(), exited: make(chan struct{}), detached: make(chan struct{})}
 }
 
 // lostCode is what its commands that did not end fail with once it has
@@ -129,7 +138,9 @@ type item struct {
 }
 
 // Attach starts the VM's GPU worker, which creates its context, streams
-// and throttle kernel and registers the heap and the shared block.
+// and throttle kernel and registers the heap and the shared block; with
+// spec.Adopt, it adopts the worker a predecessor kept instead (keep.go),
+// or fails with backend.ErrBadKept.
 func (b *Backend) Attach(spec backend.VMSpec) (backend.VM, error) {
 	switch {
 	case spec.Channels <= 0 || spec.Channels > abi.MaxChannels:
@@ -169,10 +180,17 @@ func (b *Backend) Attach(spec backend.VMSpec) (backend.VM, error) {
 	v.maxCommand.Store(spec.MaxCommandNs)
 	b.vms[spec.ID] = v // reserved; its channels are published once it runs
 	b.mu.Unlock()
-	err := v.setup(spec, newBlockLayout(spec.Channels, inflight, b.hops != nil))
+	l := newBlockLayout(spec.Channels, inflight, b.hops != nil)
 	var w *workerConn
-	if err == nil {
-		w, err = v.start()
+	err := v.keepFiles(spec)
+	switch {
+	case err != nil:
+	case spec.Adopt != nil:
+		w, err = v.adopt(spec, l) // ends the worker itself on failure
+	default:
+		if err = v.setup(spec, l); err == nil {
+			w, err = v.start()
+		}
 	}
 	b.mu.Lock()
 	if err == nil && b.closed {
@@ -198,8 +216,9 @@ func (b *Backend) Attach(spec backend.VMSpec) (backend.VM, error) {
 	return v, nil
 }
 
-// setup makes the shared block, the doorbell and the channels.
-func (v *cudaVM) setup(spec backend.VMSpec, l blockLayout) (err error) {
+// keepFiles keeps copies of the heap's and the syscall area's files, for
+// the VM's workers.
+func (v *cudaVM) keepFiles(spec backend.VMSpec) (err error) {
 	if spec.HeapFile != nil && len(spec.Heap) > 0 {
 		if v.heapFD, err = unix.FcntlInt(uintptr(spec.HeapFile.FD), unix.F_DUPFD_CLOEXEC, 0); err != nil {
 			return fmt.Errorf("keeping the heap's file: %w", err)
@@ -212,21 +231,32 @@ func (v *cudaVM) setup(spec backend.VMSpec, l blockLayout) (err error) {
 		}
 		v.sysAt = spec.SyscallFile.Offset
 	}
+	return nil
+}
+
+// setup makes the shared block, the doorbell and the channels.
+func (v *cudaVM) setup(spec backend.VMSpec, l blockLayout) (err error) {
 	if v.memfd, err = shm.NewMemfd(fmt.Sprintf("sluice-cuda-%d", spec.ID), int64(l.size)); err != nil {
 		return fmt.Errorf("creating the shared block: %w", err)
 	}
 	if v.mem, err = shm.Map(v.memfd, l.size); err != nil {
 		return fmt.Errorf("mapping the shared block: %w", err)
 	}
-	v.blk = newBlock(l, v.mem)
-	v.blk.store(offQuota, spec.MemoryQuota)
 	if v.efd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		return fmt.Errorf("creating the worker's doorbell: %w", err)
 	}
+	v.useBlock(spec, l)
+	return nil
+}
+
+// useBlock lays the VM's channels and memory quota out on its mapping of
+// the shared block.
+func (v *cudaVM) useBlock(spec backend.VMSpec, l blockLayout) {
+	v.blk = newBlock(l, v.mem)
+	v.blk.store(offQuota, spec.MemoryQuota)
 	for i := range spec.Channels {
 		v.chans = append(v.chans, &channel{vm: v, idx: i, base: v.blk.chanBase(i)})
 	}
-	return nil
 }
 
 // release frees what setup made.
@@ -261,11 +291,7 @@ func (v *cudaVM) start() (*workerConn, error) {
 		return nil, fmt.Errorf("creating the worker's socket: %w", err)
 	}
 	b := v.b
-	cfg := workerConfig{
-		VM: v.id, Name: v.name, Device: b.ordinal, Library: b.library, GapNs: b.gap, StallNs: b.stall, SpinNs: int64(b.workerSpin),
-		Channels: len(v.chans), Slots: v.blk.l.slots, HeapSize: uint64(len(v.heap)), HeapOff: v.heapAt, RingBase: v.ringBase(),
-		SharedSize: v.blk.l.size, SyscallSize: uint64(len(v.sys)), SyscallOff: v.sysAt, Hops: b.hops != nil,
-	}
+	cfg := v.config()
 	p, err := b.spawn(cfg, workerFiles{
 		sock: sp[1], efd: v.efd, sharedFD: v.memfd, heapFD: v.heapFD, sysFD: v.sysFD,
 		shared: v.mem, heapMem: v.heap, sysMem: v.sys,
@@ -274,7 +300,7 @@ func (v *cudaVM) start() (*workerConn, error) {
 		_ = unix.Close(sp[0])
 		return nil, err
 	}
-	w := &workerConn{p: p, sock: sp[0], born: time.Now(), exited: make(chan struct{})}
+	w := newWorkerConn(p, sp[0])
 	m, err := w.handshake(cfg)
 	if err == nil && m.Kind != msgReady {
 		err = m.err()
@@ -292,8 +318,18 @@ func (v *cudaVM) start() (*workerConn, error) {
 	return w, nil
 }
 
-// discard ends a worker that nothing watches yet (stop would wait for a
-// watch, and a watch would restart it).
+// config is what a worker of the VM is started with.
+func (v *cudaVM) config() workerConfig {
+	b := v.b
+	return workerConfig{
+		VM: v.id, Name: v.name, Device: b.ordinal, Library: b.library, GapNs: b.gap, StallNs: b.stall, SpinNs: int64(b.workerSpin),
+		Channels: len(v.chans), Slots: v.blk.l.slots, HeapSize: uint64(len(v.heap)), HeapOff: v.heapAt, RingBase: v.ringBase(),
+		SharedSize: v.blk.l.size, SyscallSize: uint64(len(v.sys)), SyscallOff: v.sysAt, Hops: b.hops != nil,
+	}
+}
+
+// discard ends a worker that nothing watches (yet, or any more: stop
+// would wait for a watch, and a watch would restart it).
 func (w *workerConn) discard() {
 	w.p.kill()
 	_ = w.p.wait()
@@ -325,7 +361,9 @@ func (w *workerConn) handshake(cfg workerConfig) (message, error) {
 	}
 }
 
-// watch reads the worker's messages until it ends, then lets its VM know.
+// watch reads the worker's messages until it ends, then lets its VM know;
+// or until it answers a query (keep.go), which the mediator asks only to
+// hand the worker over: then it leaves the worker be.
 func (v *cudaVM) watch(w *workerConn) {
 	var why error
 	for {
@@ -333,8 +371,13 @@ func (v *cudaVM) watch(w *workerConn) {
 		if err != nil {
 			break
 		}
-		if m.Kind == msgFault {
+		switch {
+		case m.Kind == msgFault:
 			why = fmt.Errorf("its context faulted: %w", m.err())
+		case m.Kind == msgState && m.State != nil:
+			w.state = m.State
+			close(w.detached)
+			return
 		}
 	}
 	st := w.p.wait()
@@ -377,10 +420,17 @@ func (w *workerConn) stop() {
 	select {
 	case <-w.exited:
 		return
+	case <-w.detached: // a hand-over that failed after the worker answered
+		w.discard()
+		return
 	case <-time.After(stopTimeout):
 	}
 	w.p.kill()
-	<-w.exited
+	select {
+	case <-w.exited:
+	case <-w.detached:
+		w.discard()
+	}
 }
 
 // Restarts after a worker ended: restartDelay, doubled while workers keep
@@ -545,14 +595,24 @@ func (v *cudaVM) Restarts() int64 { return v.restarts.Load() }
 // ends its context and frees its device memory) and frees the shared block.
 // It must not be called from a Complete callback.
 func (v *cudaVM) Close() error {
+	w, err := v.shut()
+	if err != nil {
+		return fmt.Errorf("closing VM %d: %w", v.id, err)
+	}
+	v.finish(w)
+	return nil
+}
+
+// shut marks the VM closed: Submit refuses, and no worker starts any more.
+// w is its worker, nil when none runs.
+func (v *cudaVM) shut() (w *workerConn, err error) {
 	v.mu.Lock()
 	if v.closed {
 		v.mu.Unlock()
-		return fmt.Errorf("closing VM %d: %w", v.id, backend.ErrClosed)
+		return nil, backend.ErrClosed
 	}
 	v.closed = true
-	v.closing.Store(true)
-	w := v.w
+	w = v.w
 	v.w = nil
 	if v.timer != nil && v.timer.Stop() {
 		v.timer = nil
@@ -560,6 +620,14 @@ func (v *cudaVM) Close() error {
 	}
 	v.mu.Unlock()
 	v.starts.Wait() // a restart under way ends its worker itself
+	return w, nil
+}
+
+// finish ends a VM that shut: it completes the outstanding commands
+// (those whose end marker was written normally, the rest with
+// abi.ErrShutdown), ends w (nil: none) and frees the shared block.
+func (v *cudaVM) finish(w *workerConn) {
+	v.closing.Store(true)
 	b := v.b
 	b.wakeup()
 	for v.undelivered.Load() != 0 {
@@ -578,7 +646,6 @@ func (v *cudaVM) Close() error {
 		w.stop()
 	}
 	v.release()
-	return nil
 }
 
 // ringBase is where a new worker's request ring claim counter starts.

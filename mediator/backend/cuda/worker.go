@@ -401,14 +401,21 @@ func (w *worker) pollSocket(timeout int) error {
 	return w.readSocket()
 }
 
-// readSocket reads the mediator's message: stop, or the end of the socket.
+// readSocket reads the mediator's message: stop, a query (answered with
+// the worker's state, keep.go), or the end of the socket.
 func (w *worker) readSocket() error {
 	m, err := readMsg(w.sock)
 	if err != nil {
 		return fmt.Errorf("the mediator's socket: %w", err)
 	}
-	if m.Kind == msgStop {
+	switch m.Kind {
+	case msgStop:
 		return errWorkerStop
+	case msgQuery:
+		st := w.state()
+		if err := sendMsg(w.sock, message{Kind: msgState, State: &st}); err != nil {
+			return fmt.Errorf("answering the mediator's query: %w", err)
+		}
 	}
 	return nil
 }
