@@ -3,7 +3,9 @@ package ivshmem
 import (
 	"fmt"
 	"runtime"
+	"time"
 
+	"github.com/sluice-gpu/sluice/internal/spin"
 	"golang.org/x/sys/unix"
 )
 
@@ -45,9 +47,10 @@ func (s *Server) pollLoop() {
 	defer s.wg.Done()
 	events := make([]unix.EpollEvent, 64)
 	var buf [8]byte
-	spin := false
+	spinning := false
+	y := spin.New()
 	for {
-		n, err := unix.EpollWait(s.epfd, events, s.waitTimeout(spin))
+		n, err := unix.EpollWait(s.epfd, events, s.waitTimeout(spinning))
 		if err == unix.EINTR {
 			continue
 		}
@@ -61,16 +64,30 @@ func (s *Server) pollLoop() {
 			}
 			count, ok, err := drain(s.hostFDs[tag], &buf)
 			if err == nil && ok {
-				s.limit(int(tag), count, spin)
+				s.limit(int(tag), count, spinning)
 				s.cfg.OnDoorbell(int(tag), count)
 			}
 		}
 		s.unmuteDue()
-		// A goroutine the callbacks readied (a backend's dispatcher, say)
-		// sits in this P's run queue; blocking in EpollWait now would
-		// strand it until sysmon retakes the P (20 µs to 10 ms), and a
-		// spin would delay it. Let it run first.
-		runtime.Gosched()
-		spin = s.cfg.OnIdle != nil && s.cfg.OnIdle()
+		was := spinning
+		spinning = s.cfg.OnIdle != nil && s.cfg.OnIdle()
+		if !spinning {
+			// A goroutine the callbacks readied (a backend's
+			// dispatcher, say) sits in this P's run queue; blocking in
+			// EpollWait now would strand it until sysmon retakes the P
+			// (20 µs to 10 ms). Let it run first.
+			runtime.Gosched()
+			continue
+		}
+		// Spinning: yield as internal/spin says, on every pass on a host
+		// of fewer than 4 processors, every spin.Period on a larger one,
+		// where a yield costs microseconds (it wakes another thread,
+		// and the goroutine resumes on whichever took it from the
+		// global queue) and a goroutine readied here is stolen by an
+		// idle processor within a few.
+		if !was {
+			y.Restart(time.Now())
+		}
+		y.Idle()
 	}
 }

@@ -98,8 +98,10 @@ func (v *VM) spinOnce() bool {
 		}
 		now := v.mono()
 		if found {
+			// Look again at once, not after a poll of the eventfds: a
+			// guest's next command follows its completion closely.
 			b.win.Found(now)
-			return true
+			continue
 		}
 		if d := b.doneAt.Load(); d != b.doneSeen {
 			b.doneSeen = d
