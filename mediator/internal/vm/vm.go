@@ -576,6 +576,11 @@ func (v *VM) StopDoorbells() error {
 	var err error
 	if srv != nil {
 		err = srv.Close()
+		if t := v.bell.trace; t != nil { // the doorbell goroutine has ended
+			if terr := t.write(); terr != nil {
+				slog.Warn("spin trace", "vm", v.cfg.Name, "err", terr)
+			}
+		}
 	}
 	// The channels stay: their counters are the VM's final usage.
 	for _, c := range v.channels {
