@@ -1,14 +1,11 @@
 package vm
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/mediator/internal/spin"
 )
 
@@ -19,17 +16,7 @@ func TestSpinTrace(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv(SpinTraceEnv, dir)
 	v, _, ch := stormVM(t, "traced", Config{SpinWindow: spin.DefaultWindow, SpinBudget: spin.NewBudget(1)})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for range 2000 {
-		idx, err := ch.Submit(ctx, abi.Command{Op: abi.OpNop})
-		if err == nil {
-			err = ch.Wait(ctx, idx)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	runNOPs(t, ch, 2000)
 	if err := v.StopDoorbells(); err != nil {
 		t.Fatal(err)
 	}
