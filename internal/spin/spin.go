@@ -33,14 +33,21 @@ const clockEvery = 32
 // New. It is not safe for concurrent use.
 type Yielder struct {
 	always bool
+	period time.Duration // between yields on 4 processors or more; 0: Period
 	looks  uint
 	start  time.Time
 	last   time.Duration // since start, at the last yield
 }
 
 // New returns a Yielder for a host of runtime.GOMAXPROCS processors.
-func New() *Yielder {
-	return &Yielder{always: runtime.GOMAXPROCS(0) < 4, start: time.Now()}
+func New() *Yielder { return NewEvery(Period) }
+
+// NewEvery is New with a period of its own between yields on a host of 4
+// processors or more, for a loop whose every yield is paid by the work it
+// waits for (a doorbell goroutine's: the round trip whose record comes
+// while it yields).
+func NewEvery(period time.Duration) *Yielder {
+	return &Yielder{always: runtime.GOMAXPROCS(0) < 4, period: period, start: time.Now()}
 }
 
 // Restart begins a new spin at now: the next yield is due a Period from
@@ -61,7 +68,11 @@ func (y *Yielder) Idle() bool {
 	if y.looks++; y.looks%clockEvery != 0 {
 		return false
 	}
-	if now := time.Since(y.start); now-y.last >= Period {
+	period := y.period
+	if period == 0 {
+		period = Period
+	}
+	if now := time.Since(y.start); now-y.last >= period {
 		y.last = now
 		runtime.Gosched()
 		return true

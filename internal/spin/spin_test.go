@@ -71,3 +71,15 @@ func TestRestart(t *testing.T) {
 		t.Fatal("no yield in two periods after the restart")
 	}
 }
+
+// NewEvery's period replaces Period on 4 processors or more.
+func TestNewEvery(t *testing.T) {
+	y := NewEvery(time.Hour)
+	y.always = false // as on a host of 4 processors or more
+	y.Restart(time.Now())
+	for t0 := time.Now(); time.Since(t0) < 2*Period; {
+		if y.Idle() {
+			t.Fatal("yielded within two Periods of an hour's period")
+		}
+	}
+}

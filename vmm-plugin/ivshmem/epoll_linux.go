@@ -37,6 +37,18 @@ func (s *Server) setupEpoll() error {
 	return nil
 }
 
+// spinYieldEvery is how long the goroutine spins between yields to the Go
+// scheduler on a host of 4 processors or more. A yield there costs
+// microseconds (the goroutine goes to the global run queue, another thread
+// is woken, and it resumes on whichever takes it), and a record a guest
+// writes meanwhile waits for it: at 2.5 µs a NOP round trip, yielding
+// every 100 µs (spin.Period) would delay one round trip in forty, every
+// millisecond one in four hundred. Nothing needs it sooner: a goroutine readied on this P is
+// stolen by an idle one within microseconds, OnIdle's spinning is capped
+// to a core for all VMs, and the runtime preempts a goroutine that runs
+// 10 ms.
+const spinYieldEvery = time.Millisecond
+
 // pollLoop delivers the host peer's doorbells. Level-triggered epoll and
 // non-blocking reads: an eventfd left unread (more ready fds than events)
 // is reported again on the next wait. Nothing here allocates per doorbell
@@ -48,7 +60,7 @@ func (s *Server) pollLoop() {
 	events := make([]unix.EpollEvent, 64)
 	var buf [8]byte
 	spinning := false
-	y := spin.New()
+	y := spin.NewEvery(spinYieldEvery)
 	for {
 		n, err := unix.EpollWait(s.epfd, events, s.waitTimeout(spinning))
 		if err == unix.EINTR {
@@ -79,12 +91,9 @@ func (s *Server) pollLoop() {
 			runtime.Gosched()
 			continue
 		}
-		// Spinning: yield as internal/spin says, on every pass on a host
-		// of fewer than 4 processors, every spin.Period on a larger one,
-		// where a yield costs microseconds (it wakes another thread,
-		// and the goroutine resumes on whichever took it from the
-		// global queue) and a goroutine readied here is stolen by an
-		// idle processor within a few.
+		// Spinning: yield on every pass on a host of fewer than 4
+		// processors (internal/spin), every spinYieldEvery on a larger
+		// one.
 		if !was {
 			y.Restart(time.Now())
 		}
