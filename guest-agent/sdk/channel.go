@@ -49,6 +49,7 @@ type Channel struct {
 	waitDone  func() (bool, error)
 	waitSleep sleeper
 	waitMade  bool
+	w         waiter
 }
 
 func newChannel(d *Device, idx uint32) *Channel {
@@ -58,6 +59,7 @@ func newChannel(d *Device, idx uint32) *Channel {
 		desc:    d.hdr.Layout.ChannelOff(idx),
 		entries: d.hdr.Layout.RingEntries,
 		poll:    d.poll,
+		w:       newWaiter(),
 	}
 	// put is ours, but a previous user of the region (an earlier agent run)
 	// may have advanced it: carry on from there.
@@ -193,7 +195,7 @@ func (c *Channel) waitSpace(ctx context.Context) error {
 			return true, &ChannelError{Channel: c.idx, Code: code, Index: at}
 		}
 		return false, nil
-	}, c.sleeper(c.Get))
+	}, c.sleeper(c.Get), &c.w)
 	if err != nil {
 		return fmt.Errorf("waiting for ring space: %w", err)
 	}
@@ -228,8 +230,12 @@ func (c *Channel) Wait(ctx context.Context, idx uint32) error {
 		c.waitMade = true
 	}
 	c.waitIdx = idx
-	return c.poll.until(ctx, c.waitDone, c.waitSleep)
+	return c.poll.until(ctx, c.waitDone, c.waitSleep, &c.w)
 }
+
+// SetTrace has the channel's waits count into t (nil: no trace, the
+// default): a diagnostic, see WaitTrace.
+func (c *Channel) SetTrace(t *WaitTrace) { c.w.tr = t }
 
 // Sleeps is how many times a wait of this channel slept until the host
 // signalled (0 where the host cannot wake waiters: see Poll).
@@ -313,7 +319,7 @@ func (c *Channel) Reset(ctx context.Context) error {
 	// publication (an index before the get seen).
 	err := c.poll.until(ctx, func() (bool, error) {
 		return c.load32(abi.ChResetAck) == want, nil
-	}, c.sleeper(func() uint32 { return c.Get() - 1 }))
+	}, c.sleeper(func() uint32 { return c.Get() - 1 }), &c.w)
 	if err != nil {
 		return fmt.Errorf("resetting channel %d: %w", c.idx, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 	"time"
+
+	"github.com/sluice-gpu/sluice/internal/spin"
 )
 
 // Poll says how a waiter waits for the host's progress.
@@ -61,16 +63,46 @@ const spinCheck = 64
 // result after waking.
 type sleeper func(ctx context.Context, cond func() (bool, error)) (bool, error)
 
+// waiter is what a channel's waits keep between them: the yielder of their
+// busy polls and the diagnostic trace (nil: none).
+type waiter struct {
+	y  *spin.Yielder
+	tr *WaitTrace
+}
+
+func newWaiter() waiter { return waiter{y: spin.New()} }
+
+// look notes a look at the host's line in the trace.
+func (w *waiter) look() {
+	if w.tr != nil {
+		w.tr.look()
+	}
+}
+
+// spun is called every spinCheck looks of a busy poll: it gives the
+// processor to the Go scheduler as internal/spin says (every time on a
+// host of fewer than 4 processors, where a goroutine this one readied, an
+// in-process host, waits in this P's run queue; every spin.Period on a
+// larger one, where a yield costs microseconds and such a goroutine is
+// stolen by an idle processor within a few).
+func (w *waiter) spun() {
+	if w.y.Idle() && w.tr != nil {
+		w.tr.Yields++
+	}
+}
+
 // until polls cond until it reports done or an error, or ctx ends. With a
 // sleeper, it busy-polls for WakeSpin and then sleeps until woken instead.
-func (p Poll) until(ctx context.Context, cond func() (bool, error), sl sleeper) error {
+func (p Poll) until(ctx context.Context, cond func() (bool, error), sl sleeper, w *waiter) error {
+	w.look()
 	if done, err := cond(); done || err != nil {
 		return err
 	}
-	if sl != nil {
-		return p.spinThenSleep(ctx, cond, sl)
-	}
 	start := time.Now()
+	w.y.Restart(start)
+	if sl != nil {
+		return p.spinThenSleep(ctx, cond, sl, w, start)
+	}
 	sleep := time.Microsecond
 	var timer *time.Timer
 	defer func() {
@@ -80,6 +112,7 @@ func (p Poll) until(ctx context.Context, cond func() (bool, error), sl sleeper) 
 	}()
 	spinning := p.Spin > 0
 	for i := 1; ; i++ {
+		w.look()
 		if done, err := cond(); done || err != nil {
 			return err
 		}
@@ -91,10 +124,7 @@ func (p Poll) until(ctx context.Context, cond func() (bool, error), sl sleeper) 
 				return err
 			}
 			if time.Since(start) < p.Spin {
-				// A goroutine this one readied (an in-process host)
-				// waits in this P's runnext, which other Ps steal
-				// only after a sleep: let it run.
-				runtime.Gosched()
+				w.spun()
 				continue
 			}
 			spinning = false
@@ -104,6 +134,9 @@ func (p Poll) until(ctx context.Context, cond func() (bool, error), sl sleeper) 
 		}
 		if time.Since(start) < p.Spin+p.Yield {
 			runtime.Gosched()
+			if w.tr != nil {
+				w.tr.Yields++
+			}
 			continue
 		}
 		if timer == nil {
@@ -133,9 +166,9 @@ func ctxDone(ctx context.Context) error {
 
 // spinThenSleep busy-polls cond for WakeSpin, then sleeps until the host
 // signals, as often as it takes.
-func (p Poll) spinThenSleep(ctx context.Context, cond func() (bool, error), sleep sleeper) error {
-	start := time.Now()
+func (p Poll) spinThenSleep(ctx context.Context, cond func() (bool, error), sleep sleeper, w *waiter, start time.Time) error {
 	for i := 1; ; i++ {
+		w.look()
 		if done, err := cond(); done || err != nil {
 			return err
 		}
@@ -148,11 +181,39 @@ func (p Poll) spinThenSleep(ctx context.Context, cond func() (bool, error), slee
 		if time.Since(start) >= p.WakeSpin {
 			break
 		}
-		runtime.Gosched() // see until
+		w.spun()
 	}
 	for {
 		if done, err := sleep(ctx, cond); done || err != nil {
 			return err
 		}
 	}
+}
+
+// WaitTrace counts what a channel's waits did, for a diagnostic of where a
+// round trip's time goes (sluice-agent run latency --causes). A channel
+// keeps none unless SetTrace gives it one; with one, every look at the
+// host's line also reads the clock.
+type WaitTrace struct {
+	Looks  uint64 // looks at the host's line
+	Yields uint64 // times a wait gave its processor to the Go scheduler
+	// MaxGap is the longest time between two looks of a wait since
+	// ResetGap: a waiter off its CPU (preempted, or in the scheduler)
+	// sees the host's progress that much late.
+	MaxGap time.Duration
+	last   time.Time
+}
+
+// ResetGap starts a new MaxGap: the next look has no look before it.
+func (t *WaitTrace) ResetGap() {
+	t.MaxGap, t.last = 0, time.Time{}
+}
+
+func (t *WaitTrace) look() {
+	now := time.Now()
+	if !t.last.IsZero() {
+		t.MaxGap = max(t.MaxGap, now.Sub(t.last))
+	}
+	t.last = now
+	t.Looks++
 }

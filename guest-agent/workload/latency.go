@@ -14,6 +14,10 @@ import (
 type LatencyConfig struct {
 	Count  int // measured round trips (> 0)
 	Warmup int // unmeasured round trips first
+	// Causes classifies each measured round trip by what the guest saw
+	// (LatencyCause; the waits then read the clock on every look), a
+	// diagnostic.
+	Causes bool
 }
 
 // LatencyResult is the distribution of NOP round trips: submit and
@@ -24,6 +28,8 @@ type LatencyResult struct {
 	Count     int     `json:"count"`
 	ElapsedNs int64   `json:"elapsed_ns"`
 	RoundTrip Summary `json:"round_trip_ns"`
+	// Causes, with LatencyConfig.Causes, are the round trips by class.
+	Causes []LatencyCause `json:"causes,omitempty"`
 }
 
 // Latency runs cfg.Warmup then cfg.Count NOP round trips on ch, one at a
@@ -40,18 +46,31 @@ func Latency(ctx context.Context, ch *sdk.Channel, cfg LatencyConfig) (res Laten
 		}
 	}
 	samples := make([]time.Duration, 0, cfg.Count)
+	var causes *causeTracker
+	if cfg.Causes {
+		causes = newCauseTracker(ch, cfg.Count)
+	}
 	start := time.Now()
 	defer func() {
 		res.ElapsedNs = int64(time.Since(start))
 		res.Count = len(samples)
+		if causes != nil {
+			res.Causes = causes.summarize(samples)
+		}
 		res.RoundTrip = Summarize(samples)
 	}()
 	for range cfg.Count {
+		if causes != nil {
+			causes.begin()
+		}
 		t0 := time.Now()
 		if err := runOne(ctx, ch, nop); err != nil {
 			return res, fmt.Errorf("latency round trip: %w", err)
 		}
 		samples = append(samples, time.Since(t0))
+		if causes != nil {
+			causes.end()
+		}
 	}
 	return res, nil
 }

@@ -302,3 +302,41 @@ func TestThrottleInFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestLatencyCauses: every round trip gets a class. The fake host does not
+// poll its rings, so every submission rings; a host that takes longer
+// than the wait's spin makes the waits sleep.
+func TestLatencyCauses(t *testing.T) {
+	check := func(res workload.LatencyResult, want string, atLeast int) {
+		t.Helper()
+		if len(res.Causes) != 5 {
+			t.Fatalf("%d classes, want 5: %+v", len(res.Causes), res.Causes)
+		}
+		total := 0
+		for _, c := range res.Causes {
+			total += c.Count
+			if c.Class == want && c.Count < atLeast {
+				t.Errorf("%d round trips %s, want at least %d: %+v", c.Count, want, atLeast, res.Causes)
+			}
+		}
+		if total != res.Count {
+			t.Errorf("classes hold %d round trips of %d: %+v", total, res.Count, res.Causes)
+		}
+	}
+	_, c := openChannel(t, sdktest.Config{}, 0)
+	res, err := workload.Latency(testCtx(t), c, workload.LatencyConfig{Count: 200, Causes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(res, "rang", 200)
+
+	slow := func(_, _ uint32, _ abi.Command) abi.ErrorCode { time.Sleep(300 * time.Microsecond); return abi.OK }
+	_, c = openChannel(t, sdktest.Config{Wake: true, Handler: slow}, 0)
+	if res, err = workload.Latency(testCtx(t), c, workload.LatencyConfig{Count: 20, Causes: true}); err != nil {
+		t.Fatal(err)
+	}
+	check(res, "slept", 1)
+	if res, err = workload.Latency(testCtx(t), c, workload.LatencyConfig{Count: 5}); err != nil || res.Causes != nil {
+		t.Fatalf("without Causes: %+v, %v; want no classes", res.Causes, err)
+	}
+}

@@ -1,5 +1,7 @@
 // Package spin is how Sluice's spinning loops (the syscall poller, the
-// proxy's receive loop) give their processor back to the Go scheduler.
+// proxy's receive loop, a VM's doorbell goroutine while it busy-polls the
+// rings, a guest's wait for a completion) give their processor back to the
+// Go scheduler.
 //
 // runtime.Gosched puts the goroutine on the scheduler's global run queue,
 // under its lock: on a host of many processors it costs microseconds, so a
@@ -31,28 +33,49 @@ const clockEvery = 32
 // New. It is not safe for concurrent use.
 type Yielder struct {
 	always bool
+	period time.Duration // between yields on 4 processors or more; 0: Period
 	looks  uint
 	start  time.Time
 	last   time.Duration // since start, at the last yield
 }
 
 // New returns a Yielder for a host of runtime.GOMAXPROCS processors.
-func New() *Yielder {
-	return &Yielder{always: runtime.GOMAXPROCS(0) < 4, start: time.Now()}
+func New() *Yielder { return NewEvery(Period) }
+
+// NewEvery is New with a period of its own between yields on a host of 4
+// processors or more, for a loop whose every yield is paid by the work it
+// waits for (a doorbell goroutine's: the round trip whose record comes
+// while it yields).
+func NewEvery(period time.Duration) *Yielder {
+	return &Yielder{always: runtime.GOMAXPROCS(0) < 4, period: period, start: time.Now()}
+}
+
+// Restart begins a new spin at now: the next yield is due a Period from
+// it (on 4 processors or more). It keeps New's reading of the processors,
+// so a loop that spins many times over (a wait per command) pays for that
+// once.
+func (y *Yielder) Restart(now time.Time) {
+	y.looks, y.start, y.last = 0, now, 0
 }
 
 // Idle is called on every look that found nothing to do; it yields when
-// one is due.
-func (y *Yielder) Idle() {
+// one is due, and reports whether it did.
+func (y *Yielder) Idle() bool {
 	if y.always {
 		runtime.Gosched()
-		return
+		return true
 	}
 	if y.looks++; y.looks%clockEvery != 0 {
-		return
+		return false
 	}
-	if now := time.Since(y.start); now-y.last >= Period {
+	period := y.period
+	if period == 0 {
+		period = Period
+	}
+	if now := time.Since(y.start); now-y.last >= period {
 		y.last = now
 		runtime.Gosched()
+		return true
 	}
+	return false
 }

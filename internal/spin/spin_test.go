@@ -52,3 +52,34 @@ func TestIdleYieldsByTime(t *testing.T) {
 		t.Fatal("no yield in two periods")
 	}
 }
+
+// Restart makes the next yield due a Period from the new start, whatever
+// the Yielder did before.
+func TestRestart(t *testing.T) {
+	y := &Yielder{start: time.Now().Add(-time.Hour), last: time.Minute}
+	y.Restart(time.Now())
+	for t0 := time.Now(); time.Since(t0) < Period/2; {
+		y.Idle()
+	}
+	if y.last != 0 {
+		t.Fatal("yielded within half a period of the restart")
+	}
+	for t0 := time.Now(); time.Since(t0) < 2*Period; {
+		y.Idle()
+	}
+	if y.last == 0 {
+		t.Fatal("no yield in two periods after the restart")
+	}
+}
+
+// NewEvery's period replaces Period on 4 processors or more.
+func TestNewEvery(t *testing.T) {
+	y := NewEvery(time.Hour)
+	y.always = false // as on a host of 4 processors or more
+	y.Restart(time.Now())
+	for t0 := time.Now(); time.Since(t0) < 2*Period; {
+		if y.Idle() {
+			t.Fatal("yielded within two Periods of an hour's period")
+		}
+	}
+}

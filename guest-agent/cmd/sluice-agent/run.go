@@ -180,12 +180,17 @@ func newLatencyCmd(g *globals) *cobra.Command {
 	f.add(cmd)
 	cmd.Flags().IntVar(&cfg.Count, "count", 10000, "measured round trips")
 	cmd.Flags().IntVar(&cfg.Warmup, "warmup", 100, "unmeasured round trips first")
+	cmd.Flags().BoolVar(&cfg.Causes, "causes", false, "a diagnostic: class each round trip by what the guest saw "+
+		"(slept, rang the doorbell, away from its CPU, yielded, spun) and report each class's distribution")
 	return cmd
 }
 
 func printLatency(w io.Writer, r workload.LatencyResult) {
 	fmt.Fprintf(w, "latency on channel %d: %d round trips in %v\n", r.Channel, r.Count, time.Duration(r.ElapsedNs))
 	printSummary(w, "round trip", r.RoundTrip)
+	for _, c := range r.Causes {
+		printSummary(w, fmt.Sprintf("  %s: %d (%d slow)", c.Class, c.Count, c.Slow), c.RoundTrip)
+	}
 }
 
 func printSummary(w io.Writer, what string, s workload.Summary) {

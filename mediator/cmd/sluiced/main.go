@@ -77,6 +77,10 @@ Diagnostics (environment; for measuring, not for production):
                                  hop (Submit, GPU worker, kernel, completer,
                                  callback) and writes the quantiles as JSON
                                  to FILE when it closes
+  SLUICE_SPIN_TRACE=DIR          each VM's doorbell goroutine times the gaps
+                                 between its looks at the rings while it
+                                 spins and writes their quantiles as JSON to
+                                 DIR/spin-VM.json when its doorbells stop
 
 Durations are Go durations: 500us, 5ms, 1.5s, 10m.
 Exit status: 0 after a clean stop, 1 when the daemon failed, 2 on a bad

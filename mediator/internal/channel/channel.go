@@ -123,6 +123,7 @@ type Channel struct {
 	since         []int64 // by ring slot: the doorbell time of the record in flight
 	dispatch      Hist
 	turn          Hist
+	pub           hostLine // what publishLocked last wrote
 
 	wakes atomic.Uint64 // signals sent
 }
@@ -648,26 +649,77 @@ func (c *Channel) stateLocked() abi.ChannelState {
 	return abi.ChannelIdle
 }
 
-// publishLocked writes the host-owned line. get goes last: a guest that sees
-// get advance also sees the error and fence that go with it.
+// hostLine is what publishLocked last wrote to the channel's host-owned
+// line (valid: it wrote it at all since the channel was made or told to
+// Republish).
+type hostLine struct {
+	valid     bool
+	code      abi.ErrorCode
+	index     uint32
+	fence     uint64
+	completed uint64
+	state     abi.ChannelState
+	resetAck  uint32
+	get       uint32
+}
+
+// publishLocked writes the host-owned line: the fields that changed since
+// the last publication, each an atomic store. get goes last: a guest that
+// sees get advance also sees the error and fence that go with it.
+//
+// Only what changed: the guest polls this line while it waits, so every
+// store takes the cache line back from the guest's core (and a
+// sequentially consistent store waits for it); a NOP used to cost two
+// publications of seven stores each, where four stores say what changed.
+// The host never reads the line back, so a guest that scribbles on it
+// misleads only itself until the field changes again or another guest
+// joins (Republish).
 func (c *Channel) publishLocked() {
-	r, o := c.region, c.off
+	r, o, p := c.region, c.off, &c.pub
 	code, idx := abi.OK, uint32(0)
 	if c.failed {
 		code, idx = c.failCode, c.failIndex
 	}
+	state := c.stateLocked()
+	all := !p.valid
 	// A guest that sees a non-zero error must see its index: the index
 	// goes first when an error is set, last when it is cleared.
 	if code != abi.OK {
-		r.Store32(o+abi.ChErrorIndex, idx)
-		r.Store32(o+abi.ChError, uint32(code))
+		store32(r, o+abi.ChErrorIndex, &p.index, idx, all)
+		store32(r, o+abi.ChError, (*uint32)(&p.code), uint32(code), all)
 	} else {
-		r.Store32(o+abi.ChError, uint32(code))
-		r.Store32(o+abi.ChErrorIndex, idx)
+		store32(r, o+abi.ChError, (*uint32)(&p.code), uint32(code), all)
+		store32(r, o+abi.ChErrorIndex, &p.index, idx, all)
 	}
-	r.Store64(o+abi.ChFence, c.fence)
-	r.Store64(o+abi.ChCompleted, c.completedBase+c.counters.Commands)
-	r.Store32(o+abi.ChState, uint32(c.stateLocked()))
-	r.Store32(o+abi.ChResetAck, c.resetAck)
-	r.Store32(o+abi.ChGet, c.get)
+	if all || p.fence != c.fence {
+		r.Store64(o+abi.ChFence, c.fence)
+		p.fence = c.fence
+	}
+	if done := c.completedBase + c.counters.Commands; all || p.completed != done {
+		r.Store64(o+abi.ChCompleted, done)
+		p.completed = done
+	}
+	store32(r, o+abi.ChState, (*uint32)(&p.state), uint32(state), all)
+	store32(r, o+abi.ChResetAck, &p.resetAck, c.resetAck, all)
+	store32(r, o+abi.ChGet, &p.get, c.get, all)
+	p.valid = true
+}
+
+// store32 stores v at off unless *last says it is there already (and not
+// all), and notes it in *last.
+func store32(r *shm.Region, off uint64, last *uint32, v uint32, all bool) {
+	if all || *last != v {
+		r.Store32(off, v)
+		*last = v
+	}
+}
+
+// Republish writes the whole host-owned line again, as the channel's state
+// has it: a guest joining the VM sees no scribbles of an earlier guest on
+// it.
+func (c *Channel) Republish() {
+	c.mu.Lock()
+	c.pub.valid = false
+	c.publishLocked()
+	c.mu.Unlock()
 }

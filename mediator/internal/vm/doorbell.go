@@ -26,6 +26,7 @@ type bellState struct {
 	// polling: the header's HdrPolling is set (abi.FeaturePolling), so
 	// guests may leave out their doorbells while this goroutine spins.
 	polling bool
+	trace   *spinTrace // SpinTraceEnv's; nil: none
 }
 
 // spinLooks is how many looks at the rings a spin takes between the
@@ -39,6 +40,7 @@ func (v *VM) initBell() {
 	v.bell.epoch = time.Now()
 	v.bell.win = spin.NewWindow(v.cfg.SpinWindow, v.cfg.SpinBudget)
 	v.bell.seen = make([]uint32, len(v.channels))
+	v.bell.trace = newSpinTrace(v.cfg.Name)
 	for i, c := range v.channels {
 		v.bell.seen[i] = c.Put()
 	}
@@ -88,7 +90,7 @@ func (v *VM) idleHook() func() bool {
 // spinning.
 func (v *VM) spinOnce() bool {
 	b := &v.bell
-	for range spinLooks {
+	for look := range spinLooks {
 		found := false
 		for i, c := range v.channels {
 			if p := c.Put(); p != b.seen[i] {
@@ -97,9 +99,14 @@ func (v *VM) spinOnce() bool {
 			}
 		}
 		now := v.mono()
+		if b.trace != nil {
+			b.trace.looked(now, look == 0, found)
+		}
 		if found {
+			// Look again at once, not after a poll of the eventfds: a
+			// guest's next command follows its completion closely.
 			b.win.Found(now)
-			return true
+			continue
 		}
 		if d := b.doneAt.Load(); d != b.doneSeen {
 			b.doneSeen = d
@@ -117,7 +124,11 @@ func (v *VM) spinOnce() bool {
 // (abi.FeaturePolling).
 func (v *VM) startSpin(now int64) {
 	b := &v.bell
+	was := b.win.Spinning()
 	b.win.Start(now)
+	if b.trace != nil && !was && b.win.Spinning() {
+		b.trace.spins++
+	}
 	if !b.polling && b.win.Spinning() {
 		v.region.Store32(abi.HdrPolling, 1)
 		b.polling = true
@@ -131,6 +142,9 @@ func (v *VM) startSpin(now int64) {
 // up too soon); it reports whether the goroutine spins on.
 func (v *VM) stopSpin() bool {
 	b := &v.bell
+	if b.trace != nil {
+		b.trace.stopped()
+	}
 	if !b.polling {
 		return false
 	}

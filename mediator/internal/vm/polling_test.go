@@ -59,17 +59,7 @@ func TestNoPollingWithoutSpin(t *testing.T) {
 	if dev.Header().Features&abi.FeaturePolling != 0 {
 		t.Error("a VM that never spins announces FeaturePolling")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for range 100 {
-		idx, err := ch.Submit(ctx, abi.Command{Op: abi.OpNop})
-		if err == nil {
-			err = ch.Wait(ctx, idx)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	runNOPs(t, ch, 100)
 	if q := ch.Quiet(); q != 0 {
 		t.Errorf("%d submissions left out the doorbell", q)
 	}
@@ -110,5 +100,21 @@ func TestNOPRoundTripAllocFree(t *testing.T) {
 				t.Errorf("%v allocations a NOP round trip", n)
 			}
 		})
+	}
+}
+
+// runNOPs runs n NOP round trips on ch, one at a time.
+func runNOPs(t *testing.T, ch *sdk.Channel, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for range n {
+		idx, err := ch.Submit(ctx, abi.Command{Op: abi.OpNop})
+		if err == nil {
+			err = ch.Wait(ctx, idx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }

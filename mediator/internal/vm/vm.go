@@ -333,12 +333,16 @@ func (v *VM) adoptedHead() uint64 {
 }
 
 // rewriteHeader writes the header again, with the limits in force and
-// the last heartbeat.
+// the last heartbeat, and the channels' host lines (which the host
+// otherwise writes only where they change).
 func (v *VM) rewriteHeader() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.mem != nil {
 		v.writeHeader(v.lastBeat.Load())
+		for _, c := range v.channels {
+			c.Republish()
+		}
 	}
 }
 
@@ -572,6 +576,11 @@ func (v *VM) StopDoorbells() error {
 	var err error
 	if srv != nil {
 		err = srv.Close()
+		if t := v.bell.trace; t != nil { // the doorbell goroutine has ended
+			if terr := t.write(); terr != nil {
+				slog.Warn("spin trace", "vm", v.cfg.Name, "err", terr)
+			}
+		}
 	}
 	// The channels stay: their counters are the VM's final usage.
 	for _, c := range v.channels {

@@ -380,7 +380,8 @@ func TestBudget(t *testing.T) {
 
 // TestHeaderRewrittenOnJoin: a header a guest corrupted is written again
 // before the next guest joins, with the limits in force, so that guest
-// joins.
+// joins; and so are the channels' host lines (the host otherwise writes
+// only the fields that change).
 func TestHeaderRewrittenOnJoin(t *testing.T) {
 	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 64})
 	if err != nil {
@@ -406,8 +407,12 @@ func TestHeaderRewrittenOnJoin(t *testing.T) {
 		junk[i] = 0xa5
 	}
 	v.region.CopyIn(0, junk)
+	v.region.Store32(l.ChannelOff(0)+abi.ChGet, 0xa5a5)
 	dev := dial(t, v) // sdk.Open refuses a header it cannot read
 	if h := dev.Header(); h.Limits.MaxThrottleNs != 3e6 || h.Heartbeat != 12345 || h.Features&abi.FeatureWake == 0 {
 		t.Errorf("header after the join: max throttle %d, heartbeat %d, features %#x; want 3e6, 12345, wake", h.Limits.MaxThrottleNs, h.Heartbeat, h.Features)
+	}
+	if g := v.region.Load32(l.ChannelOff(0) + abi.ChGet); g != 0 {
+		t.Errorf("get after the join: %#x, want 0", g)
 	}
 }

@@ -1,7 +1,8 @@
 // Command bellbench measures the doorbell path's bounds and loads it: floor
 // times the raw polling round trip between two processes (the lower bound
 // of a doorbell and its answer), storm rings a VM's doorbell as fast as one
-// process can, idle holds a guest connection that does nothing.
+// process can, idle holds a guest connection that does nothing, yield
+// times a spinning goroutine's runtime.Gosched.
 package main
 
 import (
@@ -22,7 +23,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("bellbench {{.Version}}\n")
-	root.AddCommand(floorCmd(), answerCmd(), stormCmd(), idleCmd())
+	root.AddCommand(floorCmd(), answerCmd(), stormCmd(), idleCmd(), yieldCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "bellbench:", err)
 		os.Exit(1)
