@@ -63,7 +63,12 @@ var _ = Describe("a process guest whose sluiced goes away", Label("process"), fu
 		inVM := g.StartExec("--mediator-timeout", stall.String(),
 			"run", "throttle", "--kernel", "200ms", "--depth", "1", "--duration", "1m", "--json")
 		Eventually(func() uint64 { return d.Usage("gone").Kernels }).WithTimeout(framework.DefaultTimeout).
-			Should(BeNumerically(">", 1), "the guest runs kernels (and has seen the heartbeat move)")
+			Should(BeNumerically(">", 1), "the guest runs kernels")
+		// The agent judges a heartbeat only once it has seen it move, and
+		// sluiced moves it once a second: two beats, so that it has (its
+		// kernels alone can take less than a second; then it never judged,
+		// and waited for the run's end).
+		time.Sleep(2500 * time.Millisecond)
 		d.Kill()
 		killed := time.Now()
 		r := inVM.WaitTimeout(goneBound + stall)
