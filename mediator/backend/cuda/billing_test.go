@@ -188,3 +188,23 @@ func TestIdleTimeIsNobodys(t *testing.T) {
 		t.Fatalf("%+v, want GPUNs %d (half of each interval it ran at one end of), not a part of the 20 ms idle", cs, want)
 	}
 }
+
+// TestUnseenCreditedOnce: a command that ended unseen behind a THROTTLE
+// still waiting for its record (so not delivered at that sweep) is credited
+// in the interval it ran in, not again at every later sweep.
+func TestUnseenCreditedOnce(t *testing.T) {
+	tl := newTimeline([]int{1}, 3)
+	ch := tl.vms[0].chans[0]
+	ch.q[0].op = abi.OpThrottle // its record never comes (the completer waits up to recordWait)
+	tl.mark(0, 0, 1, 0)         // the THROTTLE runs
+	tl.sweep()
+	tl.mark(0, 0, 3, 2) // it ended, 2 ran and ended unseen, 3 runs
+	tl.sweep()
+	b1 := ch.find(2).gpu
+	for range 3 {
+		tl.sweep() // 3 alone runs throughout
+	}
+	if b2 := ch.find(2).gpu; b2 != b1 {
+		t.Errorf("command 2, ended before these sweeps, was credited %.0f ns more", b2-b1)
+	}
+}

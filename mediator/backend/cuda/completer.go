@@ -418,7 +418,11 @@ func (ch *channel) peek(unseen, running []runRef) ([]runRef, []runRef) {
 			}
 			break // the stream runs in order: nothing behind it ended
 		}
-		if it.endAt == 0 && !it.seen {
+		if it.endAt == 0 && !it.seen && !it.unseenOnce {
+			// Once: a command behind a THROTTLE that waits for its
+			// record is not delivered at this sweep, and would be
+			// listed (and credited) again at every sweep until then.
+			it.unseenOnce = true
 			unseen = append(unseen, runRef{ch, it.seq})
 		}
 	}

@@ -124,17 +124,18 @@ type channel struct {
 
 // item is one submitted command.
 type item struct {
-	seq      uint64      // its markers and slot; 0: it never went to a worker
-	w        *workerConn // the worker it went to
-	tag      uint64
-	op       abi.Opcode
-	code     abi.ErrorCode // for seq 0
-	submitAt int64
-	startAt  int64   // when its start marker was first seen; 0 if never
-	endAt    int64   // when its end marker was first seen, if its record was not there yet
-	seen     bool    // a sweep saw it running (it is credited as running, not unseen)
-	gpu      float64 // its share of the GPU while it ran (the completer's sweeps)
-	ran      float64 // its VM's share of the GPU while it ran: the watchdog's clock
+	seq        uint64      // its markers and slot; 0: it never went to a worker
+	w          *workerConn // the worker it went to
+	tag        uint64
+	op         abi.Opcode
+	code       abi.ErrorCode // for seq 0
+	submitAt   int64
+	startAt    int64   // when its start marker was first seen; 0 if never
+	endAt      int64   // when its end marker was first seen, if its record was not there yet
+	seen       bool    // a sweep saw it running (it is credited as running, not unseen)
+	unseenOnce bool    // listed by a sweep as ended unseen (peek): credited in that sweep only
+	gpu        float64 // its share of the GPU while it ran (the completer's sweeps)
+	ran        float64 // its VM's share of the GPU while it ran: the watchdog's clock
 }
 
 // Attach starts the VM's GPU worker, which creates its context, streams
@@ -513,6 +514,12 @@ func (v *cudaVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 		ch.mu.Unlock()
 		return fmt.Errorf("submitting to channel %d of VM %d: %w: %d commands in flight, the most it was attached with", channel, v.id, backend.ErrInvalid, n)
 	}
+	// Counted before the worker or the completer can see it: counted after,
+	// the completer could deliver it first, read one command too few
+	// outstanding and rest (dropping a running command's credit) or park
+	// while another still runs.
+	v.undelivered.Add(1)
+	v.b.outstanding.Add(1)
 	it := item{tag: tag, op: cmd.Op, submitAt: v.b.now()}
 	ring := false
 	if w := v.w; w == nil {
@@ -542,8 +549,6 @@ func (v *cudaVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 		le.PutUint64(one[:], 1)
 		_, _ = unix.Write(v.efd, one[:])
 	}
-	v.undelivered.Add(1)
-	v.b.outstanding.Add(1)
 	if v.b.parked.Load() { // a busy completer sees outstanding: no channel operation for it
 		v.b.wakeup()
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -228,4 +229,30 @@ func FuzzDecodeKept(f *testing.F) {
 			t.Fatalf("used %d, buffers %d", k.used, used)
 		}
 	})
+}
+
+// TestKeptClaimCounterBounded: a kept claim counter more than a ring past
+// the mediator's head is refused (new calls would land where the mediator
+// never looks), not adopted.
+func TestKeptClaimCounterBounded(t *testing.T) {
+	k, heap := keepState(t)
+	b := keptBytes(t, k)
+	binary.LittleEndian.PutUint64(b[8:], 1000) // the claim counter, 64 slots past head 0 and more
+	fd, err := unix.MemfdCreate("kept", unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Pwrite(fd, b, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, keptSeals); err != nil {
+		t.Fatal(err)
+	}
+	area := make([]byte, abi.SyscallAreaSize(64))
+	_, err = manual(t).Attach(backend.VMSpec{ID: 1, Channels: 1, Heap: heap, Syscalls: area, Complete: func(backend.Completion) {},
+		RingHead: func() uint64 { return 0 }, Adopt: &backend.Kept{Backend: "sim", FDs: []int{fd}}})
+	if !errors.Is(err, backend.ErrBadKept) {
+		t.Errorf("a claim counter 1000 past a head of 0 with 64 slots: %v, want ErrBadKept", err)
+	}
 }

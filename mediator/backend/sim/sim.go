@@ -189,7 +189,14 @@ func (s *Sim) Attach(spec backend.VMSpec) (backend.VM, error) {
 		}
 	}
 	if spec.RingHead != nil {
-		k.ringCtr = max(k.ringCtr, spec.RingHead()) // new calls land where the mediator reads
+		head := spec.RingHead()
+		if spec.Adopt != nil && area != nil && k.ringCtr > head+uint64(area.Slots()) {
+			// At most a ring's length of claimed positions can be
+			// unread: past that, new calls would land where the mediator
+			// never looks.
+			return nil, fmt.Errorf("attaching VM %d: %w: claim counter %d, more than a ring past the mediator's head %d", spec.ID, backend.ErrBadKept, k.ringCtr, head)
+		}
+		k.ringCtr = max(k.ringCtr, head) // new calls land where the mediator reads
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -75,3 +75,21 @@ func orphanCandidates(area *shm.Region, slots int, head uint64) map[uint32]uint6
 	}
 	return out
 }
+
+// ReadyEnd is the position after the last entry of the request ring that
+// holds its call in [head, head+slots), head if none does: where a claim
+// counter made again after a crash must start. The entries the crashed
+// forwarder had not read are still there, and the next forwarder serves
+// them from head; a counter started at head would give new calls their
+// positions, which the forwarder passes (its head never goes back), and
+// their callers would wait forever.
+func ReadyEnd(area *shm.Region, slots int, head uint64) uint64 {
+	end := head
+	for k := uint64(0); k < uint64(slots); k++ {
+		pos := head + k
+		if area.Load32(abi.RingEntryOff(slots, pos)+abi.RingTag) == uint32(pos+1) {
+			end = pos + 1
+		}
+	}
+	return end
+}

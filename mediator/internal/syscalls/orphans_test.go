@@ -78,3 +78,25 @@ func TestHeadStore(t *testing.T) {
 		}
 	}
 }
+
+// ReadyEnd is past every entry that holds its call from the head on, holes
+// and stale entries (tags of an earlier lap) aside: where a claim counter
+// made again after a crash starts, so that new calls never land where the
+// next forwarder has already read.
+func TestReadyEnd(t *testing.T) {
+	mem, _ := mapShared(t, int(abi.SyscallAreaSize(rigSlots)))
+	area := shm.New(mem)
+	entry := func(pos uint64, tag uint32) {
+		abi.EncodeRingEntry(mem[abi.RingEntryOff(rigSlots, pos):], abi.RingEntry{Tag: tag, Call: abi.Slot{Number: abi.SysNull}})
+	}
+	const head = 5
+	if got := ReadyEnd(area, rigSlots, head); got != head {
+		t.Errorf("an empty ring: %d, want the head %d", got, head)
+	}
+	entry(head, head+1)
+	entry(head+2, head+3) // head+1 a hole: claimed, never written
+	entry(head+3, 1)      // a stale tag: an earlier lap's
+	if got := ReadyEnd(area, rigSlots, head); got != head+3 {
+		t.Errorf("entries at the head and two past it: %d, want %d", got, head+3)
+	}
+}

@@ -170,11 +170,19 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		// A claim counter the backend makes again (a restarted GPU
 		// worker) starts where the forwarder reads; before the forwarder
 		// exists, where it will start: 0, or the predecessor's head.
+		// After a crash the ring may still hold calls the crashed
+		// forwarder had not read: the counter starts past them
+		// (syscalls.ReadyEnd), and the forwarder, which serves them first,
+		// reaches it once it has.
+		seed := v.adoptedHead()
+		if a := cfg.Adopt; a != nil && a.Orphans {
+			seed = syscalls.ReadyEnd(shm.New(v.region.Bytes(l.SyscallOff, l.SyscallSize)), int(l.SyscallSlots), seed)
+		}
 		spec.RingHead = func() uint64 {
 			if f := v.sysRef.Load(); f != nil {
-				return f.RingHead()
+				return max(f.RingHead(), seed)
 			}
-			return v.adoptedHead()
+			return seed
 		}
 		spec.Syscalls = v.region.Bytes(l.SyscallOff, l.SyscallSize)
 		spec.SyscallFile = &backend.FileRange{FD: v.memfd, Offset: int64(l.SyscallOff)}
