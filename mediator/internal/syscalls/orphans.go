@@ -56,15 +56,10 @@ func Orphans(area *shm.Region, slots int, head uint64, grace time.Duration) int 
 // ready from head on.
 func orphanCandidates(area *shm.Region, slots int, head uint64) map[uint32]uint64 {
 	pending := map[uint64]bool{} // slot<<32 | seq of the ring's ready entries
-	for k := uint64(0); k < uint64(slots); k++ {
-		pos := head + k
-		off := abi.RingEntryOff(slots, pos)
-		if area.Load32(off+abi.RingTag) != uint32(pos+1) {
-			continue
-		}
+	forReady(area, slots, head, func(_, off uint64) {
 		slot, seq := area.Load32(off+abi.RingSlot), area.Load32(off+abi.RingSeq)
 		pending[uint64(slot)<<32|uint64(seq)] = true
-	}
+	})
 	out := map[uint32]uint64{}
 	for i := range uint32(slots) {
 		w := area.Load64(abi.SlotOff(i) + abi.SysState)
@@ -85,11 +80,16 @@ func orphanCandidates(area *shm.Region, slots int, head uint64) map[uint32]uint6
 // their callers would wait forever.
 func ReadyEnd(area *shm.Region, slots int, head uint64) uint64 {
 	end := head
-	for k := uint64(0); k < uint64(slots); k++ {
-		pos := head + k
-		if area.Load32(abi.RingEntryOff(slots, pos)+abi.RingTag) == uint32(pos+1) {
-			end = pos + 1
+	forReady(area, slots, head, func(pos, _ uint64) { end = pos + 1 })
+	return end
+}
+
+// forReady calls fn, in order, with the position and offset of each entry
+// of the request ring that holds its call in [head, head+slots).
+func forReady(area *shm.Region, slots int, head uint64, fn func(pos, off uint64)) {
+	for pos := head; pos < head+uint64(slots); pos++ {
+		if off := abi.RingEntryOff(slots, pos); area.Load32(off+abi.RingTag) == uint32(pos+1) {
+			fn(pos, off)
 		}
 	}
-	return end
 }
