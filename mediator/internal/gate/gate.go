@@ -186,8 +186,7 @@ func (g *Gate) Remove(vm uint32) {
 		}
 	}
 	if b := g.budgets[vm]; b != nil && g.turns != nil {
-		b.SetHook(nil)
-		b.SetDeadline(0, nil)
+		unhook(b)
 	}
 	delete(g.vms, vm)
 	delete(g.held, vm)
