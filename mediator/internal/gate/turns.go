@@ -26,10 +26,10 @@ const DefaultArbitration = ArbitrationDriver
 
 // DefaultQuantum is the turn quantum of a zero setting: how long a turn
 // lasts, once a second VM waits, before the holder is latched and drains.
-// A turn switch idles the GPU from the holder's last completion to the next
-// holder's first command (no pipelining across VMs): on the sim nothing, on
-// a GPU the completion's and the submission's latency, tens of µs, which 5
-// ms keeps near 1% of the GPU. A VM waiting for its turn waits at most a
+// A turn switch without a hand-off (TurnConfig.HandoffNs) idles the GPU
+// from the holder's last completion to the next holder's first command: on
+// the sim nothing, on a GPU the completion's and the submission's latency,
+// tens of µs, which 5 ms keeps near 1% of the GPU. A VM waiting for its turn waits at most a
 // quantum and the holder's last command; 5 ms is a few driver time slices
 // and well under a scheduling period (26 ms or more), so the scheduler's
 // periods see several turns.
@@ -77,6 +77,22 @@ const OverrunQuanta = 3
 // switches to the queued context only when the holder's slice ends, ends
 // the holder's last command inside its slice far more often than not.
 const DefaultHandoff = 50 * time.Microsecond
+
+// HandoffSetting is the threshold a daemon or bench setting names: 0 the
+// default (DefaultHandoff), negative off (0 ns).
+func HandoffSetting(d time.Duration) int64 {
+	switch {
+	case d < 0:
+		return 0
+	case d == 0:
+		return int64(DefaultHandoff)
+	}
+	return int64(d)
+}
+
+// MaxHandoff bounds the hand-off threshold of a setting: well under a
+// driver time slice (see DefaultHandoff).
+const MaxHandoff = time.Millisecond
 
 // Clock is the backend's time base for turns: Now in ns, and After calling
 // fn delay ns from now (a Go timer on the wall clock, the simulator's
