@@ -125,7 +125,9 @@ func newLogaControl(s spec.Spec, sm gpu, hosts []*host) (*logaControl, error) {
 	if s.Tuning.Arbitration == string(gate.ArbitrationTurns) {
 		l.q.direct = true
 		clk := gate.Clock{Now: sm.Clock().Now, After: sm.After}
-		if err := eng.SetArbitration(gate.ArbitrationTurns, int64(s.Tuning.Quantum), clk, backend.TimeSlices(sm)); err != nil {
+		cfg := gate.TurnConfig{QuantumNs: int64(s.Tuning.Quantum), Clock: clk, Preempts: backend.TimeSlices(sm),
+			HandoffNs: gate.HandoffSetting(s.Tuning.Handoff)}
+		if err := eng.SetArbitration(gate.ArbitrationTurns, cfg); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
 		}
 	}

@@ -22,7 +22,9 @@ type Result struct {
 	// (tuning.arbitration); absent for driver.
 	Arbitration string `json:"arbitration,omitempty"`
 	// MaxVMsInFlight is the most VMs that had commands submitted to the
-	// backend and not completed at one instant (at most 1 under turns).
+	// backend and not completed at one instant (under turns at most 1
+	// without a hand-off, 2 with: the next holder's queued behind the last
+	// one's last work).
 	MaxVMsInFlight int64 `json:"max_vms_in_flight"`
 
 	// DurationNs is the measured stretch [0, duration_ns]: the spec's

@@ -80,11 +80,12 @@ const (
 	MaxKernels       = 100_000_000
 	MaxDuration      = 24 * time.Hour
 	MaxDepth         = 4096
-	MaxWindow        = time.Second // tuning.neon_window
-	MaxRatio         = 10_000      // tuning.poll_ratio, tuning.idle_factor and tuning.neon_freerun_ratio
-	MaxWindowRecords = 1 << 20     // tuning.window
-	MaxBudget        = time.Hour   // tuning.inflight_budget
-	MaxQuantum       = time.Minute // tuning.quantum
+	MaxWindow        = time.Second      // tuning.neon_window
+	MaxRatio         = 10_000           // tuning.poll_ratio, tuning.idle_factor and tuning.neon_freerun_ratio
+	MaxWindowRecords = 1 << 20          // tuning.window
+	MaxBudget        = time.Hour        // tuning.inflight_budget
+	MaxQuantum       = time.Minute      // tuning.quantum
+	MaxHandoff       = time.Millisecond // tuning.handoff (gate.MaxHandoff)
 )
 
 // Defaults for keys left out.
@@ -130,6 +131,9 @@ type Tuning struct {
 	// Quantum is how long a turn lasts while another VM waits (0: the
 	// mediator's default).
 	Quantum time.Duration `yaml:"quantum,omitempty"`
+	// Handoff is the turns' hand-off threshold (0: the mediator's
+	// default; negative: off).
+	Handoff time.Duration `yaml:"handoff,omitempty"`
 }
 
 // VM is one VM of a spec, or Count identical ones.

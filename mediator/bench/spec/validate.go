@@ -255,6 +255,9 @@ func (t Tuning) check(p *problems, path string) {
 	if q := t.Quantum; (q != 0 || p.has(path+".quantum")) && !(q > 0 && q <= MaxQuantum) {
 		p.add(path+".quantum", "must be positive and at most %s, got %s", MaxQuantum, q)
 	}
+	if h := t.Handoff; (h == 0 && p.has(path+".handoff")) || h > MaxHandoff {
+		p.add(path+".handoff", "must be negative (off) or a duration in (0, %s], got %s", MaxHandoff, h)
+	}
 	if r := t.NeonFreerunRatio; (r != 0 || p.has(path+".neon_freerun_ratio")) && !(r > 0 && r <= MaxRatio) {
 		p.add(path+".neon_freerun_ratio", "must be a number in (0, %d], got %v", MaxRatio, r)
 	}

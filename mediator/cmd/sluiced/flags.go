@@ -62,6 +62,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&cfg.Arbitration, "arbitration", cfg.Arbitration,
 		"who decides whose work is on the GPU: driver (every VM's at once; the driver time-slices, and overlapping time is split evenly in bills) or turns (one VM's at a time, for a quantum while others wait: exact bills and fairer shares, at some throughput when nobody over-uses; needs the wall clock)")
 	fs.DurationVar(&cfg.Quantum, "quantum", cfg.Quantum, "under --arbitration turns, how long a turn lasts while another VM waits; it ends at a command boundary (0: 5ms)")
+	fs.DurationVar(&cfg.Handoff, "handoff", cfg.Handoff, "under --arbitration turns, release the next VM when the holder's last work ends within this at the latest, so that its first commands queue behind it on the GPU (0: 50µs; negative: off, the turn passes when the holder drained; at most 1ms)")
 	fs.StringVar(&o.method, "accounting", string(cfg.Accounting.Method),
 		"how the scheduler learns each VM's GPU time: loga, loga-segment-average, or off (no poller, so no scheduling: only with --policy none, its default then); billing, from completions, goes on under every method; scheduling needs the wall clock")
 	fs.Float64Var(&cfg.Accounting.Ratio, "poll-ratio", 0, "non-poll : poll phase length ratio (0: default 51, i.e. 1.9% polling)")

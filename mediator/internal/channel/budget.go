@@ -54,9 +54,14 @@ import (
 // gate sees a VM's work on the GPU: InFlight is zero exactly when nothing of
 // the VM is forwarded and not completed, the hook's Drained is called by the
 // completion that brings it there, and Knocked by a doorbell on a held
-// channel. A deadline (SetDeadline) bounds the limit further to the time
-// left until it, at least one command: the turn holder's last part of its
-// quantum queues no further than the quantum's end.
+// channel. A deadline (SetDeadline) admits a command only while the work
+// ahead of it ends before the deadline (or nothing is in flight): the turn
+// holder's last part of its quantum queues no further than one command past
+// the quantum's end, and its queue does not run dry before it. EndBound tells when the
+// latched holder's last work ends at the latest (its costs counted from the
+// last completion), and Progress is called at each completion while the
+// gate watches it, so that the next holder's commands can be queued behind
+// that work before it ends (the gate's hand-off).
 //
 // The fast path is one compare-and-swap per command forwarded and one atomic
 // add per command completed; the mutex is taken only by a channel that
@@ -75,6 +80,8 @@ type Budget struct {
 	deadline atomic.Int64 // the limit is at most deadline − now; 0: none
 	now      atomic.Pointer[func() int64]
 	hook     atomic.Pointer[BudgetHook]
+	mark     atomic.Int64 // when what is in flight began to run at the latest (EndBound)
+	watch    atomic.Bool  // the hook's Progress is called at each completion
 
 	mu      sync.Mutex
 	waiters []*Channel
@@ -162,18 +169,71 @@ type BudgetHook struct {
 	Drained func()
 	// Knocked: a doorbell found one of the VM's channels held.
 	Knocked func()
+	// Progress: a completion while the budget is watched (SetWatch).
+	Progress func()
 }
 
 // SetHook installs h (nil: none).
 func (b *Budget) SetHook(h *BudgetHook) { b.hook.Store(h) }
 
+// SetClock sets the clock EndBound and the deadline are on (nil: none;
+// EndBound is then 0). With a clock the budget reads it once per
+// completion and once per command forwarded while nothing was in flight.
+func (b *Budget) SetClock(now func() int64) {
+	if now == nil {
+		b.now.Store(nil)
+		return
+	}
+	b.now.Store(&now)
+}
+
+// SetWatch makes every completion call the hook's Progress (on) or none
+// (off): turns watch the latched holder while its last work drains.
+func (b *Budget) SetWatch(on bool) { b.watch.Store(on) }
+
+// EndBound is the latest time (on the clock of SetClock) by which the VM's
+// work in flight ends, as far as the budget can tell: its commands run no
+// longer than their costs, one after another, and nothing but the VM's
+// work is on the GPU meanwhile (the turn holder's case). It is the time of
+// the last completion, or of the last command forwarded while nothing was
+// in flight, or a NotBefore, whichever is latest, plus InFlight: a command
+// that runs now is counted whole from when it could have started at the
+// latest, not from when it was forwarded. 0 without a clock or with
+// nothing in flight.
+func (b *Budget) EndBound() int64 {
+	q := b.queued.Load()
+	if q <= 0 || b.now.Load() == nil {
+		return 0
+	}
+	return b.mark.Load() + q
+}
+
+// NotBefore says that the VM's work in flight started no earlier than t
+// (another VM's work ran on the GPU until then), for EndBound.
+func (b *Budget) NotBefore(t int64) {
+	for {
+		m := b.mark.Load()
+		if t <= m || b.mark.CompareAndSwap(m, t) {
+			return
+		}
+	}
+}
+
+// stamp moves EndBound's start to now (a completion, or a command forwarded
+// onto nothing in flight).
+func (b *Budget) stamp() {
+	if now := b.now.Load(); now != nil {
+		b.NotBefore((*now)())
+	}
+}
+
 // SetDeadline bounds the limit to deadline − now() (at least one command
-// goes, as ever); deadline 0 removes the bound. now is the clock deadline is
-// on. It forwards nothing: after a later deadline or none, Wake forwards
-// what waited for room.
+// goes, as ever); deadline 0 removes the bound. now, when not nil, sets the
+// clock deadline is on (SetClock). It forwards nothing: after a later
+// deadline or none, Wake forwards what waited for room.
 func (b *Budget) SetDeadline(deadline int64, now func() int64) {
 	if now != nil {
-		b.now.Store(&now)
+		b.SetClock(now)
 	}
 	b.deadline.Store(max(deadline, 0))
 }
@@ -194,32 +254,38 @@ func (b *Budget) InFlight() int64 { return b.queued.Load() }
 // completed so far.
 func (b *Budget) BusyNs() int64 { return b.busy.Load() }
 
-// effectiveLimit is the limit, bounded by the deadline if there is one.
-func (b *Budget) effectiveLimit() int64 {
-	lim := b.limit.Load()
+// full reports whether q of work in flight leaves no room for cost more:
+// beyond the limit, or reaching the deadline already. Work in flight is
+// counted from when it runs at the latest (EndBound's start, not now: a
+// command that runs now has run since then), and a command is admitted
+// while what is ahead of it ends before the deadline, so that the queue
+// does not run dry a submission's latency before the deadline (with
+// nothing in flight the next command would go anyway, the GPU idle until
+// it arrives); what the deadline admits runs past it by one command at
+// most, as with nothing in flight.
+func (b *Budget) full(q, cost int64) bool {
+	if lim := b.limit.Load(); lim > 0 && q+cost > lim {
+		return true
+	}
 	dl := b.deadline.Load()
 	if dl == 0 {
-		return lim
+		return false
 	}
 	now := b.now.Load()
-	if now == nil {
-		return lim
-	}
-	rem := max(dl-(*now)(), 1) // past the deadline: one command at a time
-	if lim == 0 || rem < lim {
-		return rem
-	}
-	return lim
+	return now != nil && min(b.mark.Load(), (*now)())+q >= dl
 }
 
 // reserve charges cost if it fits: nothing in flight, no bound, or room.
 func (b *Budget) reserve(cost int64) bool {
 	for {
 		q := b.queued.Load()
-		if lim := b.effectiveLimit(); q > 0 && lim > 0 && q+cost > lim {
+		if q > 0 && b.full(q, cost) {
 			return false
 		}
 		if b.queued.CompareAndSwap(q, q+cost) {
+			if q == 0 {
+				b.stamp() // it runs from now at the latest (EndBound)
+			}
 			return true
 		}
 	}
@@ -249,15 +315,24 @@ func (b *Budget) reserveOrWait(c *Channel, cost int64) bool {
 // channel's mu held.
 func (b *Budget) refund(cost int64) {
 	if cost != 0 {
+		b.stamp() // what is left runs from now at the latest (EndBound)
 		b.queued.Add(-cost)
 	}
 	if b.waiting.Load() {
 		b.wake()
 	}
-	if cost != 0 && b.queued.Load() == 0 {
-		if h := b.hook.Load(); h != nil && h.Drained != nil {
+	if cost == 0 {
+		return
+	}
+	h := b.hook.Load()
+	switch {
+	case h == nil:
+	case b.queued.Load() == 0:
+		if h.Drained != nil {
 			h.Drained()
 		}
+	case b.watch.Load() && h.Progress != nil:
+		h.Progress()
 	}
 }
 

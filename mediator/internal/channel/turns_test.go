@@ -6,8 +6,8 @@ import (
 	"github.com/sluice-gpu/sluice/api/abi"
 )
 
-// TestBudgetDeadlineAndHook: a deadline bounds the limit to the time left
-// (at least one command), Wake forwards what waited once it is lifted,
+// TestBudgetDeadlineAndHook: a deadline admits a command while the work
+// ahead of it ends before the deadline (at least one command), Wake forwards what waited once it is lifted,
 // Drained comes with the completion that leaves nothing in flight (not
 // before), Knocked with a doorbell on a held channel, and BusyNs adds up
 // the completions' busy time.
@@ -19,8 +19,8 @@ func TestBudgetDeadlineAndHook(t *testing.T) {
 	r.b.SetDeadline(2_500*us, func() int64 { return now })
 	k := abi.Command{Op: abi.OpThrottle, DurationNs: 1_000 * us}
 	r.write(0, k, k, k, k)
-	if n := r.inFlight(0); n != 2 {
-		t.Fatalf("%d kernels of 1ms in flight with 2.5ms to the deadline, want 2", n)
+	if n := r.inFlight(0); n != 3 {
+		t.Fatalf("%d kernels of 1ms in flight with 2.5ms to the deadline, want 3 (the third starts at 2ms)", n)
 	}
 	now = 3_000 * us // past the deadline: one at a time
 	r.complete(0)
@@ -74,5 +74,49 @@ func TestBudgetLongest(t *testing.T) {
 	b.Roll()
 	if l := b.Longest(); l != 7_125 {
 		t.Fatalf("longest %d, want 7125 (7600 less a 16th)", l)
+	}
+}
+
+// TestBudgetEndBound: EndBound counts the work in flight from the last
+// completion, or from a command forwarded onto nothing in flight, or from a
+// NotBefore, whichever is latest; Progress comes with each completion while
+// watched and not with the one that drains; without a clock there is none.
+func TestBudgetEndBound(t *testing.T) {
+	r := newVMRig(t, 10_000*us)
+	var progress, drained int
+	r.b.SetHook(&BudgetHook{Progress: func() { progress++ }, Drained: func() { drained++ }})
+	k := abi.Command{Op: abi.OpThrottle, DurationNs: 1_000 * us}
+	r.write(0, k)
+	if e := r.b.EndBound(); e != 0 {
+		t.Fatalf("EndBound %d without a clock", e)
+	}
+	for r.complete(0) {
+	}
+	drained = 0
+	now := int64(100 * us)
+	r.b.SetClock(func() int64 { return now })
+	r.write(0, k, k, k)
+	if e := r.b.EndBound(); e != 3_100*us {
+		t.Fatalf("EndBound %d, want 3.1ms (three kernels forwarded at 0.1ms onto nothing)", e)
+	}
+	now = 1_200 * us
+	r.complete(0) // the second kernel runs from 1.2ms at the latest
+	if e := r.b.EndBound(); e != 3_200*us || progress != 0 {
+		t.Fatalf("EndBound %d, progress %d: want 3.2ms and no Progress unwatched", e, progress)
+	}
+	r.b.NotBefore(1_500 * us)
+	r.b.NotBefore(1_300 * us) // earlier: no change
+	if e := r.b.EndBound(); e != 3_500*us {
+		t.Fatalf("EndBound %d after NotBefore(1.5ms), want 3.5ms", e)
+	}
+	r.b.SetWatch(true)
+	now = 2_000 * us
+	r.complete(0)
+	if e := r.b.EndBound(); e != 3_000*us || progress != 1 {
+		t.Fatalf("EndBound %d, progress %d: want 3ms and one Progress", e, progress)
+	}
+	r.complete(0)
+	if e := r.b.EndBound(); e != 0 || progress != 1 || drained != 1 {
+		t.Fatalf("drained: EndBound %d, progress %d, drained %d; want 0, 1, 1", e, progress, drained)
 	}
 }

@@ -91,6 +91,12 @@ type Config struct {
 	// Quantum is how long a turn lasts once another VM waits, before the
 	// holder is latched and drains (0: gate.DefaultQuantum, 5ms).
 	Quantum time.Duration
+	// Handoff is the turns' hand-off threshold: the next holder is released
+	// when the latched holder's work in flight ends within it at the
+	// latest, so that its first commands queue on the GPU behind the
+	// holder's last ones (0: gate.DefaultHandoff, 50µs; negative: off, the
+	// turn passes when the holder drained; at most gate.MaxHandoff).
+	Handoff time.Duration
 	// Syscalls is every new VM's syscall forwarder tuning (coalescing window
 	// 0, batch 256, spin 200µs, idle scan 1ms); `sluicectl vm set` changes
 	// one VM's window and batch at run time.
@@ -219,6 +225,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Quantum < 0 || c.Quantum > time.Minute {
 		return fmt.Errorf("config: quantum %v: want 0 (default %v) to 1m", c.Quantum, gate.DefaultQuantum)
+	}
+	if c.Handoff > gate.MaxHandoff {
+		return fmt.Errorf("config: hand-off %v: want negative (off), 0 (default %v) or up to %v", c.Handoff, gate.DefaultHandoff, gate.MaxHandoff)
 	}
 	if c.Accounting.Method == accounting.MethodNeonSampling {
 		return fmt.Errorf("config: accounting %q is a benchmark baseline (sluicectl bench), not for the daemon", c.Accounting.Method)

@@ -164,7 +164,9 @@ func (d *Daemon) startScheduling(persisted string) error {
 		clk := gate.Clock{Now: d.be.Clock().Now, After: func(delay int64, fn func()) {
 			time.AfterFunc(time.Duration(delay), fn)
 		}}
-		if err := d.engine.SetArbitration(a, int64(d.cfg.Quantum), clk, backend.TimeSlices(d.be)); err != nil {
+		cfg := gate.TurnConfig{QuantumNs: int64(d.cfg.Quantum), Clock: clk, Preempts: backend.TimeSlices(d.be),
+			HandoffNs: gate.HandoffSetting(d.cfg.Handoff)}
+		if err := d.engine.SetArbitration(a, cfg); err != nil {
 			return err
 		}
 	}

@@ -113,11 +113,12 @@ func (e *Engine) budgetLocked(p sched.Policy) int64 {
 	return e.derived
 }
 
-// SetArbitration switches to arbitration a; quantumNs (0: the default), clk
-// (the backend's clock and timers) and preempts (the GPU time-slices
-// between VMs: backend.TimeSlices) matter under turns.
-func (e *Engine) SetArbitration(a gate.Arbitration, quantumNs int64, clk gate.Clock, preempts bool) error {
-	if err := e.gate.SetTurns(a, gate.TurnConfig{QuantumNs: quantumNs, Picker: e.sched, Clock: clk, Preempts: preempts}); err != nil {
+// SetArbitration switches to arbitration a; cfg (its quantum, clock,
+// hand-off threshold and whether the GPU preempts; the engine's scheduler
+// picks the turns) matters under turns.
+func (e *Engine) SetArbitration(a gate.Arbitration, cfg gate.TurnConfig) error {
+	cfg.Picker = e.sched
+	if err := e.gate.SetTurns(a, cfg); err != nil {
 		return fmt.Errorf("setting the arbitration: %w", err)
 	}
 	return nil

@@ -19,9 +19,12 @@
 // decides whose work is on the GPU: at most one VM at a time, the turn
 // holder, has commands forwarded and not completed; every other VM is
 // latched. A turn ends at a command boundary, when the holder has drained
-// (nothing in flight) after having nothing left to do or after a quantum;
-// the scheduler picks the next holder (sched.Scheduler.NextTurn) and is
-// charged the turn's exact GPU time (ChargeTurn). Turns engage only when a
+// (nothing in flight) after having nothing left to do or after a quantum,
+// or, with a hand-off threshold, when its last work ends within it (the
+// next holder's first commands then queue behind that work, and the next
+// turn waits for it); the scheduler picks the next holder
+// (sched.Scheduler.NextTurn) and is charged the turn's exact GPU time
+// (ChargeTurn). Turns engage only when a
 // second VM has work: a VM alone keeps the turn, unlatched, for as long as
 // it likes, and the first doorbell on an idle GPU gets the turn at once.
 //
@@ -186,8 +189,7 @@ func (g *Gate) Remove(vm uint32) {
 		}
 	}
 	if b := g.budgets[vm]; b != nil && g.turns != nil {
-		b.SetHook(nil)
-		b.SetDeadline(0, nil)
+		unhook(b)
 	}
 	delete(g.vms, vm)
 	delete(g.held, vm)

@@ -26,10 +26,10 @@ const DefaultArbitration = ArbitrationDriver
 
 // DefaultQuantum is the turn quantum of a zero setting: how long a turn
 // lasts, once a second VM waits, before the holder is latched and drains.
-// A turn switch idles the GPU from the holder's last completion to the next
-// holder's first command (no pipelining across VMs): on the sim nothing, on
-// a GPU the completion's and the submission's latency, tens of µs, which 5
-// ms keeps near 1% of the GPU. A VM waiting for its turn waits at most a
+// A turn switch without a hand-off (TurnConfig.HandoffNs) idles the GPU
+// from the holder's last completion to the next holder's first command: on
+// the sim nothing, on a GPU the completion's and the submission's latency,
+// tens of µs, which 5 ms keeps near 1% of the GPU. A VM waiting for its turn waits at most a
 // quantum and the holder's last command; 5 ms is a few driver time slices
 // and well under a scheduling period (26 ms or more), so the scheduler's
 // periods see several turns.
@@ -66,6 +66,34 @@ const AnticipationDiv = 8
 // strict.
 const OverrunQuanta = 3
 
+// DefaultHandoff is the hand-off threshold of the daemon's and the bench's
+// turns (TurnConfig.HandoffNs): the next holder is released when the
+// latched holder's work in flight ends within 50 µs at the latest. It is
+// about what releasing a VM takes to put its first command on the GPU (the
+// gate's settle, the channel's forward, the backend's submission and a GPU
+// worker's wakeup: tens of µs), so that command is queued behind the
+// holder's last one shortly before it ends; and it is well under a driver
+// time slice (a millisecond or more), so that the GPU's scheduler, which
+// switches to the queued context only when the holder's slice ends, ends
+// the holder's last command inside its slice far more often than not.
+const DefaultHandoff = 50 * time.Microsecond
+
+// HandoffSetting is the threshold a daemon or bench setting names: 0 the
+// default (DefaultHandoff), negative off (0 ns).
+func HandoffSetting(d time.Duration) int64 {
+	switch {
+	case d < 0:
+		return 0
+	case d == 0:
+		return int64(DefaultHandoff)
+	}
+	return int64(d)
+}
+
+// MaxHandoff bounds the hand-off threshold of a setting: well under a
+// driver time slice (see DefaultHandoff).
+const MaxHandoff = time.Millisecond
+
 // Clock is the backend's time base for turns: Now in ns, and After calling
 // fn delay ns from now (a Go timer on the wall clock, the simulator's
 // timeline on a virtual one).
@@ -83,6 +111,12 @@ type TurnConfig struct {
 	// (backend.TimeSlices): only then does a turn pass beside a holder's
 	// command that runs far past its turn (overrunLocked).
 	Preempts bool
+	// HandoffNs is the hand-off threshold (handoffLocked): a latched
+	// holder whose work in flight ends within it at the latest passes the
+	// turn before it drains, so that the next holder's first commands are
+	// queued on the GPU behind its last ones. 0: off (the turn passes at
+	// the drain).
+	HandoffNs int64
 }
 
 // Turn is the turn's state, for stats.
@@ -93,9 +127,13 @@ type Turn struct {
 	Ending    bool   // the holder is latched and draining
 	Turns     uint64 // turns granted so far
 	// Overruns counts turns passed while the holder's work still ran
-	// (overrunLocked).
-	Overruns  uint64
+	// (overrunLocked), and hand-offs whose last work ran past the grace.
+	Overruns uint64
+	// Handoffs counts turns passed before the holder drained, its last
+	// work ending within HandoffNs (handoffLocked).
+	Handoffs  uint64
 	QuantumNs int64
+	HandoffNs int64
 }
 
 // turnState is the arbitration's state, guarded by Gate.mu.
@@ -118,6 +156,15 @@ type turnState struct {
 	overrunArmed bool // the grace timer of this turn's latch runs
 	overrun      bool // the grace is over: the turn passes beside that work
 	overruns     uint64
+	// Hand-off: the last holder passed the turn with its last work in
+	// flight (the tail); no turn is granted until that drains.
+	handoffAt int64 // when the armed hand-off timer fires; 0: none armed
+	tail      uint32
+	tailed    bool   // the tail is in flight
+	tailGen   uint64 // the tail's generation (its grace timer's)
+	tailBase  int64  // the tail VM's BusyNs at its hand-off's charge
+	tailPre   int64  // its work in flight charged ahead then
+	handoffs  uint64
 }
 
 // runs reports whether id may forward as far as the turn goes.
@@ -139,14 +186,16 @@ func (g *Gate) SetTurns(a Arbitration, cfg TurnConfig) error {
 	if cfg.QuantumNs < 0 {
 		return fmt.Errorf("arbitration turns: quantum %v: must not be negative", time.Duration(cfg.QuantumNs))
 	}
+	if cfg.HandoffNs < 0 {
+		return fmt.Errorf("arbitration turns: hand-off %v: must not be negative", time.Duration(cfg.HandoffNs))
+	}
 	if cfg.QuantumNs == 0 {
 		cfg.QuantumNs = int64(DefaultQuantum)
 	}
 	g.mu.Lock()
 	defer g.unlock()
 	for _, b := range g.budgets {
-		b.SetHook(nil)
-		b.SetDeadline(0, nil)
+		unhook(b)
 	}
 	if a == ArbitrationDriver {
 		g.turns = nil
@@ -174,7 +223,16 @@ func (g *Gate) Arbitration() (Arbitration, Turn) {
 		return ArbitrationDriver, Turn{}
 	}
 	return ArbitrationTurns, Turn{Holder: t.holder, Held: t.has, Contended: t.contended, Ending: t.ending,
-		Turns: t.granted, Overruns: t.overruns, QuantumNs: t.cfg.QuantumNs}
+		Turns: t.granted, Overruns: t.overruns, Handoffs: t.handoffs, QuantumNs: t.cfg.QuantumNs,
+		HandoffNs: t.cfg.HandoffNs}
+}
+
+// unhook undoes hookLocked and what turns set on a budget.
+func unhook(b *channel.Budget) {
+	b.SetHook(nil)
+	b.SetWatch(false)
+	b.SetDeadline(0, nil)
+	b.SetClock(nil)
 }
 
 // hookLocked makes a VM's budget tell the gate of its drains and knocks.
@@ -185,7 +243,8 @@ func (g *Gate) hookLocked(id uint32) {
 	}
 	t := g.turns
 	fn := func() { g.event(t) }
-	b.SetHook(&channel.BudgetHook{Drained: fn, Knocked: fn})
+	b.SetHook(&channel.BudgetHook{Drained: fn, Knocked: fn, Progress: fn})
+	b.SetClock(t.cfg.Clock.Now)
 }
 
 // candidatesLocked lists the VMs that may get the turn: latched with work,
@@ -372,11 +431,91 @@ func (g *Gate) overran(t *turnState, gen uint64) {
 	g.settleLocked()
 }
 
+// handoffLocked decides whether the latched holder h, whose work is still
+// in flight, passes the turn now (a hand-off): when the work ends within
+// HandoffNs at the latest (channel.Budget.EndBound: its costs counted from
+// its last completion, so a command that runs now counts only what it can
+// have left), another VM waits, the turn was contended (so that its charge
+// is right) and no earlier hand-off's work is still in flight (never two
+// at once). The next holder's first commands are then queued on the GPU
+// behind h's last ones and start as they end, instead of after the
+// completion's and the release's round trip through the host. Otherwise it
+// arms a timer for the moment the bound comes within HandoffNs, and has
+// h's completions call back (they can only bring the bound earlier).
+func (g *Gate) handoffLocked(h uint32) bool {
+	t := g.turns
+	b := g.budgets[h]
+	if t.cfg.HandoffNs <= 0 || t.tailed || !t.contended || b == nil ||
+		len(g.candidatesLocked(h, true)) == 0 {
+		return false
+	}
+	now := t.cfg.Clock.Now()
+	at := b.EndBound() - t.cfg.HandoffNs
+	if at <= now {
+		return true
+	}
+	b.SetWatch(true)
+	if t.handoffAt == 0 || at < t.handoffAt {
+		t.handoffAt = at
+		t.cfg.Clock.After(at-now, func() { g.event(t) })
+	}
+	return false
+}
+
+// tailGraceLocked starts the grace of a hand-off's tail on a GPU that
+// time-slices between contexts: work that still runs OverrunQuanta quanta
+// on ran far past its estimate (a LAUNCH's is learned), and the turns no
+// longer wait for it (it is counted an overrun), as overrunLocked does for
+// a latched holder. On a GPU that does not preempt the next holder's work
+// waits behind it anyway.
+func (g *Gate) tailGraceLocked() {
+	t := g.turns
+	if !t.cfg.Preempts {
+		return
+	}
+	gen := t.tailGen
+	t.cfg.Clock.After(t.cfg.QuantumNs*OverrunQuanta, func() {
+		g.mu.Lock()
+		defer g.unlock()
+		if g.turns != t || !t.tailed || t.tailGen != gen {
+			return
+		}
+		t.tailed = false
+		t.overruns++
+		if b := g.budgets[t.tail]; b != nil {
+			b.SetWatch(false)
+		}
+		g.settleLocked()
+	})
+}
+
+// tailDoneLocked ends the wait for a hand-off's tail that drained: the
+// tail VM is charged what its last work ran beyond the estimate charged
+// ahead at the hand-off, and the holder's work, queued behind the tail,
+// ran from now at the earliest.
+func (g *Gate) tailDoneLocked() {
+	t := g.turns
+	t.tailed = false
+	if b := g.budgets[t.tail]; b != nil {
+		b.SetWatch(false)
+		t.cfg.Picker.ChargeTurn(t.tail, b.BusyNs()-t.tailBase-t.tailPre)
+	}
+	if t.has {
+		if b := g.budgets[t.holder]; b != nil {
+			b.NotBefore(t.cfg.Clock.Now())
+		}
+	}
+}
+
 // settleLocked moves the turn on as far as the VMs' state allows: it ends
-// a turn that should end, passes a drained one on, and engages or
-// disengages the quantum.
+// a turn that should end, passes a drained one on (or hands a draining one
+// off), and engages or disengages the quantum.
 func (g *Gate) settleLocked() {
 	t := g.turns
+	if t.tailed && !g.inFlightLocked(t.tail) {
+		g.tailDoneLocked()
+	}
+	handed := false // the turn was handed off just now
 	if t.has {
 		if _, ok := g.vms[t.holder]; !ok {
 			t.has, t.ending, t.contended = false, false, false
@@ -408,9 +547,12 @@ func (g *Gate) settleLocked() {
 			return
 		}
 		g.syncLocked(h) // latched: nothing more goes
+		handoff := false
 		if g.inFlightLocked(h) && !t.overrun {
-			g.overrunLocked()
-			return // its drain calls back, or the grace ends
+			if handoff = g.handoffLocked(h); !handoff {
+				g.overrunLocked()
+				return // its drain or progress calls back, or a timer
+			}
 		}
 		if t.overrun {
 			t.overruns++
@@ -418,18 +560,36 @@ func (g *Gate) settleLocked() {
 		g.chargeLocked()
 		if b := g.budgets[h]; b != nil {
 			b.SetDeadline(0, nil)
+			b.SetWatch(false)
+		}
+		if handed = handoff; handoff {
+			// Its last work, charged ahead by its estimate, is the tail.
+			t.handoffs++
+			t.tail, t.tailed, t.tailBase, t.tailPre = h, true, t.base, t.pre
+			t.tailGen++
+			g.tailGraceLocked()
 		}
 		t.has, t.ending, t.contended = false, false, false
 		t.gen++
 	}
+	if t.tailed && !handed {
+		return // a hand-off's tail is in flight: the next turn waits for it
+	}
 	cands := g.candidatesLocked(0, false)
-	next, ok := t.cfg.Picker.NextTurn(cands)
+	pick := cands
+	if handed {
+		// The picker passed over the holder that handed off (or the
+		// scheduler holds it); it still counts as waiting.
+		pick = slices.DeleteFunc(slices.Clone(cands), func(id uint32) bool { return id == t.tail })
+	}
+	next, ok := t.cfg.Picker.NextTurn(pick)
 	if !ok {
 		return // nobody waits: the first to ring gets the turn
 	}
 	t.holder, t.has, t.ending, t.contended = next, true, false, false
 	t.idle, t.waited = false, false
 	t.overrunArmed, t.overrun = false, false
+	t.handoffAt = 0
 	t.granted++
 	t.gen++
 	g.syncLocked(next)

@@ -3,6 +3,7 @@ package gate
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -27,8 +28,18 @@ type world struct {
 	s      *sched.Scheduler
 	vms    map[uint32]*tvm
 	queue  []job // submitted, not completed; the head runs
-	// violations counts submissions while another VM had work on the GPU.
+	// launching are submitted and not queued yet (launch).
+	launching []job
+	// handoff is the turns' hand-off threshold (0: off) and launch how long
+	// after its Submit a command reaches the queue (a worker's latency).
+	handoff, launch int64
+	// violations counts submissions while another VM had work on the GPU
+	// (with a hand-off: more than the threshold of it, or two VMs' work).
 	violations int
+	// handoffs counts submissions behind another VM's work within the
+	// threshold; maxLeft is the most of that work there was at one.
+	handoffs int
+	maxLeft  int64
 }
 
 type event struct {
@@ -69,11 +80,34 @@ func newWorld(t *testing.T, a Arbitration, quantum time.Duration) *world {
 		t.Fatal(err)
 	}
 	w := &world{t: t, g: New(), s: s, vms: map[uint32]*tvm{}}
-	clk := Clock{Now: func() int64 { return w.now }, After: func(d int64, fn func()) { w.at(w.now+d, fn) }}
-	if err := w.g.SetTurns(a, TurnConfig{QuantumNs: int64(quantum), Picker: s, Clock: clk}); err != nil {
+	if err := w.g.SetTurns(a, TurnConfig{QuantumNs: int64(quantum), Picker: s, Clock: w.clock()}); err != nil {
 		t.Fatal(err)
 	}
 	return w
+}
+
+// newHandoffWorld is newWorld under turns with a hand-off threshold.
+func newHandoffWorld(t *testing.T, quantum, handoff time.Duration, preempts bool) *world {
+	t.Helper()
+	w := newWorld(t, ArbitrationTurns, quantum)
+	w.handoff = int64(handoff)
+	cfg := TurnConfig{QuantumNs: int64(quantum), Picker: w.s, Clock: w.clock(), Preempts: preempts, HandoffNs: int64(handoff)}
+	if err := w.g.SetTurns(ArbitrationTurns, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// forHandoff runs a turns test without a hand-off and with the default
+// one: the quantum, overrun and anticipation logic holds either way.
+func forHandoff(t *testing.T, test func(t *testing.T, handoff time.Duration)) {
+	for _, h := range []time.Duration{0, DefaultHandoff} {
+		t.Run(fmt.Sprintf("handoff=%v", h), func(t *testing.T) { test(t, h) })
+	}
+}
+
+func (w *world) clock() Clock {
+	return Clock{Now: func() int64 { return w.now }, After: func(d int64, fn func()) { w.at(w.now+d, fn) }}
 }
 
 func (w *world) at(t int64, fn func()) {
@@ -137,20 +171,63 @@ func (v *tvm) ring(n int) {
 	}
 }
 
-// Submit is the GPU: the checker, then the FIFO queue.
+// Submit is the GPU: the checker, then the FIFO queue (launch later).
 func (v *tvm) Submit(_ int, cmd abi.Command, tag uint64) error {
 	w := v.w
-	for _, j := range w.queue {
-		if j.vm != v.id {
-			w.violations++
-			break
+	w.check(v.id)
+	j := job{vm: v.id, tag: tag, dur: int64(cmd.DurationNs)}
+	if w.launch == 0 {
+		w.enqueue(j)
+		return nil
+	}
+	w.launching = append(w.launching, j)
+	w.at(w.now+w.launch, func() {
+		w.launching = slices.DeleteFunc(w.launching, func(l job) bool { return l == j })
+		w.enqueue(j)
+	})
+	return nil
+}
+
+// check judges a submission of vm against the other VMs' work on the GPU
+// (queued or launching): none, or with a hand-off one VM's, within the
+// threshold and a launch (a command forwarded onto nothing in flight
+// starts a launch after it was forwarded, later than the gate counts it).
+func (w *world) check(vm uint32) {
+	others := map[uint32]bool{}
+	var left int64
+	for i, j := range w.queue {
+		if j.vm == vm {
+			continue
+		}
+		others[j.vm] = true
+		if i == 0 {
+			left += j.start + j.dur - w.now
+		} else {
+			left += j.dur
 		}
 	}
-	w.queue = append(w.queue, job{vm: v.id, tag: tag, dur: int64(cmd.DurationNs)})
+	for _, e := range w.launching {
+		if e.vm != vm {
+			others[e.vm] = true
+			left += e.dur
+		}
+	}
+	if len(others) == 0 {
+		return
+	}
+	if w.handoff == 0 || len(others) > 1 || left > w.handoff+w.launch {
+		w.violations++
+		return
+	}
+	w.handoffs++
+	w.maxLeft = max(w.maxLeft, left)
+}
+
+func (w *world) enqueue(j job) {
+	w.queue = append(w.queue, j)
 	if len(w.queue) == 1 {
 		w.startHead()
 	}
-	return nil
 }
 
 func (w *world) startHead() {
@@ -181,6 +258,25 @@ func (w *world) completeHead() {
 
 func ms(d float64) int64 { return int64(d * 1e6) }
 
+// checkBusyAndShares: the GPU never idled (a turn switch did not idle it)
+// and the VMs of equal weights got equal shares, within tol.
+func (w *world) checkBusyAndShares(vs []*tvm, tol float64) {
+	w.t.Helper()
+	var total int64
+	for _, v := range vs {
+		total += v.busy
+	}
+	if float64(total) < 0.999*float64(w.now) {
+		w.t.Errorf("GPU busy %v of %v: a turn switch idled it", time.Duration(total), time.Duration(w.now))
+	}
+	want := 1 / float64(len(vs))
+	for _, v := range vs {
+		if share := float64(v.busy) / float64(total); math.Abs(share-want) > tol {
+			w.t.Errorf("vm %d (kernels %v): share %.3f, want %.3f ± %v", v.id, time.Duration(v.kernelNs), share, want, tol)
+		}
+	}
+}
+
 // TestTurnsOneVMAtATime: saturating VMs of different kernel lengths and
 // depths never have work on the GPU together under turns, share it evenly
 // by the picker alone (no scheduling period in this test), and the GPU
@@ -205,18 +301,7 @@ func TestTurnsOneVMAtATime(t *testing.T) {
 			if w.violations != 0 {
 				t.Fatalf("%d submissions while another VM had work on the GPU", w.violations)
 			}
-			var total int64
-			for _, v := range vs {
-				total += v.busy
-			}
-			if float64(total) < 0.999*float64(w.now) {
-				t.Errorf("GPU busy %v of %v: a turn switch idled it", time.Duration(total), time.Duration(w.now))
-			}
-			for _, v := range vs {
-				if share := float64(v.busy) / float64(total); math.Abs(share-1.0/3) > 0.01 {
-					t.Errorf("vm %d (kernels %v): share %.3f, want 1/3 ± 0.01", v.id, time.Duration(v.kernelNs), share)
-				}
-			}
+			w.checkBusyAndShares(vs, 0.01)
 		})
 	}
 }
@@ -224,7 +309,11 @@ func TestTurnsOneVMAtATime(t *testing.T) {
 // TestTurnsDrainedHolderPassesAtOnce: a holder with nothing left passes
 // the turn on its last completion, not at the quantum's end.
 func TestTurnsDrainedHolderPassesAtOnce(t *testing.T) {
-	w := newWorld(t, ArbitrationTurns, 20*time.Millisecond)
+	forHandoff(t, testTurnsDrainedHolderPassesAtOnce)
+}
+
+func testTurnsDrainedHolderPassesAtOnce(t *testing.T, handoff time.Duration) {
+	w := newHandoffWorld(t, 20*time.Millisecond, handoff, false)
 	a := w.addVM(1, 1, time.Millisecond, 2, 0, time.Microsecond) // 2 kernels, then nothing
 	b := w.addVM(2, 1, time.Millisecond, 1, 500*time.Microsecond, 600*time.Microsecond)
 	w.run(ms(50))
@@ -245,7 +334,11 @@ func TestTurnsDrainedHolderPassesAtOnce(t *testing.T) {
 // last command completes; the holder's budget keeps it from queuing far
 // past the quantum.
 func TestTurnsQuantumEndsAtCommandBoundary(t *testing.T) {
-	w := newWorld(t, ArbitrationTurns, 5*time.Millisecond)
+	forHandoff(t, testTurnsQuantumEndsAtCommandBoundary)
+}
+
+func testTurnsQuantumEndsAtCommandBoundary(t *testing.T, handoff time.Duration) {
+	w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
 	a := w.addVM(1, 1, 3*time.Millisecond, 4, 0, time.Hour)
 	b := w.addVM(2, 1, time.Millisecond, 4, time.Millisecond, time.Hour)
 	w.g.SetBudget(ms(7)) // two of a's kernels fit (a THROTTLE costs its length)
@@ -312,7 +405,11 @@ func TestTurnsIdleGPUFirstRinger(t *testing.T) {
 
 // TestTurnsWeights: weights 1:3 give 1/4 and 3/4 of the GPU.
 func TestTurnsWeights(t *testing.T) {
-	w := newWorld(t, ArbitrationTurns, 0)
+	forHandoff(t, testTurnsWeights)
+}
+
+func testTurnsWeights(t *testing.T, handoff time.Duration) {
+	w := newHandoffWorld(t, 0, handoff, false)
 	a := w.addVM(1, 1, time.Millisecond, 4, 0, time.Hour)
 	b := w.addVM(2, 3, 300*time.Microsecond, 8, 0, time.Hour)
 	w.run(ms(2000))
@@ -328,7 +425,11 @@ func TestTurnsWeights(t *testing.T) {
 // TestTurnsSchedulerHold: a VM the scheduler holds gets no turn; released,
 // it does.
 func TestTurnsSchedulerHold(t *testing.T) {
-	w := newWorld(t, ArbitrationTurns, time.Millisecond)
+	forHandoff(t, testTurnsSchedulerHold)
+}
+
+func testTurnsSchedulerHold(t *testing.T, handoff time.Duration) {
+	w := newHandoffWorld(t, time.Millisecond, handoff, false)
 	a := w.addVM(1, 1, time.Millisecond, 2, 0, time.Hour)
 	b := w.addVM(2, 1, time.Millisecond, 2, 0, time.Hour)
 	w.g.Apply([]uint32{2})
@@ -375,8 +476,12 @@ func TestSwitchArbitration(t *testing.T) {
 // moment and gets its half. Beside a VM of 1 ms kernels nothing is
 // anticipated: the turn passes at once and the GPU never idles for it.
 func TestTurnsAnticipation(t *testing.T) {
+	forHandoff(t, testTurnsAnticipation)
+}
+
+func testTurnsAnticipation(t *testing.T, handoff time.Duration) {
 	t.Run("long", func(t *testing.T) {
-		w := newWorld(t, ArbitrationTurns, 5*time.Millisecond)
+		w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
 		a := w.addVM(1, 1, time.Millisecond, 1, 0, time.Hour)
 		a.refill = 20_000
 		b := w.addVM(2, 1, 100*time.Millisecond, 4, 0, time.Hour)
@@ -391,7 +496,7 @@ func TestTurnsAnticipation(t *testing.T) {
 		}
 	})
 	t.Run("short", func(t *testing.T) {
-		w := newWorld(t, ArbitrationTurns, 5*time.Millisecond)
+		w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
 		a := w.addVM(1, 1, time.Millisecond, 1, 0, time.Hour)
 		a.refill = 20_000
 		b := w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
@@ -410,13 +515,13 @@ func TestTurnsAnticipation(t *testing.T) {
 // the kernel; without Preempts the turn waits for the drain (on a GPU that
 // does not preempt, passing it would gain nothing).
 func TestTurnsOverrun(t *testing.T) {
+	forHandoff(t, testTurnsOverrun)
+}
+
+func testTurnsOverrun(t *testing.T, handoff time.Duration) {
 	for _, preempts := range []bool{false, true} {
 		t.Run(fmt.Sprintf("preempts=%v", preempts), func(t *testing.T) {
-			w := newWorld(t, ArbitrationTurns, 5*time.Millisecond)
-			clk := Clock{Now: func() int64 { return w.now }, After: func(d int64, fn func()) { w.at(w.now+d, fn) }}
-			if err := w.g.SetTurns(ArbitrationTurns, TurnConfig{QuantumNs: ms(5), Picker: w.s, Clock: clk, Preempts: preempts}); err != nil {
-				t.Fatal(err)
-			}
+			w := newHandoffWorld(t, 5*time.Millisecond, handoff, preempts)
 			w.addVM(1, 1, 100*time.Millisecond, 1, 0, time.Hour)
 			w.addVM(2, 1, time.Millisecond, 1, time.Millisecond, time.Hour)
 			// VM 2 knocks at 1 ms: the quantum ends at 6 ms, the grace
@@ -436,6 +541,90 @@ func TestTurnsOverrun(t *testing.T) {
 			if turn.Holder != 2 || turn.Overruns != 1 || w.violations == 0 {
 				t.Fatalf("at 22 ms: %+v, %d overlapping submissions: want VM 2 holding beside VM 1's kernel", turn, w.violations)
 			}
+		})
+	}
+}
+
+// TestHandoffHidesTheSwitch: with a launch latency (a command reaches the
+// GPU 30 µs after its Submit), passing the turn at the holder's drain
+// idles the GPU for a launch at every turn switch; handing it off when
+// the holder's last work ends within 50 µs queues the next holder's first
+// command behind it, and the GPU never idles. The hand-offs come with no
+// more than the threshold and a launch of the holder's work left, and the
+// shares stay even.
+func TestHandoffHidesTheSwitch(t *testing.T) {
+	const launch = 30_000
+	for _, handoff := range []time.Duration{0, 50 * time.Microsecond} {
+		t.Run(fmt.Sprintf("handoff=%v", handoff), func(t *testing.T) {
+			w := newHandoffWorld(t, 5*time.Millisecond, handoff, true)
+			w.launch = launch
+			a := w.addVM(1, 1, time.Millisecond, 4, 0, time.Hour)
+			b := w.addVM(2, 1, 700*time.Microsecond, 4, 0, time.Hour)
+			w.run(ms(1000))
+			_, turn := w.g.Arbitration()
+			idle := w.now - a.busy - b.busy
+			if w.violations != 0 {
+				t.Fatalf("%d submissions beside another VM's work beyond the hand-off (%d hand-offs)", w.violations, w.handoffs)
+			}
+			if turn.Turns < 150 {
+				t.Fatalf("%d turns in 1 s of 5 ms quanta", turn.Turns)
+			}
+			if handoff == 0 {
+				// Every switch costs a launch.
+				if min := int64(turn.Turns-1) * launch * 9 / 10; idle < min || turn.Handoffs != 0 {
+					t.Fatalf("without hand-off: GPU idle %v over %d turns (want at least %v), %d hand-offs",
+						time.Duration(idle), turn.Turns, time.Duration(min), turn.Handoffs)
+				}
+				return
+			}
+			if idle > ms(0.5) {
+				t.Errorf("GPU idle %v over %d turns, %d hand-offs: a switch idled it", time.Duration(idle), turn.Turns, turn.Handoffs)
+			}
+			if turn.Handoffs < turn.Turns*9/10 || w.handoffs == 0 || turn.Overruns != 0 {
+				t.Errorf("%d hand-offs (%d submissions behind the holder's work), %d overruns of %d turns",
+					turn.Handoffs, w.handoffs, turn.Overruns, turn.Turns)
+			}
+			if w.maxLeft > int64(handoff)+launch {
+				t.Errorf("a hand-off came with %v of the holder's work left", time.Duration(w.maxLeft))
+			}
+			if share := float64(a.busy) / float64(a.busy+b.busy); math.Abs(share-0.5) > 0.01 {
+				t.Errorf("share %.3f, want 0.5 ± 0.01", share)
+			}
+		})
+	}
+}
+
+// TestHandoffBounded: VMs of kernels from 30 µs to 10 ms, with short
+// quanta and a threshold near a quantum, so that a new holder's turn can
+// end while the last hand-off's work still runs: no submission ever comes
+// beside more than the threshold of another VM's work or beside two VMs'
+// (the checker), the GPU never idles and the shares stay even.
+func TestHandoffBounded(t *testing.T) {
+	for _, c := range []struct{ quantum, handoff time.Duration }{
+		{5 * time.Millisecond, 50 * time.Microsecond},
+		{5 * time.Millisecond, 500 * time.Microsecond},
+		{300 * time.Microsecond, 250 * time.Microsecond},
+	} {
+		t.Run(fmt.Sprintf("quantum=%v,handoff=%v", c.quantum, c.handoff), func(t *testing.T) {
+			w := newHandoffWorld(t, c.quantum, c.handoff, false)
+			vs := []*tvm{
+				w.addVM(1, 1, 30*time.Microsecond, 2, 0, time.Hour),
+				w.addVM(2, 1, 100*time.Microsecond, 8, 0, time.Hour),
+				w.addVM(3, 1, 200*time.Microsecond, 1, 0, time.Hour),
+				w.addVM(4, 1, time.Millisecond, 4, 0, time.Hour),
+			}
+			if c.quantum > time.Millisecond {
+				vs = append(vs, w.addVM(5, 1, 10*time.Millisecond, 2, 0, time.Hour))
+			}
+			w.run(ms(3000))
+			_, turn := w.g.Arbitration()
+			if w.violations != 0 {
+				t.Fatalf("%d submissions beside more than the threshold of another VM's work or beside two VMs'", w.violations)
+			}
+			if turn.Handoffs == 0 || w.handoffs == 0 {
+				t.Fatalf("no hand-off in %d turns", turn.Turns)
+			}
+			w.checkBusyAndShares(vs, 0.02)
 		})
 	}
 }
