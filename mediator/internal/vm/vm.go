@@ -166,6 +166,9 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		MaxCommandNs: int64(min(cfg.Limits.MaxThrottleNs, math.MaxInt64)),
 		Complete:     v.complete,
 	}
+	if cfg.Store != nil {
+		spec.Store = deviceStore{v}
+	}
 	if v.serveSyscalls() {
 		// A claim counter the backend makes again (a restarted GPU
 		// worker) starts where the forwarder reads; before the forwarder
