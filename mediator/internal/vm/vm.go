@@ -307,7 +307,7 @@ func (v *VM) startSyscalls() error {
 	l := v.cfg.Layout
 	start := v.cfg.StartProxy
 	head := v.adoptedHead()
-	v.answerOrphans(head)
+	answered := v.answerOrphans(head)
 	var headStore *uint64
 	if v.sysRing.mem != nil {
 		headStore = v.sysRing.head()
@@ -325,6 +325,7 @@ func (v *VM) startSyscalls() error {
 		MaxFileSize: v.cfg.MaxFileSize,
 		RingHead:    head,
 		HeadStore:   headStore,
+		Answered:    answered,
 	}, v.cfg.Syscalls)
 	if err != nil {
 		return fmt.Errorf("serving the syscalls of vm %q: %w", v.cfg.Name, err)
