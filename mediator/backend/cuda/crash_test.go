@@ -131,7 +131,11 @@ var crashScenarios = map[string]func() crashScenario{"fake": fakeCrash, "hang": 
 
 func (s crashScenario) backend() (*Backend, error) {
 	if s.gpu {
-		be, err := Open(backend.Options{})
+		params := map[string]string{}
+		if lib := os.Getenv("SLUICE_LIBCUDA"); lib != "" {
+			params["library"] = lib
+		}
+		be, err := Open(backend.Options{Params: params})
 		if err != nil {
 			return nil, err
 		}
