@@ -430,9 +430,18 @@ func (v *cudaVM) settle(w *workerConn, st *workerState) (keptData, *workerState,
 		if len(st.Last) != len(v.chans) {
 			return keptData{}, nil, fmt.Errorf("the GPU worker has %d channels, the VM %d", len(st.Last), len(v.chans))
 		}
-		d := keptData{Protocol: workerProtocol, Tail: tail, Seqs: slices.Clone(st.Last), Buffers: st.Buffers, Modules: st.Modules, MemUsed: st.MemUsed}
-		for _, ch := range v.chans {
+		d := keptData{Protocol: workerProtocol, Tail: tail, Buffers: st.Buffers, Modules: st.Modules, MemUsed: st.MemUsed}
+		for i, ch := range v.chans {
 			d.Ends = append(d.Ends, v.blk.load(ch.base+offEnd))
+			// Past a start marker a worker before this one left (it died
+			// with the command running, and this one issued nothing on
+			// the channel since): a new command must not seem started.
+			// Within a ring of it: the markers are the VM's to write too.
+			seq := st.Last[i]
+			if start := v.blk.load(ch.base + offStart); start > seq && start-seq <= v.blk.l.ringCap {
+				seq = start
+			}
+			d.Seqs = append(d.Seqs, seq)
 		}
 		if st.idleAt(d) == nil {
 			return d, st, nil
