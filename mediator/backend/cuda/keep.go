@@ -586,6 +586,14 @@ func (w *workerConn) ask(wait time.Duration) (*workerState, int, error) {
 		return nil, 0, fmt.Errorf("asking for the GPU worker's credentials: %w", err)
 	}
 	defer unix.SetsockoptInt(w.sock, unix.SOL_SOCKET, unix.SO_PASSCRED, 0)
+	// An answer nobody read (a query that timed out, in a predecessor)
+	// must not pass for this one's.
+	for buf := make([]byte, maxMsg); ; {
+		n, _, _, _, err := unix.Recvmsg(w.sock, buf, nil, unix.MSG_DONTWAIT)
+		if err != unix.EINTR && (err != nil || n == 0) { // none left, or the end
+			break
+		}
+	}
 	if err := sendMsg(w.sock, message{Kind: msgQuery}); err != nil {
 		return nil, 0, fmt.Errorf("querying the GPU worker: %w", err)
 	}
