@@ -36,6 +36,10 @@ type Device struct {
 	mu     sync.Mutex
 	chans  []*Channel
 	closed bool
+	// watches are the running watches' ends (Watch), by id: Close ends
+	// them before the region goes, as their goroutines read it.
+	watches   map[uint64]func()
+	nextWatch uint64
 }
 
 // Option configures Open.
@@ -163,14 +167,21 @@ func (d *Device) Channel(i int) (*Channel, error) {
 	return d.chans[i], nil
 }
 
-// Close closes the transport; the Device and its Channels must not be used
-// afterwards.
+// Close ends the device's watches (their contexts are cancelled, with no
+// cause: nobody went away) and closes the transport; the Device and its
+// Channels must not be used afterwards.
 func (d *Device) Close() error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.closed {
+		d.mu.Unlock()
 		return nil
 	}
 	d.closed = true
+	stops := d.watches
+	d.watches = nil
+	d.mu.Unlock()
+	for _, stop := range stops {
+		stop() // returns once its goroutine, which reads the region, ended
+	}
 	return d.t.Close()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -44,10 +45,16 @@ const heartbeatChecks = 8
 // judged by it. The context ends between stall and stall plus an eighth
 // of it (at most a second) after the heartbeat's last move, and at once
 // when the connection closed; context.Cause tells why (see Gone). stop
-// ends the watch and cancels the context; call it before closing the
-// device.
+// ends the watch and cancels the context; closing the device stops it too
+// (and a watch of a closed device is cancelled at once).
 func (d *Device) Watch(ctx context.Context, stall time.Duration) (watched context.Context, stop context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		cancel(nil)
+		return ctx, func() {}
+	}
 	var departed <-chan struct{}
 	dep, _ := d.t.(Departure)
 	if dep != nil {
@@ -89,9 +96,21 @@ func (d *Device) Watch(ctx context.Context, stall time.Duration) (watched contex
 			}
 		}
 	}()
-	return ctx, func() {
+	if d.watches == nil {
+		d.watches = map[uint64]func(){}
+	}
+	id := d.nextWatch
+	d.nextWatch++
+	stopped := sync.OnceFunc(func() {
 		cancel(nil)
 		<-done
+	})
+	d.watches[id] = stopped
+	return ctx, func() {
+		stopped()
+		d.mu.Lock()
+		delete(d.watches, id)
+		d.mu.Unlock()
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/guest-agent/sdk"
 	"github.com/sluice-gpu/sluice/internal/shm"
+	"golang.org/x/sys/unix"
 )
 
 // departing is a region whose connection to the host can end.
@@ -154,4 +155,51 @@ func TestWatchNothing(t *testing.T) {
 	if !errors.Is(context.Cause(ctx), context.Canceled) {
 		t.Fatalf("cause %v", context.Cause(ctx))
 	}
+}
+
+// unmapping is a region that its Close unmaps, as a real transport's does.
+type unmapping struct {
+	departing
+	closed bool
+}
+
+func (u *unmapping) Close() error {
+	u.closed = true
+	return unix.Munmap(u.mem)
+}
+
+// TestCloseBeforeWatchStop closes the device while a watch still reads
+// its heartbeat: Close ends the watch first (before, its goroutine read
+// the unmapped region and faulted), without judging the mediator gone, and
+// the watch's stop afterwards does nothing.
+func TestCloseBeforeWatchStop(t *testing.T) {
+	src, _ := validRegion(t)
+	mem, err := unix.Mmap(-1, 0, len(src), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(mem, src)
+	tr := &unmapping{departing: departing{memTransport: memTransport{mem: mem}, gone: make(chan struct{})}}
+	d, err := sdk.Open(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := d.Watch(t.Context(), 8*time.Millisecond) // looks every millisecond
+	time.Sleep(5 * time.Millisecond)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !tr.closed {
+		t.Fatal("Close did not close the transport")
+	}
+	waitDone(t, ctx)
+	if cause := context.Cause(ctx); errors.Is(cause, sdk.ErrMediatorGone) {
+		t.Fatalf("closing the device judged the mediator gone: %v", cause)
+	}
+	time.Sleep(20 * time.Millisecond) // a watch still running would read the unmapped region now
+	stop()
+	// A watch of a closed device is over at once.
+	ctx, stop = d.Watch(t.Context(), time.Second)
+	defer stop()
+	waitDone(t, ctx)
 }

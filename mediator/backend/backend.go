@@ -78,6 +78,12 @@ type VMSpec struct {
 	// for the VM (Keeper): Attach checks it and attaches the VM with it,
 	// or fails with ErrBadKept. A backend without Keeper ignores it.
 	Adopt *Kept
+	// Store, when not nil, keeps descriptors of the VM's device state
+	// outside the mediator process (the service manager's fd store), for
+	// a successor started after a crash: a backend whose device state
+	// lives in another process (the cuda backend's GPU worker) stores
+	// what adopting it takes there as long as it lives.
+	Store DeviceStore
 	// Complete is called exactly once for every command submitted, in
 	// submission order within a channel, from a backend goroutine. It must
 	// not block; it may call Submit.

@@ -35,3 +35,17 @@ type Kept struct {
 	// all, which is the only kind an fd store can keep.
 	Data json.RawMessage `json:"data,omitempty"`
 }
+
+// DeviceStore keeps a VM's device state outside the mediator process
+// (VMSpec.Store), under the VM's name: a successor started after a crash
+// finds it as a Kept without Data (VMSpec.Adopt). It is the caller's
+// store; the backend neither keeps nor closes the descriptors it passes.
+type DeviceStore interface {
+	// StoreKept puts k's descriptors in the store, in place of what the
+	// VM stored before. k.Data must be empty: only descriptors are
+	// stored.
+	StoreKept(k Kept) error
+	// RemoveKept takes what StoreKept stored for k's backend and count of
+	// descriptors out of the store.
+	RemoveKept(k Kept) error
+}

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -254,9 +255,14 @@ func (b *Backend) Close() error {
 	b.mu.Unlock()
 	var first error
 	for _, v := range vms {
-		if err := v.Close(); err != nil && first == nil {
+		if err := v.Close(); err != nil && !errors.Is(err, backend.ErrClosed) && first == nil {
 			first = err
 		}
+	}
+	// A VM closed or kept meanwhile by its own caller: the completer
+	// delivers its commands until it is done (its finish waits for them).
+	for _, v := range vms {
+		<-v.finished
 	}
 	close(b.stop)
 	b.done.Wait()

@@ -96,9 +96,39 @@
 // answer) it closes the VM as Close does. A kept worker keeps the options
 // it was started with (gap, stall_check, worker_spin) until it restarts,
 // and runs the predecessor's binary: a successor adopts only workers of
-// its own workerProtocol. The kept state names descriptors and data both,
-// so no fd store keeps it: after a crash the worker sees its socket close
-// and ends.
+// its own workerProtocol.
+//
+// # Crashes of the mediator
+//
+// With an fd store (VMSpec.Store: sluiced's under systemd) the same four
+// descriptors of each worker are stored, under the VM's name, before
+// Attach (or a restart) returns, and removed when the worker ends. The
+// store's copy of the socket keeps a worker from seeing it close when the
+// mediator is killed (no parent-death signal ends it either), so it goes
+// on, an orphan now, with its context; a store emptied (systemctl stop)
+// closes the socket and the worker ends. A successor started after the
+// crash finds the descriptors without data (a Kept whose descriptors say
+// it all) and adopts the worker with the hand-over's checks, but first
+// proves it (adoptProcess: the answer on the kept socket comes from the
+// pidfd's process, by the kernel's credentials, with the pidfd still
+// naming that pid before and after) and settles it, as nobody quiesced the
+// VM (settle, keep.go): a ring entry counts from its publication (the
+// ring's tail, stored once the entry is whole), so an entry the dead
+// mediator had not finished writing never runs; every published one runs
+// once in the worker, whose completions nobody reports: the successor's
+// channels resume from what the dead mediator had published, so a command
+// whose completion was not published runs again when its record is
+// forwarded anew (an ALLOC, FREE or LOAD_MODULE among them fails with
+// abi.ErrBadHandle, as after a hand-over); the adoption waits up to 5 s
+// for the worker to be idle at the tail and numbers the VM's commands on
+// from its end markers, so no marker or code of before completes a new
+// command; the request ring claim counter is the worker's and goes on. A
+// worker still busy after the 5 s (a kernel that runs on, or one waiting
+// for a system call nobody serves before the VM is attached) is refused
+// (backend.ErrBadKept), ended and replaced, with a warning. A refusal only
+// ever signals a proved worker; an unproved one is told to stop on its
+// socket and ends by itself once the kept descriptors close. An orphan's
+// exit status is its new parent's: its end is seen through its pidfd.
 //
 // # Completions, the running-channel state and billing
 //

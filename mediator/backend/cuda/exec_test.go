@@ -50,6 +50,8 @@ func runHandoverRole(args []string) (int, bool) {
 		err = predecessor()
 	case successorCommand:
 		err = successor()
+	case crashPredecessorCommand:
+		err = crashPredecessor()
 	default:
 		return 0, false
 	}

@@ -40,7 +40,7 @@ const (
 // messages and the shared block's layout). A successor only adopts a
 // worker of its own protocol: the worker runs the predecessor's binary.
 // Change it with either.
-const workerProtocol = 1
+const workerProtocol = 2
 
 // keepWait bounds how long Keep waits for the VM's commands in flight
 // (those the hand-over's own wait did not see complete), and queryWait how
@@ -64,13 +64,17 @@ type workerState struct {
 	Buffers  int          `json:"buffers"`
 	Modules  int          `json:"modules"`
 	MemUsed  uint64       `json:"mem_used"`
+	// The heap's and the syscall area's files it mapped (nil: none, or a
+	// worker goroutine's, which maps nothing).
+	Heap     *fileID `json:"heap,omitempty"`
+	Syscalls *fileID `json:"syscalls,omitempty"`
 }
 
 // state describes the worker (its answer to a query).
 func (w *worker) state() workerState {
 	st := workerState{
 		Protocol: workerProtocol, Config: w.cfg, Device: w.device, Head: w.blk.load(offHead), Busy: w.busy(),
-		Buffers: len(w.bufs), Modules: len(w.mods), MemUsed: w.memUsed,
+		Buffers: len(w.bufs), Modules: len(w.mods), MemUsed: w.memUsed, Heap: w.files[0], Syscalls: w.files[1],
 	}
 	for _, ch := range w.chans {
 		st.Last = append(st.Last, ch.last)
@@ -174,11 +178,8 @@ func (v *cudaVM) keep(w *workerConn) (_ backend.Kept, err error) {
 	if err := st.idleAt(d); err != nil {
 		return backend.Kept{}, err
 	}
-	if d.Heap, err = idOf(v.heapFD); err == nil {
-		d.Syscalls, err = idOf(v.sysFD)
-	}
-	if err != nil {
-		return backend.Kept{}, fmt.Errorf("naming the heap's and the syscall area's files: %w", err)
+	if d.Heap, d.Syscalls, err = v.fileIDs(); err != nil {
+		return backend.Kept{}, err
 	}
 	data, err := json.Marshal(d)
 	if err != nil {
@@ -279,37 +280,28 @@ func decodeKept(data []byte, channels int) (keptData, error) {
 }
 
 // adopt takes over the worker a predecessor kept for the VM (spec.Adopt),
-// which v's files (keepFiles) are set up for: every descriptor is checked
-// for what it must be, the data for what v is, the shared block for where
-// the mediator left it, and the worker, asked over its socket (its pid in
-// the kernel's credentials), for who it is and what it holds. Anything off
-// is backend.ErrBadKept. A state of the cuda backend's is the VM's in any
-// case: its worker, once the pidfd names a child of ours, is ended and
-// reaped on a refusal (with a pidfd that does not, it is told to stop and
-// ends when the caller closes the kept descriptors, unreaped).
+// which v's files (keepFiles) are set up for. First the worker is proved
+// (adoptProcess): asked over the kept socket, its answer comes from the
+// kept pidfd's process. Then every other descriptor is checked for what it
+// must be, the data (a hand-over's) for what v is, the shared block for
+// where the mediator left it, and the worker's answer for who it is and
+// what it holds; a state kept without data (an fd store's, after a crash:
+// nobody quiesced the VM) is first settled (settle). Anything off is
+// backend.ErrBadKept. A proved worker is then ended (and reaped where it
+// is our child); one not proved is never signalled: told to stop on its
+// socket, it ends by itself once the kept descriptors close.
 func (v *cudaVM) adopt(spec backend.VMSpec, l blockLayout) (*workerConn, error) {
 	a := spec.Adopt
 	if a.Backend != "cuda" || len(a.FDs) != keptFDs {
 		return nil, fmt.Errorf("%w: backend %q's state, %d descriptors; want the cuda backend's, %d", backend.ErrBadKept, a.Backend, len(a.FDs), keptFDs)
 	}
-	p, err := adoptPidfd(a.FDs[keptPidfd])
+	w, st, err := adoptProcess(a.FDs[keptSock], a.FDs[keptPidfd])
 	if err != nil {
-		if sock, err := adoptSocket(a.FDs[keptSock]); err == nil {
-			_ = sendMsg(sock, message{Kind: msgStop})
-			unix.Close(sock)
-		}
-		return nil, fmt.Errorf("%w: the GPU worker's process: %w", backend.ErrBadKept, err)
-	}
-	sock, err := adoptSocket(a.FDs[keptSock])
-	if err != nil {
-		p.kill()
-		_ = p.wait()
 		return nil, fmt.Errorf("%w: %w", backend.ErrBadKept, err)
 	}
-	w := newWorkerConn(p, sock)
-	d, err := v.adoptWorker(spec, l, w, p.pid)
+	d, err := v.adoptWorker(spec, l, w, st)
 	if err != nil {
-		_ = sendMsg(sock, message{Kind: msgStop})
+		_ = sendMsg(w.sock, message{Kind: msgStop})
 		w.discard()
 		return nil, fmt.Errorf("%w: %w", backend.ErrBadKept, err)
 	}
@@ -320,38 +312,155 @@ func (v *cudaVM) adopt(spec backend.VMSpec, l blockLayout) (*workerConn, error) 
 	return w, nil
 }
 
-// adoptWorker checks the kept data, the files, the shared block and the
-// answer of worker w (process pid), and returns the data.
-func (v *cudaVM) adoptWorker(spec backend.VMSpec, l blockLayout, w *workerConn, pid int) (keptData, error) {
-	a := spec.Adopt
-	d, err := decodeKept(a.Data, spec.Channels)
+// adoptProcess takes copies of a kept worker's socket and pidfd and proves
+// them one GPU worker: asked over the socket, the answer's sender (the
+// kernel's credentials, which a process cannot forge) is the pidfd's
+// process, there before and after with that pid. Until then the
+// descriptors may name anything: on failure nothing is signalled (an
+// exited child is reaped, through the pidfd), and the socket, if it is
+// one, is told to stop.
+func adoptProcess(sockFD, pidFD int) (*workerConn, *workerState, error) {
+	p, err := adoptPidfd(pidFD)
 	if err != nil {
-		return d, err
+		if sock, err := adoptSocket(sockFD); err == nil {
+			_ = sendMsg(sock, message{Kind: msgStop})
+			unix.Close(sock)
+		}
+		return nil, nil, fmt.Errorf("the GPU worker's process: %w", err)
 	}
-	if err := v.sameFiles(d); err != nil {
-		return d, err
+	sock, err := adoptSocket(sockFD)
+	if err != nil {
+		p.release()
+		return nil, nil, err
 	}
-	if err := v.adoptBlock(spec, l, a.FDs[keptShared], a.FDs[keptDoorbell], d); err != nil {
-		return d, err
+	w := newWorkerConn(p, sock)
+	st, err := w.askProved(p)
+	if err != nil {
+		_ = sendMsg(sock, message{Kind: msgStop})
+		unix.Close(sock)
+		p.release()
+		return nil, nil, err
 	}
+	return w, st, nil
+}
+
+// askProved asks the worker its state and checks that the answer came
+// from p's process.
+func (w *workerConn) askProved(p *pidfdProc) (*workerState, error) {
 	st, from, err := w.ask(queryWait)
 	if err != nil {
+		return nil, err
+	}
+	if from != p.pid {
+		return nil, fmt.Errorf("the socket's peer is process %d, the pidfd's %d", from, p.pid)
+	}
+	if err := p.same(); err != nil {
+		return nil, fmt.Errorf("the GPU worker's process: %w", err)
+	}
+	return st, nil
+}
+
+// adoptWorker checks the kept data (if any), the files, the shared block
+// and the answer st of worker w, proved p's, and returns the data: the
+// hand-over's, or, for a state kept without (after a crash), the one
+// settle finds.
+func (v *cudaVM) adoptWorker(spec backend.VMSpec, l blockLayout, w *workerConn, st *workerState) (keptData, error) {
+	a := spec.Adopt
+	var d keptData
+	if len(a.Data) > 0 {
+		var err error
+		if d, err = decodeKept(a.Data, spec.Channels); err != nil {
+			return d, err
+		}
+		if err := v.sameFiles(d); err != nil {
+			return d, err
+		}
+	}
+	if err := v.adoptBlock(spec, l, a.FDs[keptShared], a.FDs[keptDoorbell]); err != nil {
 		return d, err
 	}
-	if from != pid {
-		return d, fmt.Errorf("the socket's peer is process %d, the pidfd's %d", from, pid)
+	if len(a.Data) == 0 {
+		var err error
+		if d, st, err = v.settle(w, st); err != nil {
+			return d, err
+		}
+	} else if err := v.blockAt(d); err != nil {
+		return d, err
 	}
 	return d, v.checkState(st, d)
+}
+
+// settle waits (up to keepWait) until a worker kept without data, whose
+// mediator crashed, is idle at the ring's tail, and describes it as Keep
+// would have. What the crashed mediator left in the shared block decides
+// what runs:
+//
+//   - A ring entry counts from its publication on (the ring's tail, which
+//     Submit stores once the entry is whole): one the mediator had not
+//     finished writing is past the tail, never run, and the next Submit
+//     overwrites it.
+//   - Every entry up to the tail runs, once, in the worker, which goes on
+//     without a mediator; their completions (end markers, codes) are
+//     nobody's to report, as the mediator that submitted them is gone: the
+//     successor's channels resume from what the crashed one published in
+//     the region, so a command whose completion it had not published runs
+//     again, once, when the channel forwards its record anew (an ALLOC,
+//     FREE or LOAD_MODULE among them then fails with abi.ErrBadHandle, its
+//     effect being kept, as after a hand-over).
+//   - The VM's new commands are numbered on from each channel's last
+//     command the worker issued (its end marker, once idle), so an end
+//     marker or code of before never completes one of them; the ring goes
+//     on from its tail, the request ring claim counter (the worker's) from
+//     where the VM's kernels left it.
+//
+// A worker that does not get idle in time (a kernel that runs on, or one
+// that waits for a system call nobody serves yet) is refused: adopting it
+// busy would have its old commands end among the new ones.
+func (v *cudaVM) settle(w *workerConn, st *workerState) (keptData, *workerState, error) {
+	tail, head := v.blk.load(offTail), v.blk.load(offHead)
+	if tail < head || tail-head > v.blk.l.ringCap {
+		return keptData{}, nil, fmt.Errorf("the ring's head %d and tail %d are not a ring of %d entries", head, tail, v.blk.l.ringCap)
+	}
+	// A doorbell the mediator died before ringing.
+	var one [8]byte
+	le.PutUint64(one[:], 1)
+	_, _ = unix.Write(v.efd, one[:])
+	p := w.p.(*pidfdProc)
+	for deadline := time.Now().Add(v.b.keepWait); ; {
+		if len(st.Last) != len(v.chans) {
+			return keptData{}, nil, fmt.Errorf("the GPU worker has %d channels, the VM %d", len(st.Last), len(v.chans))
+		}
+		d := keptData{Protocol: workerProtocol, Tail: tail, Buffers: st.Buffers, Modules: st.Modules, MemUsed: st.MemUsed}
+		for i, ch := range v.chans {
+			d.Ends = append(d.Ends, v.blk.load(ch.base+offEnd))
+			// Past a start marker a worker before this one left (it died
+			// with the command running, and this one issued nothing on
+			// the channel since): a new command must not seem started.
+			// Within a ring of it: the markers are the VM's to write too.
+			seq := st.Last[i]
+			if start := v.blk.load(ch.base + offStart); start > seq && start-seq <= v.blk.l.ringCap {
+				seq = start
+			}
+			d.Seqs = append(d.Seqs, seq)
+		}
+		if st.idleAt(d) == nil {
+			return d, st, nil
+		}
+		if time.Now().After(deadline) {
+			return d, nil, fmt.Errorf("after the crash, still running after %v: %w", v.b.keepWait, st.idleAt(d))
+		}
+		time.Sleep(time.Millisecond)
+		var err error
+		if st, err = w.askProved(p); err != nil {
+			return d, nil, err
+		}
+	}
 }
 
 // sameFiles checks that the heap and the syscall area the worker mapped
 // are the files v serves.
 func (v *cudaVM) sameFiles(d keptData) error {
-	heap, err := idOf(v.heapFD)
-	if err != nil {
-		return err
-	}
-	sys, err := idOf(v.sysFD)
+	heap, sys, err := v.fileIDs()
 	if err != nil {
 		return err
 	}
@@ -361,13 +470,22 @@ func (v *cudaVM) sameFiles(d keptData) error {
 	return nil
 }
 
+// fileIDs names the VM's heap's and syscall area's files.
+func (v *cudaVM) fileIDs() (heap, sys *fileID, err error) {
+	if heap, err = idOf(v.heapFD); err == nil {
+		sys, err = idOf(v.sysFD)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("naming the heap's and the syscall area's files: %w", err)
+	}
+	return heap, sys, nil
+}
+
 func sameID(a, b *fileID) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
 
 // adoptBlock maps the kept shared block (a sealed memfd of the layout's
-// size) and takes the doorbell (an eventfd), copies of both, and checks
-// that the ring and the channels' end markers are where the predecessor
-// left them.
-func (v *cudaVM) adoptBlock(spec backend.VMSpec, l blockLayout, sharedFD, efd int, d keptData) (err error) {
+// size) and takes the doorbell (an eventfd), copies of both.
+func (v *cudaVM) adoptBlock(spec backend.VMSpec, l blockLayout, sharedFD, efd int) (err error) {
 	if v.memfd, err = unix.FcntlInt(uintptr(sharedFD), unix.F_DUPFD_CLOEXEC, 0); err != nil {
 		return fmt.Errorf("the shared block: %w", err)
 	}
@@ -390,6 +508,12 @@ func (v *cudaVM) adoptBlock(spec backend.VMSpec, l blockLayout, sharedFD, efd in
 		return fmt.Errorf("mapping the shared block: %w", err)
 	}
 	v.useBlock(spec, l)
+	return nil
+}
+
+// blockAt checks that the ring and the channels' end markers are where a
+// hand-over's predecessor left them (d).
+func (v *cudaVM) blockAt(d keptData) error {
 	if head, tail := v.blk.load(offHead), v.blk.load(offTail); head != d.Tail || tail != d.Tail {
 		return fmt.Errorf("the ring's head %d and tail %d, not %d", head, tail, d.Tail)
 	}
@@ -406,11 +530,17 @@ func (v *cudaVM) adoptBlock(spec backend.VMSpec, l blockLayout, sharedFD, efd in
 // predecessor left it, holding what it held.
 func (v *cudaVM) checkState(st *workerState, d keptData) error {
 	want, got := v.config().shape(), st.Config.shape()
+	heap, sys, err := v.fileIDs()
+	if err != nil {
+		return err
+	}
 	switch {
 	case got != want:
 		return fmt.Errorf("the GPU worker runs %+v, the VM needs %+v", got, want)
 	case st.Device != v.b.name:
 		return fmt.Errorf("the GPU worker runs on %q, this backend on %q", st.Device, v.b.name)
+	case !sameID(st.Heap, heap) || !sameID(st.Syscalls, sys):
+		return fmt.Errorf("the GPU worker mapped files %v and %v as its heap and syscall area, the VM's are %v and %v", st.Heap, st.Syscalls, heap, sys)
 	case st.Buffers != d.Buffers || st.Modules != d.Modules || st.MemUsed != d.MemUsed || v.blk.load(offMemUsed) != d.MemUsed:
 		return fmt.Errorf("the GPU worker holds %d buffers (%d bytes, %d in the block) and %d modules; it was kept with %d (%d bytes) and %d",
 			st.Buffers, st.MemUsed, v.blk.load(offMemUsed), st.Modules, d.Buffers, d.MemUsed, d.Modules)
@@ -422,7 +552,10 @@ func (v *cudaVM) checkState(st *workerState, d keptData) error {
 // successor would start (names and the options that only tune it): what
 // a kept worker must share with the VM that adopts it.
 func (c workerConfig) shape() workerConfig {
-	c.Name, c.Library, c.GapNs, c.StallNs, c.SpinNs, c.RingBase = "", "", 0, 0, 0, 0
+	// The VM's id too: a daemon started after a crash numbers its VMs
+	// anew (the worker only names itself by it); the VM is the one the
+	// kept state was found under, and its files are checked by inode.
+	c.VM, c.Name, c.Library, c.GapNs, c.StallNs, c.SpinNs, c.RingBase = 0, "", "", 0, 0, 0, 0
 	return c
 }
 
@@ -453,6 +586,14 @@ func (w *workerConn) ask(wait time.Duration) (*workerState, int, error) {
 		return nil, 0, fmt.Errorf("asking for the GPU worker's credentials: %w", err)
 	}
 	defer unix.SetsockoptInt(w.sock, unix.SOL_SOCKET, unix.SO_PASSCRED, 0)
+	// An answer nobody read (a query that timed out, in a predecessor)
+	// must not pass for this one's.
+	for buf := make([]byte, maxMsg); ; {
+		n, _, _, _, err := unix.Recvmsg(w.sock, buf, nil, unix.MSG_DONTWAIT)
+		if err != unix.EINTR && (err != nil || n == 0) { // none left, or the end
+			break
+		}
+	}
 	if err := sendMsg(w.sock, message{Kind: msgQuery}); err != nil {
 		return nil, 0, fmt.Errorf("querying the GPU worker: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -287,7 +288,6 @@ func TestAdoptEndsAWorkerThatDoesNotCheckOut(t *testing.T) {
 		{name: "a channel short", f: func(d *keptData) { d.Seqs = d.Seqs[:1] }},
 		{name: "ends past the commands", f: func(d *keptData) { d.Ends[0] = d.Seqs[0] + 1 }},
 		{name: "another heap", spec: func(s *backend.VMSpec) { s.Heap, s.HeapFile = other.mem, &backend.FileRange{FD: other.fd} }},
-		{name: "no socket", fds: func(fds []int) []int { return []int{fds[1], fds[1], fds[2], fds[3]} }},
 		{name: "more in flight", spec: func(s *backend.VMSpec) { s.MaxInFlight = 4096 }},
 		{"the ring elsewhere", func(d *keptData) { d.Tail++ }, nil, "", nil},
 		{name: "a channel elsewhere", f: func(d *keptData) { d.Ends[1], d.Seqs[1] = 0, 0 }},
@@ -332,6 +332,83 @@ func TestAdoptEndsAWorkerThatDoesNotCheckOut(t *testing.T) {
 	}
 }
 
+// TestAdoptNeverSignalsAnUnprovedProcess refuses kept states whose
+// process is not proved the worker of its socket: nothing is signalled
+// (before, a refusal killed whatever child of ours the pidfd named).
+func TestAdoptNeverSignalsAnUnprovedProcess(t *testing.T) {
+	other := exec.Command("sleep", "30") // a child of ours that is no worker
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Process.Kill(); _ = other.Wait() })
+	otherFD, err := unix.PidfdOpen(other.Process.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(otherFD)
+	b1 := procBackend(t)
+	spec, _, k := keptVM(t, b1)
+	pid := keptPid(t, k)
+	b2 := procBackend(t)
+	for _, tc := range []struct {
+		name string
+		fds  []int
+		data json.RawMessage
+	}{
+		// The worker's pidfd, but no socket: it cannot be asked.
+		{"no socket", []int{k.FDs[1], k.FDs[1], k.FDs[2], k.FDs[3]}, k.Data},
+		// The worker answers, but the pidfd is another's: the worker is
+		// told to stop on its socket.
+		{"another process's pidfd", []int{k.FDs[0], k.FDs[1], k.FDs[2], otherFD}, k.Data},
+		{"another process's pidfd, bad data", []int{k.FDs[0], k.FDs[1], k.FDs[2], otherFD}, json.RawMessage(`{"protocol":`)},
+	} {
+		s := spec
+		s.Adopt = &backend.Kept{Backend: "cuda", FDs: tc.fds, Data: tc.data}
+		if _, err := b2.Attach(s); !errors.Is(err, backend.ErrBadKept) {
+			t.Fatalf("%s: %v, want ErrBadKept", tc.name, err)
+		} else {
+			t.Logf("%s: as expected: %v", tc.name, err)
+		}
+		if !alive(other.Process.Pid) {
+			t.Fatalf("%s: the refusal signalled process %d, which is no worker", tc.name, other.Process.Pid)
+		}
+	}
+	// The worker itself, told to stop on its socket, ends.
+	stopped(t, pid)
+}
+
+// TestKeepRacingClose keeps a VM whose command does not end while the
+// backend closes: Close waits for the Keep, whose wait runs out and which
+// then closes the VM as Close would (before, Close stopped the completer
+// under it and the Keep waited forever for its command's delivery).
+func TestKeepRacingClose(t *testing.T) {
+	r, vm := heldVM(t, 200*time.Millisecond)
+	kept := make(chan error, 1)
+	go func() { _, err := vm.Keep(); kept <- err }()
+	for !isShut(vm) { // Keep is waiting for the command
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- r.b.Close() }()
+	for name, ch := range map[string]chan error{"Keep": kept, "Close": closed} {
+		select {
+		case err := <-ch:
+			t.Logf("%s: %v", name, err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s hangs", name)
+		}
+	}
+	if c := wait(t, r.done, 1)[0]; c.Code != abi.ErrShutdown {
+		t.Fatalf("the command in flight: %v, want ErrShutdown", c.Code)
+	}
+}
+
+func isShut(v *cudaVM) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.closed
+}
+
 // TestAdoptWithoutAPidfd refuses a kept state whose pidfd is not one: the
 // worker, told to stop, ends, but cannot be told from the descriptors to
 // be reaped.
@@ -344,6 +421,13 @@ func TestAdoptWithoutAPidfd(t *testing.T) {
 	if _, err := b2.Attach(spec); !errors.Is(err, backend.ErrBadKept) {
 		t.Fatalf("%v, want ErrBadKept", err)
 	}
+	stopped(t, pid)
+}
+
+// stopped waits for worker pid, a child of this process told to stop, to
+// end, and reaps it: it must have ended as told.
+func stopped(t *testing.T, pid int) {
+	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !zombie(pid); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the worker did not stop")
@@ -396,13 +480,21 @@ func TestAdoptAfterTheWorkerDied(t *testing.T) {
 	freshAfterRefusal(t, b2, spec)
 }
 
-func TestKeepWaitsForCommandsInFlight(t *testing.T) {
+// heldVM is a VM of a rig whose Keep waits keepWait, with a command in
+// flight that does not end (the fake driver holds it).
+func heldVM(t *testing.T, keepWait time.Duration) (*rig, *cudaVM) {
+	t.Helper()
 	r := newRig(t, nil)
-	r.b.keepWait = 50 * time.Millisecond
+	r.b.keepWait = keepWait
 	vm := r.attach(1, 1, make([]byte, 4096))
 	r.f.setHold(true)
 	r.submit(vm, 0, abi.Command{Op: abi.OpThrottle, DurationNs: 1000}, 0)
 	r.settle(vm)
+	return r, vm
+}
+
+func TestKeepWaitsForCommandsInFlight(t *testing.T) {
+	r, vm := heldVM(t, 50*time.Millisecond)
 	_, err := vm.Keep()
 	if err == nil || !strings.Contains(err.Error(), "still running") {
 		t.Fatalf("keeping a VM whose command does not end: %v", err)

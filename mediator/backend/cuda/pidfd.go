@@ -11,42 +11,77 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pidfdProc is a worker process adopted from a predecessor (keep.go): a
-// child of this process (exec kept the pid) known by a pidfd, so that no
-// other process is ever signalled for it. wait reaps it.
+// pidfdProc is a worker process adopted from a predecessor (keep.go),
+// known by a pidfd, so that no other process is ever signalled for it:
+// after a hand-over a child of this process (exec kept the pid), after a
+// crash of the predecessor its orphan (its parent is then the service
+// manager, or whatever reaps orphans). wait reaps a child, and waits for
+// the end of another.
 type pidfdProc struct {
-	pid int
+	pid   int
+	child bool // a child of this process: wait reaps it
 
 	mu   sync.Mutex // fd against its close
-	fd   int        // -1 once reaped
+	fd   int        // -1 once waited for
 	once sync.Once  // wait's
 	err  error      // how it ended (wait)
 }
 
-// adoptPidfd checks that fd is a pidfd of a child of this process (dead
-// or alive, not yet reaped) and takes a copy of it.
+// adoptPidfd checks that fd is a pidfd of a process not yet reaped, and
+// takes a copy of it. Nothing says yet that the process is a GPU worker:
+// adoptProcess proves that before anything signals it.
 func adoptPidfd(fd int) (*pidfdProc, error) {
 	own, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
 	pid, err := pidOf(own)
-	if err == nil {
-		err = isChild(pid)
-	}
-	if err == nil {
-		// Still the same process: a child is not reaped behind our back,
-		// and its pid not reused until it is.
-		var again int
-		if again, err = pidOf(own); err == nil && again != pid {
-			err = fmt.Errorf("its pid changed from %d to %d", pid, again)
-		}
-	}
 	if err != nil {
 		unix.Close(own)
 		return nil, err
 	}
-	return &pidfdProc{pid: pid, fd: own}, nil
+	p := &pidfdProc{pid: pid, fd: own}
+	// A child is not reaped behind our back, so its pid is not reused
+	// until we reap it; another's may be, but the pidfd still names only
+	// its own process (same checks that).
+	p.child = isChild(pid) == nil
+	if err := p.same(); err != nil {
+		unix.Close(own)
+		return nil, err
+	}
+	return p, nil
+}
+
+// same checks that the pidfd's process is still there (not reaped) with
+// pid p.pid.
+func (p *pidfdProc) same() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fd < 0 {
+		return errors.New("the GPU worker was waited for")
+	}
+	again, err := pidOf(p.fd)
+	if err == nil && again != p.pid {
+		err = fmt.Errorf("its pid changed from %d to %d", p.pid, again)
+	}
+	return err
+}
+
+// release lets go of a process that was not proved a GPU worker: nothing
+// signals it. An exited child is reaped (through the pidfd: only that
+// process), so that it does not stay a zombie.
+func (p *pidfdProc) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fd < 0 {
+		return
+	}
+	if p.child {
+		var info unix.Siginfo
+		_ = unix.Waitid(unix.P_PIDFD, p.fd, &info, unix.WEXITED|unix.WNOHANG, nil)
+	}
+	unix.Close(p.fd)
+	p.fd = -1
 }
 
 // isAnon checks that fd is an anonymous inode of kind ("[eventfd]").
@@ -109,23 +144,15 @@ func (p *pidfdProc) kill() {
 	}
 }
 
-// wait reaps the process and says how it ended, as exec.Cmd.Wait does.
+// wait waits for the process's end and says how it ended, as
+// exec.Cmd.Wait does; a child is reaped. Another's exit status is its
+// parent's to see: its end is all wait reports then.
 func (p *pidfdProc) wait() error {
 	p.once.Do(func() {
-		var ws unix.WaitStatus
-		var err error
-		for {
-			if _, err = unix.Wait4(p.pid, &ws, 0, nil); err != unix.EINTR {
-				break
-			}
-		}
-		switch {
-		case err != nil:
-			p.err = fmt.Errorf("waiting for the GPU worker: %w", err)
-		case ws.Signaled():
-			p.err = fmt.Errorf("signal: %v", ws.Signal())
-		case ws.ExitStatus() != 0:
-			p.err = fmt.Errorf("exit status %d", ws.ExitStatus())
+		if p.child {
+			p.err = p.reap()
+		} else {
+			p.err = p.waitExit()
 		}
 		p.mu.Lock()
 		unix.Close(p.fd)
@@ -133,6 +160,41 @@ func (p *pidfdProc) wait() error {
 		p.mu.Unlock()
 	})
 	return p.err
+}
+
+// reap waits for the child to end and reaps it.
+func (p *pidfdProc) reap() error {
+	var ws unix.WaitStatus
+	var err error
+	for {
+		if _, err = unix.Wait4(p.pid, &ws, 0, nil); err != unix.EINTR {
+			break
+		}
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("waiting for the GPU worker: %w", err)
+	case ws.Signaled():
+		return fmt.Errorf("signal: %v", ws.Signal())
+	case ws.ExitStatus() != 0:
+		return fmt.Errorf("exit status %d", ws.ExitStatus())
+	}
+	return nil
+}
+
+// waitExit waits until the process has ended (its pidfd reads ready).
+func (p *pidfdProc) waitExit() error {
+	fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return fmt.Errorf("waiting for the GPU worker: %w", err)
+		}
+		return nil
+	}
 }
 
 func (p *pidfdProc) pidfd() (int, error) {

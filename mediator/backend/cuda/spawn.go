@@ -316,11 +316,21 @@ func workerMain(load func(library string) (driver, error)) int {
 			return fail(fmt.Errorf("mapping the syscall area: %w", err))
 		}
 	}
+	var files [2]*fileID
+	for i, fd := range [2]int{fdHeap, fdSyscall} {
+		if [2]uint64{cfg.HeapSize, cfg.SyscallSize}[i] > 0 {
+			if files[i], err = idOf(fd); err != nil {
+				return fail(fmt.Errorf("naming the heap's and the syscall area's files: %w", err))
+			}
+		}
+	}
 	lib, err := load(cfg.Library)
 	if err != nil {
 		return fail(err)
 	}
-	err = newWorker(lib, cfg, shared, heap, fdSock, fdDoorbell).withSyscalls(sys).serve()
+	w := newWorker(lib, cfg, shared, heap, fdSock, fdDoorbell).withSyscalls(sys)
+	w.files = files
+	err = w.serve()
 	var f faultError
 	switch {
 	case errors.Is(err, errWorkerStop): // serve ends only with an error

@@ -39,6 +39,9 @@ type cudaVM struct {
 	blk      block
 	efd      int      // the worker's doorbell
 	truth    truthLog // its THROTTLE kernels' own records
+	// store keeps the running worker's descriptors outside the process
+	// (VMSpec.Store, nil: none), for a successor after a crash.
+	store backend.DeviceStore
 
 	mu       sync.Mutex // w, closed, tail, the restart state; serializes Submit
 	w        *workerConn
@@ -56,6 +59,7 @@ type cudaVM struct {
 	closing     atomic.Bool  // Close began: the completer flushes
 	undelivered atomic.Int64
 	drained     chan struct{} // signalled when undelivered drops to zero
+	finished    chan struct{} // closed once finish is done (Close, Keep)
 
 	// credit's count of the VM's channels running at the start and at the
 	// end of the interval it splits (the completer's alone).
@@ -75,6 +79,10 @@ type workerConn struct {
 	dead     atomic.Bool // it ended: its markers are final
 	timedOut atomic.Bool // the watchdog killed it (set before the kill)
 	exited   chan struct{}
+	// store holds the worker's descriptors while stored is set
+	// (storeWorker): until it ends, or is handed over.
+	store  backend.DeviceStore
+	stored atomic.Bool
 	// detached is closed when the watch ended on the worker's state,
 	// which it asked for to hand the worker over (keep.go): the worker
 	// goes on, unwatched; state is its answer.
@@ -176,7 +184,7 @@ func (b *Backend) Attach(spec backend.VMSpec) (backend.VM, error) {
 	v := &cudaVM{
 		b: b, id: spec.ID, name: spec.Name, engine: b.nextEngine, complete: spec.Complete, heap: spec.Heap,
 		sys: spec.Syscalls, ringHead: spec.RingHead, heapFD: -1, sysFD: -1, memfd: -1, efd: -1, backoff: b.restartDelay, drained: make(chan struct{}, 1),
-		lostCode: abi.ErrDevice,
+		lostCode: abi.ErrDevice, store: spec.Store, finished: make(chan struct{}),
 	}
 	v.maxCommand.Store(spec.MaxCommandNs)
 	b.vms[spec.ID] = v // reserved; its channels are published once it runs
@@ -192,6 +200,9 @@ func (b *Backend) Attach(spec backend.VMSpec) (backend.VM, error) {
 		if err = v.setup(spec, l); err == nil {
 			w, err = v.start()
 		}
+	}
+	if err == nil {
+		v.storeWorker(w) // before Attach returns: a crash from then on keeps it
 	}
 	b.mu.Lock()
 	if err == nil && b.closed {
@@ -334,7 +345,41 @@ func (v *cudaVM) config() workerConfig {
 func (w *workerConn) discard() {
 	w.p.kill()
 	_ = w.p.wait()
+	w.unstore()
 	_ = unix.Close(w.sock)
+}
+
+// storeWorker puts the descriptors a successor adopts worker w by (as
+// Keep hands them over: keep.go) in the VM's store, if it has one: a
+// successor started after a crash finds it there. The store's copy of its
+// socket keeps the worker from seeing the socket close when the mediator
+// dies; a store emptied (the service stopped) closes it, and the worker
+// ends.
+func (v *cudaVM) storeWorker(w *workerConn) {
+	if v.store == nil {
+		return
+	}
+	pidfd, err := w.p.pidfd()
+	if err == nil {
+		w.store = v.store
+		err = v.store.StoreKept(backend.Kept{Backend: "cuda", FDs: []int{keptSock: w.sock, keptShared: v.memfd, keptDoorbell: v.efd, keptPidfd: pidfd}})
+		unix.Close(pidfd)
+	}
+	if err != nil {
+		slog.Warn("cuda: a VM's GPU worker is not in the fd store; a crash of the mediator would end it", "vm", v.id, "name", v.name, "err", err)
+		return
+	}
+	w.stored.Store(true)
+}
+
+// unstore takes an ended worker's descriptors out of the store.
+func (w *workerConn) unstore() {
+	if !w.stored.CompareAndSwap(true, false) {
+		return
+	}
+	if err := w.store.RemoveKept(backend.Kept{Backend: "cuda", FDs: make([]int, keptFDs)}); err != nil {
+		slog.Warn("cuda: an ended GPU worker stays in the fd store", "err", err)
+	}
 }
 
 // handshake sends the worker its configuration and reads its answer.
@@ -401,6 +446,7 @@ func (v *cudaVM) watch(w *workerConn) {
 	w.closed = true
 	_ = unix.Close(w.sock)
 	w.mu.Unlock()
+	w.unstore() // before a worker that replaces it is stored
 	w.err = why
 	w.dead.Store(true)
 	close(w.exited)
@@ -482,6 +528,7 @@ func (v *cudaVM) restart() {
 		v.backoff = min(2*v.backoff, maxRestartDelay)
 		v.scheduleLocked(v.backoff)
 	default:
+		v.storeWorker(w)
 		v.w = w
 		v.restarts.Add(1)
 	}
@@ -651,6 +698,7 @@ func (v *cudaVM) finish(w *workerConn) {
 		w.stop()
 	}
 	v.release()
+	close(v.finished)
 }
 
 // ringBase is where a new worker's request ring claim counter starts.

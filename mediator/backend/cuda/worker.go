@@ -78,6 +78,10 @@ type worker struct {
 	bufs    map[uint32]buffer
 	memUsed uint64 // bytes of bufs, published at offMemUsed
 	mods    map[uint32]*module
+
+	// files names the heap's and the syscall area's files a worker
+	// process mapped (nil: none), for a successor that adopts it.
+	files [2]*fileID
 }
 
 type buffer struct {

@@ -59,6 +59,10 @@ type Spec struct {
 	// which a successor after a crash reads on (Orphans answers what the
 	// crashed one took). A plain store: no other goroutine reads it.
 	HeadStore *uint64
+	// Answered are the calls Orphans answered before this forwarder
+	// started (after a crash): a ring entry that names one, written by a
+	// caller stalled past Orphans' grace, is consumed and never served.
+	Answered []SlotCall
 }
 
 // Memfd is a descriptor and the offset of the syscall area in it. The
@@ -116,8 +120,9 @@ type Forwarder struct {
 	tally      tally
 	cand       []uint32
 	states     []uint32
-	reqRing    *ringReader // the request ring, read from its head (sysring.go)
-	ringStored uint64      // reqRing's head as last stored in ringPublished
+	reqRing    *ringReader   // the request ring, read from its head (sysring.go)
+	answered   answeredCalls // Spec.Answered, until their entries come (the poller's)
+	ringStored uint64        // reqRing's head as last stored in ringPublished
 	// ringPublished is reqRing's head for other goroutines (RingHead).
 	ringPublished atomic.Uint64
 
@@ -158,6 +163,7 @@ func New(spec Spec, cfg Config) (*Forwarder, error) {
 	}
 	f.hints = spec.Area.Words64(abi.SyscallReadyMapOff, uint64(spec.Slots+7)/8)
 	f.reqRing = newRingReader(spec.Area, spec.Slots, spec.RingHead)
+	f.answered = newAnsweredCalls(spec.Answered)
 	f.ringStored = spec.RingHead
 	f.ringPublished.Store(spec.RingHead)
 	f.log = f.log.With("vm", spec.Name)

@@ -50,9 +50,15 @@ func TestRingHeadHandedOver(t *testing.T) {
 // with a fake proxy; it is closed when the test ends.
 func successor(t *testing.T, r *rig, head uint64, headStore *uint64) (*Forwarder, *fakeProxy) {
 	t.Helper()
+	return successorAnswered(t, r, head, headStore, nil)
+}
+
+// successorAnswered is successor after Orphans answered calls answered.
+func successorAnswered(t *testing.T, r *rig, head uint64, headStore *uint64, answered []SlotCall) (*Forwarder, *fakeProxy) {
+	t.Helper()
 	p := &fakeProxy{}
 	f, err := New(Spec{
-		Name: "test", Area: r.area, Slots: rigSlots, Heap: r.heap, GPUNs: r.gpuNs.Load, RingHead: head, HeadStore: headStore,
+		Name: "test", Area: r.area, Slots: rigSlots, Heap: r.heap, GPUNs: r.gpuNs.Load, RingHead: head, HeadStore: headStore, Answered: answered,
 		Start: func() (Proxy, error) {
 			p.mine, p.theirs = seqpacketPair(t)
 			go p.serve(r.file)

@@ -19,17 +19,20 @@ import (
 // in the ring (PROCESSING before its entry is written) is not an orphan:
 // a slot is answered only if it is PROCESSING, with the same call, and
 // not in the ring both before and after grace (abi.SyscallRingHoleNs is
-// how long the protocol gives a caller to write its entry). It returns
-// how many it answered. Like everything in the area the slots are the
+// how long the protocol gives a caller to write its entry). A caller
+// stalled longer than that, whose entry comes after all, must not have
+// its call both answered and run: Orphans returns the calls it answered,
+// and the next forwarder (Spec.Answered) consumes a ring entry that names
+// one without serving it. Like everything in the area the slots are the
 // guest's: a state word rewritten meanwhile is left alone.
-func Orphans(area *shm.Region, slots int, head uint64, grace time.Duration) int {
+func Orphans(area *shm.Region, slots int, head uint64, grace time.Duration) []SlotCall {
 	first := orphanCandidates(area, slots, head)
 	if len(first) == 0 {
-		return 0
+		return nil
 	}
 	time.Sleep(grace)
 	again := orphanCandidates(area, slots, head)
-	n := 0
+	var answered []SlotCall
 	for slot, w := range first {
 		if again[slot] != w {
 			continue // answered, taken by its caller again, or now in the ring
@@ -40,15 +43,52 @@ func Orphans(area *shm.Region, slots int, head uint64, grace time.Duration) int 
 		}
 		if uint8(w>>48)&abi.SysFlagBlocking == 0 { // the u8 flags at SysFlags
 			if area.CompareAndSwap32(abi.SlotOff(slot)+abi.SysState, uint32(w), abi.SlotWord(abi.SlotFree, abi.NextSeq(seq))) {
-				n++
+				answered = append(answered, SlotCall{Slot: slot, Seq: seq})
 			}
 			continue
 		}
 		if proxyproto.CompleteSlot(area, slot, seq, -1, abi.ErrnoIO) {
-			n++
+			answered = append(answered, SlotCall{Slot: slot, Seq: seq})
 		}
 	}
-	return n
+	return answered
+}
+
+// SlotCall is one call of a slot: the slot and the call's sequence number.
+type SlotCall struct {
+	Slot, Seq uint32
+}
+
+// answeredCalls are the calls Orphans answered (Spec.Answered) whose
+// ring entry may still come, by slot. A caller holds its slot until the
+// host consumes its entry, so its entry comes before any later call of
+// the slot in the ring: an entry of the slot read from the ring settles
+// it either way.
+type answeredCalls map[uint32]uint32
+
+func newAnsweredCalls(calls []SlotCall) answeredCalls {
+	if len(calls) == 0 {
+		return nil
+	}
+	m := answeredCalls{}
+	for _, c := range calls {
+		m[c.Slot] = c.Seq
+	}
+	return m
+}
+
+// stale reports whether a ring entry of slot's call seq is one Orphans
+// answered, which must not run.
+func (a answeredCalls) stale(slot, seq uint32) bool {
+	if a == nil {
+		return false
+	}
+	s, ok := a[slot]
+	if !ok {
+		return false
+	}
+	delete(a, slot)
+	return s == seq
 }
 
 // orphanCandidates are the area's PROCESSING slots (their first 8 bytes:

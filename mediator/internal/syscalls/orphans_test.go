@@ -36,8 +36,8 @@ func TestOrphans(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 		entry(head+1, 4, 5)
 	}()
-	if n := Orphans(area, rigSlots, head, 200*time.Millisecond); n != 2 {
-		t.Errorf("answered %d orphans, want 2", n)
+	if got := Orphans(area, rigSlots, head, 200*time.Millisecond); len(got) != 2 {
+		t.Errorf("answered %v, want slots 1 and 2", got)
 	}
 	state := func(i uint32) (abi.SlotState, uint32) {
 		return abi.SplitSlotWord(area.Load32(abi.SlotOff(i) + abi.SysState))
@@ -98,5 +98,40 @@ func TestReadyEnd(t *testing.T) {
 	entry(head+3, 1)      // a stale tag: an earlier lap's
 	if got := ReadyEnd(area, rigSlots, head); got != head+3 {
 		t.Errorf("entries at the head and two past it: %d, want %d", got, head+3)
+	}
+}
+
+// A caller stalled past Orphans' grace, between its slot's PROCESSING and
+// its ring entry, gets EIO; its entry, written afterwards, is consumed by
+// the next forwarder without running (before, it got EIO and ran too),
+// and the calls after it are served.
+func TestOrphanAnsweredNeverRuns(t *testing.T) {
+	r := newRig(t, DefaultConfig(), false)
+	r.f.Close()
+	mem := r.area.Bytes(0, abi.SyscallAreaSize(rigSlots))
+	abi.EncodeSlot(mem[abi.SlotOff(1):], abi.Slot{State: abi.SlotProcessing, Seq: 2, Number: abi.SysClose, Flags: abi.SysFlagBlocking})
+	answered := Orphans(r.area, rigSlots, 0, time.Millisecond)
+	if len(answered) != 1 || answered[0] != (SlotCall{Slot: 1, Seq: 2}) {
+		t.Fatalf("answered %v, want slot 1's call 2", answered)
+	}
+	// The stalled caller writes its entry now, at the position it claimed.
+	abi.EncodeRingEntry(mem[abi.RingEntryOff(rigSlots, 0):], abi.RingEntry{Tag: 1, Slot: 1,
+		Call: abi.Slot{Seq: 2, Number: abi.SysClose, Flags: abi.SysFlagBlocking, Args: [6]uint64{77}}})
+	_, p := successorAnswered(t, r, 0, nil, answered)
+	a := ringArea(t, r)
+	var ctr atomic.Uint64
+	ctr.Store(1)
+	res, err := a.RingCall(3, &ctr, slotcall.Request{Number: abi.SysClose, Flags: abi.SysFlagBlocking, Args: [6]uint64{88}})
+	if err != nil || res.Errno != 0 {
+		t.Fatalf("the call after it: %+v, %v", res, err)
+	}
+	for _, req := range p.requests() {
+		if req.Args[0] == 77 {
+			t.Fatalf("the call answered with EIO ran too: %+v", req)
+		}
+	}
+	if st, seq := abi.SplitSlotWord(r.area.Load32(abi.SlotOff(1) + abi.SysState)); st != abi.SlotFinished || seq != 2 ||
+		abi.Errno(r.area.Load32(abi.SlotOff(1)+abi.SysFinErrno)) != abi.ErrnoIO {
+		t.Fatalf("slot 1: %v %d, want FINISHED 2 with EIO", st, seq)
 	}
 }

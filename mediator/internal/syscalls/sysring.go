@@ -55,6 +55,13 @@ func (f *Forwarder) scanRing(batch []proxyproto.Request, max int, p *sock) []pro
 			continue
 		}
 		s := &e.Call
+		if f.answered.stale(e.Slot, s.Seq) {
+			// Answered with EIO (or freed) after the crash while its
+			// caller was still writing this entry: it must not run too.
+			f.log.Warn("syscall ring: a call answered after the crash came late; not served", "slot", e.Slot, "position", r.head-1)
+			f.stats.ringBad.Add(1)
+			continue
+		}
 		f.tally.count(s)
 		if !s.Blocking() {
 			// The caller holds the slot until now: free it.

@@ -222,33 +222,36 @@ func (v *VM) positions() []channel.Position {
 // storeDevice puts the device state the backend kept (keepDevice) in the
 // store: vm/NAME/device/BACKEND/I, one name a descriptor. Only a state
 // whose descriptors say it all (no Data) can be stored.
-func (v *VM) storeDevice(k backend.Kept) {
+func (v *VM) storeDevice(k backend.Kept) error {
 	if len(k.Data) != 0 {
-		return
+		return fmt.Errorf("backend %s's kept state has data besides its descriptors", k.Backend)
 	}
-	var err error
 	for i, fd := range k.FDs {
-		if err == nil {
-			err = v.cfg.Store.Store(storeName(v.cfg.Name, "device", k.Backend, strconv.Itoa(i)), fd)
+		if err := v.cfg.Store.Store(storeName(v.cfg.Name, "device", k.Backend, strconv.Itoa(i)), fd); err != nil {
+			return err
 		}
 	}
-	if err != nil {
-		slog.Warn("fd store: the vm's kept device state is not stored; a crash now would lose its buffers", "vm", v.cfg.Name, "err", err)
-	}
+	return nil
 }
 
 // unstoreDevice takes a kept device state out of the store once it is
 // adopted (or refused): the VM's buffers change from then on, and a
 // successor after a crash must not take the old ones for them.
-func (v *VM) unstoreDevice(k *backend.Kept) {
+func (v *VM) unstoreDevice(k backend.Kept) error {
 	var err error
 	for i := range k.FDs {
 		err = errors.Join(err, v.cfg.Store.Remove(storeName(v.cfg.Name, "device", k.Backend, strconv.Itoa(i))))
 	}
-	if err != nil {
-		slog.Warn("fd store: a kept device state adopted stays stored", "vm", v.cfg.Name, "err", err)
-	}
+	return err
 }
+
+// deviceStore is the VM's store as its backend sees it
+// (backend.VMSpec.Store): the backend stores its live device state there
+// itself (the cuda backend's GPU worker, while it runs).
+type deviceStore struct{ v *VM }
+
+func (s deviceStore) StoreKept(k backend.Kept) error  { return s.v.storeDevice(k) }
+func (s deviceStore) RemoveKept(k backend.Kept) error { return s.v.unstoreDevice(k) }
 
 // deviceFromStore takes VM name's kept device state out of stored (nil
 // where there is none, or it is not whole: those descriptors are left for

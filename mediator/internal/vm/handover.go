@@ -142,25 +142,31 @@ func (v *VM) keepDevice() *backend.Kept {
 		slog.Warn("hand-over: the vm's device state is not kept; its buffers and modules are lost", "vm", v.cfg.Name, "err", err)
 		return nil
 	}
-	if v.cfg.Store != nil {
-		v.storeDevice(kept)
+	if v.cfg.Store != nil && len(kept.Data) == 0 {
+		if err := v.storeDevice(kept); err != nil {
+			slog.Warn("fd store: the vm's kept device state is not stored; a crash now would lose its buffers", "vm", v.cfg.Name, "err", err)
+		}
 	}
 	return &kept
 }
 
 // adoptDevice attaches the VM to the backend with the device state the
 // predecessor kept, or, where the backend refuses it
-// (backend.ErrBadKept), afresh. The kept descriptors are closed, and
-// taken out of the fd store, either way.
+// (backend.ErrBadKept), afresh. The kept descriptors are taken out of the
+// fd store first (a backend that keeps its live state there, the cuda
+// backend's worker, stores it again under the same names as it attaches),
+// and closed once Attach returns, either way.
 func (v *VM) adoptDevice(be backend.Backend, spec backend.VMSpec, kept *backend.Kept) (backend.VM, error) {
 	defer func() {
 		for _, fd := range kept.FDs {
 			unix.Close(fd)
 		}
-		if v.cfg.Store != nil {
-			v.unstoreDevice(kept)
-		}
 	}()
+	if v.cfg.Store != nil {
+		if err := v.unstoreDevice(*kept); err != nil {
+			slog.Warn("fd store: a kept device state adopted stays stored", "vm", v.cfg.Name, "err", err)
+		}
+	}
 	spec.Adopt = kept
 	gpu, err := be.Attach(spec)
 	if errors.Is(err, backend.ErrBadKept) {

@@ -2,12 +2,14 @@ package vm
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/mediator/backend"
 	"github.com/sluice-gpu/sluice/mediator/backend/sim"
+	"golang.org/x/sys/unix"
 )
 
 // A buffer a guest allocated and filled before a hand-over reads back the
@@ -102,5 +104,85 @@ func TestDeviceFromStore(t *testing.T) {
 	holed := map[string][]int{"vm/a/device/sim/1": {9044}}
 	if k := deviceFromStore("a", holed); k != nil || len(holed) != 1 {
 		t.Errorf("a state without its descriptor 0: %+v, left %v", k, holed)
+	}
+}
+
+// storingBackend stores a device state of its own (an eventfd) through
+// the VM's store as it attaches, as the cuda backend stores its running
+// GPU worker, and remembers the state it was asked to adopt.
+type storingBackend struct {
+	backendOf
+	adopted *backend.Kept
+}
+
+func (b *storingBackend) Attach(spec backend.VMSpec) (backend.VM, error) {
+	if spec.Store == nil {
+		return nil, errors.New("no store")
+	}
+	b.adopted = spec.Adopt
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	if err := spec.Store.StoreKept(backend.Kept{Backend: "live", FDs: []int{fd}}); err != nil {
+		return nil, err
+	}
+	return b.backendOf.Attach(spec)
+}
+
+// A backend given the VM's store stores its live state under
+// vm/NAME/device/BACKEND/I; a successor after a crash gets it back as a
+// kept state without data, and the backend that adopts it stores it again
+// under the same names: one copy stays stored.
+func TestBackendStoresItsDeviceState(t *testing.T) {
+	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &memStore{fds: map[string][]int{}}
+	cfg := Config{Name: "d", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/d.sock", Store: store}
+	v, err := New(cfg, &storingBackend{backendOf: backendOf{&instantGPU{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fds := store.passed()["vm/d/device/live/0"]; len(fds) != 1 {
+		t.Fatalf("the backend's state stored %d times, want once", len(fds))
+	}
+	// A crash: nothing is closed, and the successor finds the store.
+	v.mu.Lock()
+	srv := v.server
+	v.server = nil
+	v.mu.Unlock()
+	if _, err := srv.Export(); err != nil {
+		t.Fatal(err)
+	}
+	stored := store.passed()
+	for name, fds := range stored { // a successor's own copies, as LISTEN_FDS passes them
+		for i, fd := range fds {
+			if stored[name][i], err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h, err := FromStore("d", abi.Vectors(1), stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Device == nil || h.Device.Backend != "live" || len(h.Device.FDs) != 1 || len(h.Device.Data) != 0 {
+		t.Fatalf("the device state from the store: %+v", h.Device)
+	}
+	cfg.Adopt = &h
+	succBE := &storingBackend{backendOf: backendOf{&instantGPU{}}}
+	succ, err := New(cfg, succBE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer succ.Close()
+	if succBE.adopted == nil || succBE.adopted.Backend != "live" {
+		t.Fatalf("the successor's backend adopted %+v", succBE.adopted)
+	}
+	if fds := store.passed()["vm/d/device/live/0"]; len(fds) != 1 {
+		t.Fatalf("after the adoption the state is stored %d times, want once", len(fds))
 	}
 }

@@ -57,16 +57,19 @@ func (v *VM) openSysRing() error {
 }
 
 // answerOrphans answers, after a crash, the calls the crashed forwarder
-// took and never answered (syscalls.Orphans), before the new one starts.
-func (v *VM) answerOrphans(head uint64) {
+// took and never answered (syscalls.Orphans), before the new one starts,
+// which must not serve them (syscalls.Spec.Answered).
+func (v *VM) answerOrphans(head uint64) []syscalls.SlotCall {
 	if a := v.cfg.Adopt; a == nil || !a.Orphans {
-		return
+		return nil
 	}
 	l := v.cfg.Layout
 	area := shm.New(v.region.Bytes(l.SyscallOff, l.SyscallSize))
-	if n := syscalls.Orphans(area, int(l.SyscallSlots), head, time.Duration(abi.SyscallRingHoleNs)); n > 0 {
-		slog.Warn("system calls the crashed daemon took and never answered fail with EIO", "vm", v.cfg.Name, "calls", n)
+	answered := syscalls.Orphans(area, int(l.SyscallSlots), head, time.Duration(abi.SyscallRingHoleNs))
+	if len(answered) > 0 {
+		slog.Warn("system calls the crashed daemon took and never answered fail with EIO", "vm", v.cfg.Name, "calls", len(answered))
 	}
+	return answered
 }
 
 // closeSysRing unmaps and closes the head file (not handed over).

@@ -166,6 +166,9 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		MaxCommandNs: int64(min(cfg.Limits.MaxThrottleNs, math.MaxInt64)),
 		Complete:     v.complete,
 	}
+	if cfg.Store != nil {
+		spec.Store = deviceStore{v}
+	}
 	if v.serveSyscalls() {
 		// A claim counter the backend makes again (a restarted GPU
 		// worker) starts where the forwarder reads; before the forwarder
@@ -304,7 +307,7 @@ func (v *VM) startSyscalls() error {
 	l := v.cfg.Layout
 	start := v.cfg.StartProxy
 	head := v.adoptedHead()
-	v.answerOrphans(head)
+	answered := v.answerOrphans(head)
 	var headStore *uint64
 	if v.sysRing.mem != nil {
 		headStore = v.sysRing.head()
@@ -322,6 +325,7 @@ func (v *VM) startSyscalls() error {
 		MaxFileSize: v.cfg.MaxFileSize,
 		RingHead:    head,
 		HeadStore:   headStore,
+		Answered:    answered,
 	}, v.cfg.Syscalls)
 	if err != nil {
 		return fmt.Errorf("serving the syscalls of vm %q: %w", v.cfg.Name, err)
