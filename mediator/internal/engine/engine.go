@@ -13,8 +13,10 @@
 // no more, and one that arrives then would wait behind it. Until the first
 // period the budget is DefaultBudgetNs. Under policy none nobody is bounded.
 //
-// SetArbitration switches between arbitration driver (the default) and
-// turns (mediator/internal/gate): under turns the scheduler picks each
+// SetArbitration switches between arbitration driver (the default),
+// turns and auto (mediator/internal/gate; under auto the gate switches
+// between the other two at each period's end, after the period's charges
+// and holds, so that each period runs under one of them): under turns the scheduler picks each
 // turn's holder (sched.Scheduler.NextTurn) and is charged each turn's exact
 // GPU time, and its policy's holds stay in force. Under turns the
 // scheduler's period charges are exact too: the busy time the backend
@@ -115,7 +117,7 @@ func (e *Engine) budgetLocked(p sched.Policy) int64 {
 
 // SetArbitration switches to arbitration a; cfg (its quantum, clock,
 // hand-off threshold and whether the GPU preempts; the engine's scheduler
-// picks the turns) matters under turns.
+// picks the turns) matters under turns and auto.
 func (e *Engine) SetArbitration(a gate.Arbitration, cfg gate.TurnConfig) error {
 	cfg.Picker = e.sched
 	if err := e.gate.SetTurns(a, cfg); err != nil {
@@ -124,8 +126,12 @@ func (e *Engine) SetArbitration(a gate.Arbitration, cfg gate.TurnConfig) error {
 	return nil
 }
 
-// Arbitration is the arbitration in force and the turn's state.
+// Arbitration is the arbitration in force (driver or turns, under auto
+// too) and the turn's state.
 func (e *Engine) Arbitration() (gate.Arbitration, gate.Turn) { return e.gate.Arbitration() }
+
+// Auto is arbitration auto's state (On false when another is set).
+func (e *Engine) Auto() gate.AutoStats { return e.gate.Auto() }
 
 // AddVM registers a VM and its channels; it starts released.
 func (e *Engine) AddVM(id uint32, name string, weight uint32, cap float64, chans []gate.Channel) error {
@@ -195,6 +201,7 @@ func (e *Engine) OnPeriod(p accounting.Period) {
 	}
 	e.gate.SetBudget(e.budgetLocked(d.Policy))
 	e.gate.Apply(d.Hold)
+	e.gate.EndPeriod() // under auto: the next period's arbitration
 	for id, st := range e.vms {
 		held := slices.Contains(d.Hold, id)
 		switch {
