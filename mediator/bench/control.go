@@ -37,6 +37,7 @@ type ctlVM struct {
 
 type ctlStats struct {
 	cpuNs, estimatorNs, pollNs, periods, meanPeriodNs, samplingNs int64
+	auto                                                          gate.AutoStats // under arbitration auto
 }
 
 // newControl builds the control for s.Accounting over the hosts.
@@ -122,12 +123,12 @@ func newLogaControl(s spec.Spec, sm gpu, hosts []*host) (*logaControl, error) {
 			return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
 		}
 	}
-	if s.Tuning.Arbitration == string(gate.ArbitrationTurns) {
-		l.q.direct = true
+	if a := gate.Arbitration(s.Tuning.Arbitration); a == gate.ArbitrationTurns || a == gate.ArbitrationAuto {
+		l.q.direct = true // the gate releases VMs at completions and timers too
 		clk := gate.Clock{Now: sm.Clock().Now, After: sm.After}
 		cfg := gate.TurnConfig{QuantumNs: int64(s.Tuning.Quantum), Clock: clk, Preempts: backend.TimeSlices(sm),
 			HandoffNs: gate.HandoffSetting(s.Tuning.Handoff)}
-		if err := eng.SetArbitration(gate.ArbitrationTurns, cfg); err != nil {
+		if err := eng.SetArbitration(a, cfg); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
 		}
 	}
@@ -183,6 +184,7 @@ func (l *logaControl) snapshot(w int64) {
 		held[v.ID] = v.HeldNs
 	}
 	st := l.pollerStats()
+	st.auto = l.eng.Auto()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.held = held
