@@ -27,6 +27,9 @@
 // (ChargeTurn). Turns engage only when a
 // second VM has work: a VM alone keeps the turn, unlatched, for as long as
 // it likes, and the first doorbell on an idle GPU gets the turn at once.
+// Under arbitration auto (SetTurns, auto.go) the gate switches between the
+// two at each scheduling period's end (EndPeriod): turns while at least two
+// VMs are backlogged.
 //
 // Channels are polled (released work forwarded) after Gate.mu is released,
 // in VM id order, so that a backend completing inside Submit may call back
