@@ -32,7 +32,10 @@ type control interface {
 type ctlVM struct {
 	accounted int64
 	heldNs    int64
-	firstHeld int64 // -1: never held
+	// outstanding is the VM's time with work outstanding up to the
+	// snapshot (arbitration auto's measure); -1 when not counted.
+	outstanding int64
+	firstHeld   int64 // -1: never held
 }
 
 type ctlStats struct {
@@ -67,7 +70,7 @@ func (offControl) stop()              {}
 func (o offControl) result(int64) map[uint32]ctlVM {
 	out := map[uint32]ctlVM{}
 	for _, h := range o.hosts {
-		out[h.id] = ctlVM{firstHeld: -1}
+		out[h.id] = ctlVM{firstHeld: -1, outstanding: -1}
 	}
 	return out
 }
@@ -84,8 +87,10 @@ type logaControl struct {
 	periods   []periodRec
 	firstHeld map[uint32]int64
 	held      map[uint32]int64 // engine's held ns at the snapshot
-	atSnap    ctlStats         // the poller's figures at the snapshot
-	lastEnd   int64
+	// outstanding: the VMs' occupancy at the snapshot (under auto)
+	outstanding map[uint32]int64
+	atSnap      ctlStats // the poller's figures at the snapshot
+	lastEnd     int64
 }
 
 type periodRec struct {
@@ -179,15 +184,18 @@ func (l *logaControl) onPeriod(p accounting.Period) {
 }
 
 func (l *logaControl) snapshot(w int64) {
-	held := map[uint32]int64{}
-	for _, v := range l.eng.Stats(w) {
-		held[v.ID] = v.HeldNs
-	}
+	held, outstanding := map[uint32]int64{}, map[uint32]int64{}
 	st := l.pollerStats()
 	st.auto = l.eng.Auto()
+	for _, v := range l.eng.Stats(w) {
+		held[v.ID] = v.HeldNs
+		if st.auto.On {
+			outstanding[v.ID] = v.Occupancy.OutstandingNs
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.held = held
+	l.held, l.outstanding = held, outstanding
 	n := int64(len(l.periods))
 	st.periods = n
 	if n > 0 {
@@ -226,7 +234,11 @@ func (l *logaControl) result(w int64) map[uint32]ctlVM {
 		if !ok || first > w {
 			first = -1
 		}
-		out[id] = ctlVM{accounted: int64(acc[id] + 0.5), heldNs: h, firstHeld: first}
+		o, ok := l.outstanding[id]
+		if !ok {
+			o = -1
+		}
+		out[id] = ctlVM{accounted: int64(acc[id] + 0.5), heldNs: h, firstHeld: first, outstanding: o}
 	}
 	return out
 }
@@ -320,7 +332,7 @@ func (n *neonControl) result(w int64) map[uint32]ctlVM {
 		if first > w {
 			first = -1
 		}
-		out[id] = ctlVM{accounted: v.Accounted, heldNs: v.HeldNs, firstHeld: first}
+		out[id] = ctlVM{accounted: v.Accounted, heldNs: v.HeldNs, firstHeld: first, outstanding: -1}
 	}
 	return out
 }

@@ -112,6 +112,11 @@ type VMResult struct {
 	// FirstHeldNs is when the scheduler first held it; null if never.
 	FirstHeldNs *int64 `json:"first_held_ns"`
 	StartNs     int64  `json:"start_ns"` // when its workload began
+	// Outstanding is, under arbitration auto, the share of the measured
+	// stretch the VM had work outstanding (forwarded and not completed, or
+	// latched by the gate): the measure auto switches on, over the whole
+	// run rather than a period; absent otherwise.
+	Outstanding *float64 `json:"outstanding,omitempty"`
 	// Native is the VM's load in the native baseline (see Result.Native).
 	Native *NativeVM `json:"native,omitempty"`
 }

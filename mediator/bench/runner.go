@@ -414,6 +414,10 @@ func (r *runner) result(o Options) (*Result, error) {
 			first := c.firstHeld - r.t0
 			v.FirstHeldNs = &first
 		}
+		if c.outstanding >= 0 && w > r.t0 {
+			o := float64(c.outstanding) / float64(w-r.t0)
+			v.Outstanding = &o
+		}
 		res.Kernels += v.Kernels
 		res.VMs[i] = v
 	}

@@ -314,6 +314,11 @@ func TestAuto(t *testing.T) {
 	if r.JainIndex < 0.99 || r.AccountingErrorMax == nil || *r.AccountingErrorMax > 0.001 {
 		t.Fatalf("saturating mix under auto: Jain %.4f, bill error max %v", r.JainIndex, r.AccountingErrorMax)
 	}
+	for _, name := range []string{"multi", "short"} {
+		if o := vmNamed(t, r, name).Outstanding; o == nil || *o < 0.99 || *o > 1 {
+			t.Fatalf("saturating vm %s: outstanding %v, want all the time", name, o)
+		}
+	}
 	sleepy := "duration: 2s\npolicy: dfq\ntuning: {arbitration: ARB}\nvms:\n" +
 		"  - name: short\n    count: 2\n    workload: {kind: throttle, kernel_us: 100, sleep_us: 400}\n" +
 		"  - name: long\n    count: 2\n    workload: {kind: throttle, kernel_us: 1000, sleep_us: 4000}\n"
@@ -321,6 +326,14 @@ func TestAuto(t *testing.T) {
 	d := run(t, strings.ReplaceAll(sleepy, "ARB", "driver"))
 	if a.ArbitrationInForce != "driver" || a.ArbitrationSwitches == nil || *a.ArbitrationSwitches != 0 {
 		t.Fatalf("sleepy mix: in force %q, switches %v; want the driver throughout", a.ArbitrationInForce, a.ArbitrationSwitches)
+	}
+	for _, v := range a.VMs {
+		if v.Outstanding == nil || *v.Outstanding < 0.1 || *v.Outstanding > 0.6 {
+			t.Fatalf("sleepy vm %s: outstanding %v, want its kernels' and waits' share, under the threshold", v.Name, v.Outstanding)
+		}
+	}
+	if d.VMs[0].Outstanding != nil {
+		t.Fatal("outstanding reported under the driver: it is counted under auto only")
 	}
 	if a.Kernels != d.Kernels || a.GPUBusyNs != d.GPUBusyNs {
 		t.Fatalf("sleepy mix: auto %d kernels, %d ns busy; driver %d, %d", a.Kernels, a.GPUBusyNs, d.Kernels, d.GPUBusyNs)

@@ -231,6 +231,9 @@ type VMStats struct {
 	Cap       float64
 	// Budget is the VM's in-flight budget (zero when it has none).
 	Budget channel.BudgetStats
+	// Occupancy is its time with work outstanding (counted under
+	// arbitration auto; zero otherwise).
+	Occupancy channel.Occupancy
 }
 
 // Stats returns every VM's totals, sorted by id; now closes an open hold.
@@ -249,10 +252,11 @@ func (e *Engine) Stats(now int64) []VMStats {
 		}
 		s := snap[id]
 		b, _ := e.gate.Budget(id)
+		occ, _ := e.gate.Occupancy(id)
 		out = append(out, VMStats{
 			ID: id, Name: st.name, Accounted: st.accounted, Share: st.share,
 			Held: st.heldFrom >= 0, HeldNs: held, LagNs: s.Lag, Weight: s.Weight, Cap: s.Cap,
-			Budget: b,
+			Budget: b, Occupancy: occ,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
