@@ -60,7 +60,7 @@
 // GPU's own scheduling shares it out) or turns (one VM at a time has work on the GPU, for a quantum once another
 // waits, the scheduler picking the next; docs/architecture.md, "Accounting and scheduling") or auto (turns while at
 // least two VMs each had work outstanding for 90% of the last scheduling period, driver otherwise; the result's
-// arbitration_in_force and arbitration_switches say what it did); quantum is the turn quantum (default 5ms). They
+// arbitration_in_force, arbitration_switches and each VM's outstanding say what it did); quantum is the turn quantum (default 5ms). They
 // apply with accounting loga and loga-segment-average.
 //
 // Weight is the VM's share under policy dfq (and timeslice). Cap is the VM's maximum share of the GPU; it applies
