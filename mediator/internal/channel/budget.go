@@ -214,6 +214,12 @@ func (b *Budget) EndBound() int64 {
 	return b.mark.Load() + q
 }
 
+// LastProgress is when the VM's work in flight last moved, on the clock of
+// SetClock: its last completion, the last command forwarded onto nothing
+// in flight, or a NotBefore, whichever is latest (EndBound's start); 0
+// without a clock or before either.
+func (b *Budget) LastProgress() int64 { return b.mark.Load() }
+
 // NotBefore says that the VM's work in flight started no earlier than t
 // (another VM's work ran on the GPU until then), for EndBound.
 func (b *Budget) NotBefore(t int64) {

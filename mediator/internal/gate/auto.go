@@ -69,8 +69,9 @@ import (
 //
 // Where the GPU time-slices between contexts (TurnConfig.Preempts), a
 // backlogged VM whose recent commands ran longer than the overrun grace
-// (channel.Budget.Longest above OverrunQuanta quanta) keeps auto in the
-// driver's arbitration: turns pass beside such a command after the grace
+// (channel.Budget.Longest above OverrunQuanta quanta), or whose work in
+// flight has not progressed for that long (its first such command, still
+// running), keeps auto in the driver's arbitration: turns pass beside such a command after the grace
 // (overrunLocked), so the GPU is time-sliced during it anyway, and its
 // bills are the driver's kind, while the VMs beside it wait the grace
 // first. Measured on an H100 (200 ms kernels beside 1 ms ones): turns
@@ -154,7 +155,9 @@ func (g *Gate) startAutoLocked(cfg TurnConfig) {
 		a.stats = g.auto.stats // the counts go on
 	}
 	g.auto = a
+	now := cfg.Clock.Now()
 	for id, b := range g.budgets {
+		b.NotBefore(now) // LastProgress counts from now at the earliest
 		b.Track(cfg.Clock.Now)
 		b.SetWaiting(g.latched[id] && g.pendingLocked(id))
 		a.last[id] = b.Occupancy().OutstandingNs
@@ -179,6 +182,7 @@ func (g *Gate) trackLocked(id uint32) {
 	if a == nil || b == nil {
 		return
 	}
+	b.NotBefore(a.cfg.Clock.Now())
 	b.Track(a.cfg.Clock.Now)
 	a.last[id] = b.Occupancy().OutstandingNs
 }
@@ -225,7 +229,7 @@ func (g *Gate) EndPeriod() {
 		a.last[id] = out
 		if seen && span > 0 && float64(out-prev) >= a.cfg.Auto.Threshold*float64(span) {
 			n++
-			long = long || (a.cfg.Preempts && b.Longest() > grace)
+			long = long || (a.cfg.Preempts && g.longLocked(b, now, grace))
 		}
 	}
 	for id := range a.last {
@@ -258,6 +262,16 @@ func (g *Gate) EndPeriod() {
 	a.streak = 0
 	a.stats.Switches++
 	g.setTurnsLocked(want, a.cfg)
+}
+
+// longLocked reports whether a VM's commands run longer than grace: one
+// it completed recently did (channel.Budget.Longest), or its work in
+// flight has made no progress (no completion) for longer.
+func (g *Gate) longLocked(b *channel.Budget, now, grace int64) bool {
+	if b.Longest() > grace {
+		return true
+	}
+	return b.InFlight() > 0 && now-b.LastProgress() > grace
 }
 
 // Auto returns arbitration auto's state (On false when it is not set).

@@ -221,22 +221,29 @@ func must(t *testing.T, err error) {
 
 // TestAutoLongCommandsStayDriver: two saturating VMs, one of commands far
 // longer than the overrun grace, stay in the driver's arbitration where
-// the GPU preempts (turns would time-slice beside them anyway), and go to
-// turns where it does not.
+// the GPU preempts (turns would time-slice beside them anyway), from the
+// first period, before the first such command completed; and go to turns
+// where it does not.
 func TestAutoLongCommandsStayDriver(t *testing.T) {
 	for _, preempts := range []bool{true, false} {
 		w := newWorld(t, ArbitrationDriver, 0)
 		tc := TurnConfig{Picker: w.s, Clock: w.clock(), QuantumNs: ms(1), Preempts: preempts}
 		must(t, w.g.SetTurns(ArbitrationAuto, tc))
-		w.addVM(1, 1, 10*time.Millisecond, 2, 0, time.Hour) // past 3 quanta of 1 ms
+		// Its first kernel runs past the first period's end: the long
+		// commands are known before any completed.
+		w.addVM(1, 1, 30*time.Millisecond, 2, 0, time.Hour) // past 3 quanta of 1 ms
 		w.addVM(2, 1, 100*time.Microsecond, 4, 0, time.Hour)
 		for i := int64(1); i <= 10; i++ {
 			w.run(i * ms(20))
 			w.g.EndPeriod()
 		}
 		s := w.g.Auto()
-		if want := map[bool]Arbitration{true: ArbitrationDriver, false: ArbitrationTurns}[preempts]; s.InForce != want || s.Long != preempts {
-			t.Fatalf("preempts %v: %+v, want %s", preempts, s, want)
+		want, switches := ArbitrationDriver, uint64(0)
+		if !preempts {
+			want, switches = ArbitrationTurns, 1
+		}
+		if s.InForce != want || s.Long != preempts || s.Switches != switches {
+			t.Fatalf("preempts %v: %+v, want %s after %d switches", preempts, s, want, switches)
 		}
 	}
 }

@@ -275,6 +275,7 @@ func (g *Gate) hookLocked(id uint32) {
 	if t == nil {
 		if g.auto != nil {
 			b.SetHook(&channel.BudgetHook{Knocked: knock})
+			b.SetClock(g.auto.cfg.Clock.Now) // LastProgress, for the long commands
 		}
 		return
 	}
