@@ -56,12 +56,13 @@ import (
 // 2) without. Entering at once: every period spent in the driver's time
 // slicing with saturating VMs is billed wrong, and one whole period (26 ms
 // or more) of two VMs outstanding ≥ 90% of the time is no accident.
-// Leaving after two: the measure under turns reads higher than under the
-// driver for VMs that pause, never lower, so a dip below the threshold
-// under turns is a real one, but a VM that pauses once a period (a bursty
-// guest between bursts, a synchronisation) dips for one period and keeps
-// saturating after; the second period keeps such a mix from switching
-// twice for each pause. A switch costs little either way (SetTurns at
+// Leaving after two: a VM that pauses reads higher under turns than under
+// the driver (its work waits for the turn), so a dip below the threshold
+// under turns is a real pause, but a VM that pauses once (a bursty guest
+// between bursts, a synchronisation) dips for one period and saturates
+// again after; the second period keeps such a mix from switching twice
+// for each pause, and a mix that stopped saturating leaves 2 periods (52
+// ms or more) later. A switch costs little either way (SetTurns at
 // runtime: to driver releases every VM; to turns latches all but one, whose
 // co-runners' work in flight runs out beside it).
 //
