@@ -272,10 +272,15 @@ type Stats struct {
 	Turns       uint64 `json:"turns,omitempty"`
 	// TurnOverruns counts the turns passed beside a holder command that
 	// ran far past its turn, where the GPU time-slices between VMs.
-	TurnOverruns uint64    `json:"turn_overruns,omitempty"`
-	Now          int64     `json:"now_ns"`      // the backend's clock
-	GPUBusyNs    uint64    `json:"gpu_busy_ns"` // sum over VMs
-	VMs          []VMStats `json:"vms"`
+	TurnOverruns uint64 `json:"turn_overruns,omitempty"`
+	// ArbitrationAuto: sluiced --arbitration auto, which switches between
+	// driver and turns at period boundaries (Arbitration is the one in
+	// force); ArbitrationSwitches counts its switches.
+	ArbitrationAuto     bool      `json:"arbitration_auto,omitempty"`
+	ArbitrationSwitches uint64    `json:"arbitration_switches,omitempty"`
+	Now                 int64     `json:"now_ns"`      // the backend's clock
+	GPUBusyNs           uint64    `json:"gpu_busy_ns"` // sum over VMs
+	VMs                 []VMStats `json:"vms"`
 }
 
 // Version identifies the daemon.

@@ -142,7 +142,9 @@ var (
 		[]string{"vm", "reason"}, nil)
 	turnHolder = prometheus.NewDesc("sluice_vm_turn_holder",
 		"1 while the VM holds the turn (arbitration turns: its work alone is on the GPU), else 0.", []string{"vm"}, nil)
-	turns = prometheus.NewDesc("sluice_turns_total", "Turns granted under arbitration turns since the daemon started.", nil, nil)
+	turns    = prometheus.NewDesc("sluice_turns_total", "Turns granted under arbitration turns since the daemon started.", nil, nil)
+	switches = prometheus.NewDesc("sluice_arbitration_switches_total",
+		"Under arbitration auto, switches between driver and turns since the daemon started (the info's arbitration label is the one in force).", nil, nil)
 
 	pollerCPU = prometheus.NewDesc("sluice_poller_cpu_seconds_total", "CPU time the accounting poller used since the daemon started.", nil, nil)
 	periods   = prometheus.NewDesc("sluice_scheduling_periods_total", "Scheduling periods ended since the daemon started.", nil, nil)
@@ -169,7 +171,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range syscallMetrics {
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{peersRefused, turnHolder, turns, pollerCPU, periods, vms, info, dispatchHist, turnaroundHist} {
+	for _, d := range []*prometheus.Desc{peersRefused, turnHolder, turns, switches, pollerCPU, periods, vms, info, dispatchHist, turnaroundHist} {
 		ch <- d
 	}
 }
@@ -247,6 +249,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			send(turnHolder, gauge, boolean(v.TurnHolder), v.Name)
 		}
 		send(turns, counter, float64(st.Turns))
+	}
+	if st.ArbitrationAuto {
+		send(switches, counter, float64(st.ArbitrationSwitches))
 	}
 	send(pollerCPU, counter, seconds(st.PollerCPUNs))
 	send(periods, counter, float64(max(st.Periods, 0)))

@@ -44,6 +44,7 @@ var existing = map[string]dto.MetricType{
 	"sluice_vm_syscall_proxy_restarts_total":    dto.MetricType_COUNTER,
 	"sluice_vm_turn_holder":                     dto.MetricType_GAUGE,
 	"sluice_turns_total":                        dto.MetricType_COUNTER,
+	"sluice_arbitration_switches_total":         dto.MetricType_COUNTER,
 	"sluice_poller_cpu_seconds_total":           dto.MetricType_COUNTER,
 }
 
@@ -51,7 +52,7 @@ var existing = map[string]dto.MetricType{
 // serving system calls, under arbitration turns.
 func Full() hostapi.Stats {
 	return hostapi.Stats{Backend: "sim", Clock: "wall", Policy: hostapi.PolicyDFQ, Accounting: "loga",
-		Arbitration: "turns", Turns: 9, PollerCPUNs: 12_345_678_901, Periods: 77,
+		Arbitration: "turns", Turns: 9, ArbitrationAuto: true, ArbitrationSwitches: 5, PollerCPUNs: 12_345_678_901, Periods: 77,
 		VMs: []hostapi.VMStats{
 			{VM: hostapi.VM{Name: "busy", Weight: 2, Cap: 0.5, Peers: 1, Timeouts: 2,
 				RefusedPeers:     hostapi.PeerRefusals{Foreign: 5, NoHandshake: 4, Full: 3, Other: 1},
@@ -196,6 +197,7 @@ func TestValues(t *testing.T) {
 		{"sluice_vm_peers_refused_total", []string{"reason", "full", "vm", "busy"}, 3},
 		{"sluice_vm_peers_refused_total", []string{"reason", "other", "vm", "busy"}, 1},
 		{"sluice_turns_total", nil, 9},
+		{"sluice_arbitration_switches_total", nil, 5},
 		{"sluice_poller_cpu_seconds_total", nil, 12.345678901},
 		{"sluice_scheduling_periods_total", nil, 77},
 		{"sluice_vms", nil, 3},

@@ -32,11 +32,15 @@ type control interface {
 type ctlVM struct {
 	accounted int64
 	heldNs    int64
-	firstHeld int64 // -1: never held
+	// outstanding is the VM's time with work outstanding up to the
+	// snapshot (arbitration auto's measure); -1 when not counted.
+	outstanding int64
+	firstHeld   int64 // -1: never held
 }
 
 type ctlStats struct {
 	cpuNs, estimatorNs, pollNs, periods, meanPeriodNs, samplingNs int64
+	auto                                                          gate.AutoStats // under arbitration auto
 }
 
 // newControl builds the control for s.Accounting over the hosts.
@@ -66,7 +70,7 @@ func (offControl) stop()              {}
 func (o offControl) result(int64) map[uint32]ctlVM {
 	out := map[uint32]ctlVM{}
 	for _, h := range o.hosts {
-		out[h.id] = ctlVM{firstHeld: -1}
+		out[h.id] = ctlVM{firstHeld: -1, outstanding: -1}
 	}
 	return out
 }
@@ -83,8 +87,10 @@ type logaControl struct {
 	periods   []periodRec
 	firstHeld map[uint32]int64
 	held      map[uint32]int64 // engine's held ns at the snapshot
-	atSnap    ctlStats         // the poller's figures at the snapshot
-	lastEnd   int64
+	// outstanding: the VMs' occupancy at the snapshot (under auto)
+	outstanding map[uint32]int64
+	atSnap      ctlStats // the poller's figures at the snapshot
+	lastEnd     int64
 }
 
 type periodRec struct {
@@ -122,12 +128,12 @@ func newLogaControl(s spec.Spec, sm gpu, hosts []*host) (*logaControl, error) {
 			return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
 		}
 	}
-	if s.Tuning.Arbitration == string(gate.ArbitrationTurns) {
-		l.q.direct = true
+	if a := gate.Arbitration(s.Tuning.Arbitration); a == gate.ArbitrationTurns || a == gate.ArbitrationAuto {
+		l.q.direct = true // the gate releases VMs at completions and timers too
 		clk := gate.Clock{Now: sm.Clock().Now, After: sm.After}
 		cfg := gate.TurnConfig{QuantumNs: int64(s.Tuning.Quantum), Clock: clk, Preempts: backend.TimeSlices(sm),
 			HandoffNs: gate.HandoffSetting(s.Tuning.Handoff)}
-		if err := eng.SetArbitration(gate.ArbitrationTurns, cfg); err != nil {
+		if err := eng.SetArbitration(a, cfg); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
 		}
 	}
@@ -178,14 +184,18 @@ func (l *logaControl) onPeriod(p accounting.Period) {
 }
 
 func (l *logaControl) snapshot(w int64) {
-	held := map[uint32]int64{}
+	held, outstanding := map[uint32]int64{}, map[uint32]int64{}
+	st := l.pollerStats()
+	st.auto = l.eng.Auto()
 	for _, v := range l.eng.Stats(w) {
 		held[v.ID] = v.HeldNs
+		if st.auto.On {
+			outstanding[v.ID] = v.Occupancy.OutstandingNs
+		}
 	}
-	st := l.pollerStats()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.held = held
+	l.held, l.outstanding = held, outstanding
 	n := int64(len(l.periods))
 	st.periods = n
 	if n > 0 {
@@ -224,7 +234,11 @@ func (l *logaControl) result(w int64) map[uint32]ctlVM {
 		if !ok || first > w {
 			first = -1
 		}
-		out[id] = ctlVM{accounted: int64(acc[id] + 0.5), heldNs: h, firstHeld: first}
+		o, ok := l.outstanding[id]
+		if !ok {
+			o = -1
+		}
+		out[id] = ctlVM{accounted: int64(acc[id] + 0.5), heldNs: h, firstHeld: first, outstanding: o}
 	}
 	return out
 }
@@ -318,7 +332,7 @@ func (n *neonControl) result(w int64) map[uint32]ctlVM {
 		if first > w {
 			first = -1
 		}
-		out[id] = ctlVM{accounted: v.Accounted, heldNs: v.HeldNs, firstHeld: first}
+		out[id] = ctlVM{accounted: v.Accounted, heldNs: v.HeldNs, firstHeld: first, outstanding: -1}
 	}
 	return out
 }

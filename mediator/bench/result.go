@@ -18,9 +18,16 @@ type Result struct {
 	Clock      string `json:"clock"`
 	Accounting string `json:"accounting"`
 	Policy     string `json:"policy"`
-	// Arbitration is "turns" when one VM at a time had work on the GPU
+	// Arbitration is "turns" when one VM at a time had work on the GPU,
+	// "auto" when the mediator switched between driver and turns
 	// (tuning.arbitration); absent for driver.
 	Arbitration string `json:"arbitration,omitempty"`
+	// Under auto, at the end of the measured stretch: the arbitration in
+	// force, the switches between the two, and the scheduling periods
+	// that ran under turns (of periods); absent under driver and turns.
+	ArbitrationInForce  string  `json:"arbitration_in_force,omitempty"`
+	ArbitrationSwitches *uint64 `json:"arbitration_switches,omitempty"`
+	TurnsPeriods        *uint64 `json:"turns_periods,omitempty"`
 	// MaxVMsInFlight is the most VMs that had commands submitted to the
 	// backend and not completed at one instant (under turns at most 1
 	// without a hand-off, 2 with: the next holder's queued behind the last
@@ -105,6 +112,11 @@ type VMResult struct {
 	// FirstHeldNs is when the scheduler first held it; null if never.
 	FirstHeldNs *int64 `json:"first_held_ns"`
 	StartNs     int64  `json:"start_ns"` // when its workload began
+	// Outstanding is, under arbitration auto, the share of the measured
+	// stretch the VM had work outstanding (forwarded and not completed, or
+	// latched by the gate): the measure auto switches on, over the whole
+	// run rather than a period; absent otherwise.
+	Outstanding *float64 `json:"outstanding,omitempty"`
 	// Native is the VM's load in the native baseline (see Result.Native).
 	Native *NativeVM `json:"native,omitempty"`
 }
@@ -178,6 +190,13 @@ func WriteText(w io.Writer, r *Result) error {
 	if r.SamplingNs > 0 {
 		fmt.Fprintf(&b, ", sampling %s", ms(r.SamplingNs))
 	}
+	switch r.Arbitration {
+	case "turns":
+		b.WriteString("\narbitration turns")
+	case "auto":
+		fmt.Fprintf(&b, "\narbitration auto: %s at the end, %d switches, %d periods under turns",
+			r.ArbitrationInForce, deref(r.ArbitrationSwitches), deref(r.TurnsPeriods))
+	}
 	b.WriteString("\n\n")
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
@@ -207,3 +226,11 @@ func pctOrDash(e *float64) string {
 }
 
 func ms(ns int64) string { return fmt.Sprintf("%.3fms", float64(ns)/1e6) }
+
+// deref is *p, 0 for nil.
+func deref(p *uint64) uint64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}

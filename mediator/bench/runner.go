@@ -414,11 +414,20 @@ func (r *runner) result(o Options) (*Result, error) {
 			first := c.firstHeld - r.t0
 			v.FirstHeldNs = &first
 		}
+		if c.outstanding >= 0 && w > r.t0 {
+			o := float64(c.outstanding) / float64(w-r.t0)
+			v.Outstanding = &o
+		}
 		res.Kernels += v.Kernels
 		res.VMs[i] = v
 	}
-	if r.s.Tuning.Arbitration == string(gate.ArbitrationTurns) {
-		res.Arbitration = r.s.Tuning.Arbitration
+	switch a := gate.Arbitration(r.s.Tuning.Arbitration); a {
+	case gate.ArbitrationTurns:
+		res.Arbitration = string(a)
+	case gate.ArbitrationAuto:
+		res.Arbitration, res.ArbitrationInForce = string(a), string(st.auto.InForce)
+		sw, tp := st.auto.Switches, st.auto.TurnsPeriods
+		res.ArbitrationSwitches, res.TurnsPeriods = &sw, &tp
 	}
 	res.fairness()
 	res.errorMax()

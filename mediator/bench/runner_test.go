@@ -7,6 +7,7 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/backend"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/sluice-gpu/sluice/mediator/bench/spec"
@@ -290,5 +291,51 @@ func TestTurnsOneVMInFlight(t *testing.T) {
 				t.Fatalf("turns: Jain %.4f", r.JainIndex)
 			}
 		})
+	}
+}
+
+// TestAuto: under arbitration auto a saturating mix (a VM on 4 channels of
+// 4 ms kernels, one of 20 µs kernels 16 deep, a bursty one) goes to turns
+// at the first period and stays: fair (Jain ≥ 0.99, where the driver's
+// time slicing gives it 0.76 on the sim) and billed exactly; a mix of
+// closed loops that sleep (nooveruse: nobody over-uses) stays in the
+// driver's arbitration throughout and loses nothing against it.
+func TestAuto(t *testing.T) {
+	sat := "duration: 2s\npolicy: dfq\ntuning: {arbitration: auto}\nvms:\n" +
+		"  - name: multi\n    channels: 4\n    workload: {kind: throttle, kernel_us: 4000, depth: 2}\n" +
+		"  - name: short\n    workload: {kind: throttle, kernel_us: 20, depth: 16}\n" +
+		"  - name: bursty\n    workload: {kind: throttle, kernel_us: 500, depth: 4, on: 50ms, off: 50ms}\n"
+	r := run(t, sat)
+	if r.Arbitration != "auto" || r.ArbitrationInForce != "turns" || r.ArbitrationSwitches == nil ||
+		*r.ArbitrationSwitches != 1 || *r.TurnsPeriods < uint64(r.Periods)-2 {
+		t.Fatalf("saturating mix: arbitration %q, in force %q, switches %v, %v of %d periods under turns; want turns from the first period on",
+			r.Arbitration, r.ArbitrationInForce, r.ArbitrationSwitches, r.TurnsPeriods, r.Periods)
+	}
+	if r.JainIndex < 0.99 || r.AccountingErrorMax == nil || *r.AccountingErrorMax > 0.001 {
+		t.Fatalf("saturating mix under auto: Jain %.4f, bill error max %v", r.JainIndex, r.AccountingErrorMax)
+	}
+	for _, name := range []string{"multi", "short"} {
+		if o := vmNamed(t, r, name).Outstanding; o == nil || *o < 0.99 || *o > 1 {
+			t.Fatalf("saturating vm %s: outstanding %v, want all the time", name, o)
+		}
+	}
+	sleepy := "duration: 2s\npolicy: dfq\ntuning: {arbitration: ARB}\nvms:\n" +
+		"  - name: short\n    count: 2\n    workload: {kind: throttle, kernel_us: 100, sleep_us: 400}\n" +
+		"  - name: long\n    count: 2\n    workload: {kind: throttle, kernel_us: 1000, sleep_us: 4000}\n"
+	a := run(t, strings.ReplaceAll(sleepy, "ARB", "auto"))
+	d := run(t, strings.ReplaceAll(sleepy, "ARB", "driver"))
+	if a.ArbitrationInForce != "driver" || a.ArbitrationSwitches == nil || *a.ArbitrationSwitches != 0 {
+		t.Fatalf("sleepy mix: in force %q, switches %v; want the driver throughout", a.ArbitrationInForce, a.ArbitrationSwitches)
+	}
+	for _, v := range a.VMs {
+		if v.Outstanding == nil || *v.Outstanding < 0.1 || *v.Outstanding > 0.6 {
+			t.Fatalf("sleepy vm %s: outstanding %v, want its kernels' and waits' share, under the threshold", v.Name, v.Outstanding)
+		}
+	}
+	if d.VMs[0].Outstanding != nil {
+		t.Fatal("outstanding reported under the driver: it is counted under auto only")
+	}
+	if a.Kernels != d.Kernels || a.GPUBusyNs != d.GPUBusyNs {
+		t.Fatalf("sleepy mix: auto %d kernels, %d ns busy; driver %d, %d", a.Kernels, a.GPUBusyNs, d.Kernels, d.GPUBusyNs)
 	}
 }

@@ -333,3 +333,29 @@ func TestTopStatsError(t *testing.T) {
 		t.Errorf("got %+v", r)
 	}
 }
+
+// TestTopArbitration: the header names the arbitration in force, and under
+// auto the switches.
+func TestTopArbitration(t *testing.T) {
+	for _, tt := range []struct {
+		arb, holder string
+		auto        bool
+		switches    uint64
+		want        string
+	}{
+		{"driver", "", false, 0, ""},
+		{"turns", "web", false, 0, "turns (holder web)"},
+		{"turns", "", true, 3, "auto: turns (holder -), 3 switches"},
+		{"driver", "", true, 4, "auto: driver, 4 switches"},
+	} {
+		cur := statsB
+		cur.Arbitration, cur.TurnHolder, cur.ArbitrationAuto, cur.ArbitrationSwitches = tt.arb, tt.holder, tt.auto, tt.switches
+		f := computeTop(statsA, cur)
+		if f.arbitration != tt.want {
+			t.Errorf("%+v: arbitration %q, want %q", tt, f.arbitration, tt.want)
+		}
+		if frame := RenderTopFrame(statsA, cur); tt.want != "" && !strings.Contains(frame, "arbitration: "+tt.want+"\n") {
+			t.Errorf("%+v: the frame does not say %q:\n%s", tt, tt.want, frame)
+		}
+	}
+}

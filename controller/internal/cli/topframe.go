@@ -41,7 +41,7 @@ type topRow struct {
 type topFrame struct {
 	backend, clock     string
 	policy, accounting string
-	arbitration        string // "turns: HOLDER" under turns, else empty
+	arbitration        string // "turns (holder HOLDER)" under turns, "auto: IN FORCE, N switches" under auto, else empty
 	intervalNs         int64  // <= 0: no usable interval, rates are unknown
 	util               float64
 	pollerPct          float64 // poller CPU time / interval, in % of one core
@@ -112,6 +112,13 @@ func computeTop(prev, cur hostapi.Stats) topFrame {
 		intervalNs: cur.Now - prev.Now}
 	if cur.Arbitration == "turns" {
 		f.arbitration = "turns (holder " + orDash(clean(cur.TurnHolder)) + ")"
+	}
+	if cur.ArbitrationAuto {
+		inForce := f.arbitration
+		if inForce == "" {
+			inForce = "driver"
+		}
+		f.arbitration = fmt.Sprintf("auto: %s, %d switches", inForce, cur.ArbitrationSwitches)
 	}
 	before := make(map[string]hostapi.VMStats, len(prev.VMs))
 	for _, v := range prev.VMs {

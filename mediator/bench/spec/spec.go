@@ -126,7 +126,8 @@ type Tuning struct {
 	// negative: no bound).
 	InflightBudget time.Duration `yaml:"inflight_budget,omitempty"`
 	// Arbitration is who decides whose work is on the GPU: "driver" (""
-	// too: every VM's at once) or "turns" (one VM at a time).
+	// too: every VM's at once), "turns" (one VM at a time) or "auto"
+	// (turns while at least two VMs are backlogged, driver otherwise).
 	Arbitration string `yaml:"arbitration,omitempty"`
 	// Quantum is how long a turn lasts while another VM waits (0: the
 	// mediator's default).

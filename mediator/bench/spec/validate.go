@@ -249,8 +249,8 @@ func (t Tuning) check(p *problems, path string) {
 	if b := t.InflightBudget; (b == 0 && p.has(path+".inflight_budget")) || b > MaxBudget {
 		p.add(path+".inflight_budget", "must be negative (no bound) or a duration in (0, %s], got %s", MaxBudget, b)
 	}
-	if a := t.Arbitration; (a != "" || p.has(path+".arbitration")) && a != "driver" && a != "turns" {
-		p.add(path+".arbitration", "must be driver or turns, got %q", a)
+	if a := t.Arbitration; (a != "" || p.has(path+".arbitration")) && a != "driver" && a != "turns" && a != "auto" {
+		p.add(path+".arbitration", "must be driver, turns or auto, got %q", a)
 	}
 	if q := t.Quantum; (q != 0 || p.has(path+".quantum")) && !(q > 0 && q <= MaxQuantum) {
 		p.add(path+".quantum", "must be positive and at most %s, got %s", MaxQuantum, q)

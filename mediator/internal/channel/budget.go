@@ -63,6 +63,10 @@ import (
 // gate watches it, so that the next holder's commands can be queued behind
 // that work before it ends (the gate's hand-off).
 //
+// Under arbitration auto the budget also counts the time the VM had work
+// outstanding (Track, Occupancy: occupancy.go), at InFlight's transitions
+// from and to zero and the gate's SetWaiting.
+//
 // The fast path is one compare-and-swap per command forwarded and one atomic
 // add per command completed; the mutex is taken only by a channel that
 // found no room and by the completion that wakes it. Lock order: a
@@ -85,6 +89,8 @@ type Budget struct {
 
 	mu      sync.Mutex
 	waiters []*Channel
+
+	occ occupancy // time with work outstanding, when tracked (Track)
 }
 
 // Tuning of the estimate (see Budget).
@@ -208,6 +214,12 @@ func (b *Budget) EndBound() int64 {
 	return b.mark.Load() + q
 }
 
+// LastProgress is when the VM's work in flight last moved, on the clock of
+// SetClock: its last completion, the last command forwarded onto nothing
+// in flight, or a NotBefore, whichever is latest (EndBound's start); 0
+// without a clock or before either.
+func (b *Budget) LastProgress() int64 { return b.mark.Load() }
+
 // NotBefore says that the VM's work in flight started no earlier than t
 // (another VM's work ran on the GPU until then), for EndBound.
 func (b *Budget) NotBefore(t int64) {
@@ -285,6 +297,7 @@ func (b *Budget) reserve(cost int64) bool {
 		if b.queued.CompareAndSwap(q, q+cost) {
 			if q == 0 {
 				b.stamp() // it runs from now at the latest (EndBound)
+				b.transition()
 			}
 			return true
 		}
@@ -316,7 +329,9 @@ func (b *Budget) reserveOrWait(c *Channel, cost int64) bool {
 func (b *Budget) refund(cost int64) {
 	if cost != 0 {
 		b.stamp() // what is left runs from now at the latest (EndBound)
-		b.queued.Add(-cost)
+		if b.queued.Add(-cost) == 0 {
+			b.transition()
+		}
 	}
 	if b.waiting.Load() {
 		b.wake()

@@ -86,7 +86,9 @@ type Config struct {
 	// (default: every VM the scheduler does not hold forwards at once, and
 	// the GPU's driver time-slices between their contexts) or "turns" (one
 	// VM at a time has work on the GPU; docs/architecture.md, "Accounting
-	// and scheduling"). Turns need the wall clock.
+	// and scheduling") or "auto" (turns while at least two VMs are
+	// backlogged, driver otherwise, switched at period boundaries). Turns
+	// and auto need the wall clock.
 	Arbitration string
 	// Quantum is how long a turn lasts once another VM waits, before the
 	// holder is latched and drains (0: gate.DefaultQuantum, 5ms).
@@ -220,8 +222,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("config: %w", err)
 	}
 	c.Arbitration = string(a)
-	if a == gate.ArbitrationTurns && c.Clock != "wall" {
-		return fmt.Errorf("config: arbitration turns needs the wall clock (sluicectl bench runs turns on a virtual one)")
+	if a != gate.ArbitrationDriver && c.Clock != "wall" {
+		return fmt.Errorf("config: arbitration %s needs the wall clock (sluicectl bench runs it on a virtual one)", a)
 	}
 	if c.Quantum < 0 || c.Quantum > time.Minute {
 		return fmt.Errorf("config: quantum %v: want 0 (default %v) to 1m", c.Quantum, gate.DefaultQuantum)

@@ -160,7 +160,7 @@ func (d *Daemon) startScheduling(persisted string) error {
 		return err
 	}
 	d.engine.SetBudget(int64(d.cfg.InflightBudget)) // 0: derived from the period; negative: none
-	if a := gate.Arbitration(d.cfg.Arbitration); a == gate.ArbitrationTurns {
+	if a := gate.Arbitration(d.cfg.Arbitration); a != gate.ArbitrationDriver {
 		clk := gate.Clock{Now: d.be.Clock().Now, After: func(delay int64, fn func()) {
 			time.AfterFunc(time.Duration(delay), fn)
 		}}
@@ -431,6 +431,9 @@ func (d *Daemon) Stats(_ context.Context) (hostapi.Stats, error) {
 	s.Arbitration = string(arb)
 	if arb == gate.ArbitrationTurns {
 		s.QuantumNs, s.Turns, s.TurnOverruns = turn.QuantumNs, turn.Turns, turn.Overruns
+	}
+	if auto := d.engine.Auto(); auto.On {
+		s.ArbitrationAuto, s.ArbitrationSwitches = true, auto.Switches
 	}
 	sched := map[uint32]engine.VMStats{}
 	for _, st := range d.engine.Stats(now) {

@@ -13,8 +13,10 @@
 // no more, and one that arrives then would wait behind it. Until the first
 // period the budget is DefaultBudgetNs. Under policy none nobody is bounded.
 //
-// SetArbitration switches between arbitration driver (the default) and
-// turns (mediator/internal/gate): under turns the scheduler picks each
+// SetArbitration switches between arbitration driver (the default),
+// turns and auto (mediator/internal/gate; under auto the gate switches
+// between the other two at each period's end, after the period's charges
+// and holds, so that each period runs under one of them): under turns the scheduler picks each
 // turn's holder (sched.Scheduler.NextTurn) and is charged each turn's exact
 // GPU time, and its policy's holds stay in force. Under turns the
 // scheduler's period charges are exact too: the busy time the backend
@@ -115,7 +117,7 @@ func (e *Engine) budgetLocked(p sched.Policy) int64 {
 
 // SetArbitration switches to arbitration a; cfg (its quantum, clock,
 // hand-off threshold and whether the GPU preempts; the engine's scheduler
-// picks the turns) matters under turns.
+// picks the turns) matters under turns and auto.
 func (e *Engine) SetArbitration(a gate.Arbitration, cfg gate.TurnConfig) error {
 	cfg.Picker = e.sched
 	if err := e.gate.SetTurns(a, cfg); err != nil {
@@ -124,8 +126,12 @@ func (e *Engine) SetArbitration(a gate.Arbitration, cfg gate.TurnConfig) error {
 	return nil
 }
 
-// Arbitration is the arbitration in force and the turn's state.
+// Arbitration is the arbitration in force (driver or turns, under auto
+// too) and the turn's state.
 func (e *Engine) Arbitration() (gate.Arbitration, gate.Turn) { return e.gate.Arbitration() }
+
+// Auto is arbitration auto's state (On false when another is set).
+func (e *Engine) Auto() gate.AutoStats { return e.gate.Auto() }
 
 // AddVM registers a VM and its channels; it starts released.
 func (e *Engine) AddVM(id uint32, name string, weight uint32, cap float64, chans []gate.Channel) error {
@@ -195,6 +201,7 @@ func (e *Engine) OnPeriod(p accounting.Period) {
 	}
 	e.gate.SetBudget(e.budgetLocked(d.Policy))
 	e.gate.Apply(d.Hold)
+	e.gate.EndPeriod() // under auto: the next period's arbitration
 	for id, st := range e.vms {
 		held := slices.Contains(d.Hold, id)
 		switch {
@@ -224,6 +231,9 @@ type VMStats struct {
 	Cap       float64
 	// Budget is the VM's in-flight budget (zero when it has none).
 	Budget channel.BudgetStats
+	// Occupancy is its time with work outstanding (counted under
+	// arbitration auto; zero otherwise).
+	Occupancy channel.Occupancy
 }
 
 // Stats returns every VM's totals, sorted by id; now closes an open hold.
@@ -242,10 +252,11 @@ func (e *Engine) Stats(now int64) []VMStats {
 		}
 		s := snap[id]
 		b, _ := e.gate.Budget(id)
+		occ, _ := e.gate.Occupancy(id)
 		out = append(out, VMStats{
 			ID: id, Name: st.name, Accounted: st.accounted, Share: st.share,
 			Held: st.heldFrom >= 0, HeldNs: held, LagNs: s.Lag, Weight: s.Weight, Cap: s.Cap,
-			Budget: b,
+			Budget: b, Occupancy: occ,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

@@ -126,3 +126,34 @@ func TestBudgetFollowsThePeriod(t *testing.T) {
 		t.Fatalf("policy none: budget %d, want none", b.Limit())
 	}
 }
+
+// TestAutoEndsPeriods: under arbitration auto each OnPeriod ends the
+// gate's auto period (after its charges and holds), and Auto reports it;
+// the driver and turns leave auto off.
+func TestAutoEndsPeriods(t *testing.T) {
+	e, err := New(sched.Config{Policy: sched.PolicyDFQ})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := int64(0)
+	clk := gate.Clock{Now: func() int64 { return now }, After: func(int64, func()) {}}
+	if err := e.SetArbitration(gate.ArbitrationAuto, gate.TurnConfig{Clock: clk}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(3) {
+		now = (i + 1) * 10 * ms
+		e.OnPeriod(period(i, nil))
+	}
+	if s := e.Auto(); !s.On || s.Periods != 3 || s.InForce != gate.ArbitrationDriver || s.Switches != 0 {
+		t.Fatalf("auto after 3 idle periods: %+v", s)
+	}
+	if a, _ := e.Arbitration(); a != gate.ArbitrationDriver {
+		t.Fatalf("in force %s, want driver", a)
+	}
+	if err := e.SetArbitration(gate.ArbitrationTurns, gate.TurnConfig{Clock: clk}); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.Auto(); s.On || s.InForce != gate.ArbitrationTurns {
+		t.Fatalf("after setting turns: %+v", s)
+	}
+}

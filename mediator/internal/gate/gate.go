@@ -27,6 +27,9 @@
 // (ChargeTurn). Turns engage only when a
 // second VM has work: a VM alone keeps the turn, unlatched, for as long as
 // it likes, and the first doorbell on an idle GPU gets the turn at once.
+// Under arbitration auto (SetTurns, auto.go) the gate switches between the
+// two at each scheduling period's end (EndPeriod): turns while at least two
+// VMs are backlogged.
 //
 // Channels are polled (released work forwarded) after Gate.mu is released,
 // in VM id order, so that a backend completing inside Submit may call back
@@ -65,8 +68,10 @@ type Gate struct {
 	budgets map[uint32]*channel.Budget
 	limit   int64             // every VM's budget, ns; 0: none
 	turns   *turnState        // nil: arbitration driver
+	auto    *autoState        // nil: arbitration auto is not set
 	polls   []pollEntry       // channels released under mu, polled after it
 	wakes   []*channel.Budget // budgets given room under mu, woken after it
+	unwaits []*channel.Budget // released under auto: not waiting once polled
 }
 
 // pollEntry is a released channel to poll once Gate.mu is released.
@@ -84,8 +89,8 @@ func New() *Gate {
 // unlock releases mu and polls the channels released under it, in VM
 // order (deterministic on a virtual timeline).
 func (g *Gate) unlock() {
-	polls, wakes := g.polls, g.wakes
-	g.polls, g.wakes = nil, nil
+	polls, wakes, unwaits := g.polls, g.wakes, g.unwaits
+	g.polls, g.wakes, g.unwaits = nil, nil, nil
 	g.mu.Unlock()
 	slices.SortStableFunc(polls, func(a, b pollEntry) int {
 		return int(int64(a.vm) - int64(b.vm))
@@ -95,6 +100,9 @@ func (g *Gate) unlock() {
 	}
 	for _, b := range wakes {
 		b.Wake()
+	}
+	for _, b := range unwaits {
+		b.SetWaiting(false) // its latched work is forwarded now, or in flight
 	}
 }
 
@@ -120,6 +128,7 @@ func (g *Gate) syncLocked(id uint32) {
 	} else {
 		delete(g.latched, id)
 	}
+	g.waitingChangedLocked(id, want)
 }
 
 // Add registers a VM's channels, released (latched under turns unless it
@@ -135,8 +144,9 @@ func (g *Gate) Add(vm uint32, chans []Channel) {
 			break
 		}
 	}
+	g.trackLocked(vm)
+	g.hookLocked(vm)
 	if g.turns != nil {
-		g.hookLocked(vm)
 		g.syncLocked(vm)
 		g.settleLocked()
 	}
@@ -188,8 +198,10 @@ func (g *Gate) Remove(vm uint32) {
 			c.SetHeld(false)
 		}
 	}
-	if b := g.budgets[vm]; b != nil && g.turns != nil {
+	if b := g.budgets[vm]; b != nil && (g.turns != nil || g.auto != nil) {
 		unhook(b)
+		b.Track(nil)
+		b.SetWaiting(false)
 	}
 	delete(g.vms, vm)
 	delete(g.held, vm)

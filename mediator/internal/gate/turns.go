@@ -18,6 +18,9 @@ const (
 	ArbitrationDriver Arbitration = "driver"
 	// ArbitrationTurns: one VM at a time has work on the GPU.
 	ArbitrationTurns Arbitration = "turns"
+	// ArbitrationAuto: turns while at least two VMs are backlogged,
+	// driver otherwise, switched at scheduling-period boundaries (auto.go).
+	ArbitrationAuto Arbitration = "auto"
 )
 
 // DefaultArbitration is the arbitration of a daemon or bench spec that
@@ -40,10 +43,10 @@ func ParseArbitration(s string) (Arbitration, error) {
 	switch a := Arbitration(s); a {
 	case "":
 		return DefaultArbitration, nil
-	case ArbitrationDriver, ArbitrationTurns:
+	case ArbitrationDriver, ArbitrationTurns, ArbitrationAuto:
 		return a, nil
 	}
-	return "", fmt.Errorf("parsing arbitration %q: want driver or turns", s)
+	return "", fmt.Errorf("parsing arbitration %q: want driver, turns or auto", s)
 }
 
 // Picker chooses the next turn's holder and is charged each turn
@@ -117,6 +120,8 @@ type TurnConfig struct {
 	// queued on the GPU behind its last ones. 0: off (the turn passes at
 	// the drain).
 	HandoffNs int64
+	// Auto tunes arbitration auto (zero: the defaults).
+	Auto AutoConfig
 }
 
 // Turn is the turn's state, for stats.
@@ -173,27 +178,43 @@ func (t *turnState) runs(id uint32) bool {
 }
 
 // SetTurns switches the arbitration: turns with cfg, or back to driver
-// (cfg ignored). Switching to turns gives the turn to a VM with work (or
-// to none: the next to ring gets it); switching to driver releases every
-// VM the scheduler does not hold.
+// (cfg ignored), or auto (auto.go: driver or turns with cfg, switched at
+// EndPeriod; what is in force now stays until then). Switching to turns
+// gives the turn to a VM with work (or to none: the next to ring gets it);
+// switching to driver releases every VM the scheduler does not hold.
 func (g *Gate) SetTurns(a Arbitration, cfg TurnConfig) error {
 	if _, err := ParseArbitration(string(a)); err != nil {
 		return err
 	}
-	if a == ArbitrationTurns && (cfg.Picker == nil || cfg.Clock.Now == nil || cfg.Clock.After == nil) {
-		return fmt.Errorf("arbitration turns: a picker and a clock are needed")
+	if a != ArbitrationDriver && (cfg.Picker == nil || cfg.Clock.Now == nil || cfg.Clock.After == nil) {
+		return fmt.Errorf("arbitration %s: a picker and a clock are needed", a)
 	}
 	if cfg.QuantumNs < 0 {
-		return fmt.Errorf("arbitration turns: quantum %v: must not be negative", time.Duration(cfg.QuantumNs))
+		return fmt.Errorf("arbitration %s: quantum %v: must not be negative", a, time.Duration(cfg.QuantumNs))
 	}
 	if cfg.HandoffNs < 0 {
-		return fmt.Errorf("arbitration turns: hand-off %v: must not be negative", time.Duration(cfg.HandoffNs))
+		return fmt.Errorf("arbitration %s: hand-off %v: must not be negative", a, time.Duration(cfg.HandoffNs))
+	}
+	if err := cfg.Auto.check(); err != nil {
+		return fmt.Errorf("arbitration %s: %w", a, err)
 	}
 	if cfg.QuantumNs == 0 {
 		cfg.QuantumNs = int64(DefaultQuantum)
 	}
 	g.mu.Lock()
 	defer g.unlock()
+	if a == ArbitrationAuto {
+		g.startAutoLocked(cfg)
+		a = g.inForceLocked()
+	} else {
+		g.stopAutoLocked()
+	}
+	g.setTurnsLocked(a, cfg)
+	return nil
+}
+
+// setTurnsLocked puts arbitration a (driver or turns) in force.
+func (g *Gate) setTurnsLocked(a Arbitration, cfg TurnConfig) {
 	for _, b := range g.budgets {
 		unhook(b)
 	}
@@ -201,9 +222,9 @@ func (g *Gate) SetTurns(a Arbitration, cfg TurnConfig) error {
 		g.turns = nil
 	} else {
 		g.turns = &turnState{cfg: cfg}
-		for id := range g.vms {
-			g.hookLocked(id)
-		}
+	}
+	for id := range g.vms {
+		g.hookLocked(id)
 	}
 	for id := range g.vms {
 		g.syncLocked(id)
@@ -211,7 +232,14 @@ func (g *Gate) SetTurns(a Arbitration, cfg TurnConfig) error {
 	if g.turns != nil {
 		g.settleLocked()
 	}
-	return nil
+}
+
+// inForceLocked is the arbitration in force: driver or turns.
+func (g *Gate) inForceLocked() Arbitration {
+	if g.turns != nil {
+		return ArbitrationTurns
+	}
+	return ArbitrationDriver
 }
 
 // Arbitration is the arbitration in force and the turn's state.
@@ -235,16 +263,40 @@ func unhook(b *channel.Budget) {
 	b.SetClock(nil)
 }
 
-// hookLocked makes a VM's budget tell the gate of its drains and knocks.
+// hookLocked makes a VM's budget tell the gate of its drains and knocks
+// under turns, and of its knocks under auto (a latched VM's work waits).
 func (g *Gate) hookLocked(id uint32) {
 	b := g.budgets[id]
 	if b == nil {
 		return
 	}
+	knock := func() { g.knocked(id) }
 	t := g.turns
+	if t == nil {
+		if g.auto != nil {
+			b.SetHook(&channel.BudgetHook{Knocked: knock})
+			b.SetClock(g.auto.cfg.Clock.Now) // LastProgress, for the long commands
+		}
+		return
+	}
 	fn := func() { g.event(t) }
-	b.SetHook(&channel.BudgetHook{Drained: fn, Knocked: fn, Progress: fn})
+	b.SetHook(&channel.BudgetHook{Drained: fn, Knocked: knock, Progress: fn})
 	b.SetClock(t.cfg.Clock.Now)
+}
+
+// knocked is a doorbell on one of a VM's latched channels: under auto its
+// work waits from now, and under turns it may get the turn.
+func (g *Gate) knocked(id uint32) {
+	g.mu.Lock()
+	defer g.unlock()
+	if g.auto != nil && g.latched[id] {
+		if b := g.budgets[id]; b != nil {
+			b.SetWaiting(true)
+		}
+	}
+	if g.turns != nil {
+		g.settleLocked()
+	}
 }
 
 // candidatesLocked lists the VMs that may get the turn: latched with work,
