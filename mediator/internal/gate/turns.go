@@ -439,9 +439,14 @@ func (g *Gate) overran(t *turnState, gen uint64) {
 // is right) and no earlier hand-off's work is still in flight (never two
 // at once). The next holder's first commands are then queued on the GPU
 // behind h's last ones and start as they end, instead of after the
-// completion's and the release's round trip through the host. Otherwise it
-// arms a timer for the moment the bound comes within HandoffNs, and has
-// h's completions call back (they can only bring the bound earlier).
+// completion's and the release's round trip through the host. Otherwise
+// it has h's completions call back and arms a timer for the moment the
+// bound comes within HandoffNs. A completion moves the bound either way:
+// earlier when a command ran shorter than its cost, later when it ran
+// longer or its completion was seen late (what is left then counts from the
+// completion). So the timer is armed again whenever the bound is earlier
+// than the armed one's or the armed one has fired; one that fires early
+// only re-evaluates.
 func (g *Gate) handoffLocked(h uint32) bool {
 	t := g.turns
 	b := g.budgets[h]
@@ -455,7 +460,7 @@ func (g *Gate) handoffLocked(h uint32) bool {
 		return true
 	}
 	b.SetWatch(true)
-	if t.handoffAt == 0 || at < t.handoffAt {
+	if t.handoffAt <= now || at < t.handoffAt {
 		t.handoffAt = at
 		t.cfg.Clock.After(at-now, func() { g.event(t) })
 	}

@@ -33,6 +33,9 @@ type world struct {
 	// handoff is the turns' hand-off threshold (0: off) and launch how long
 	// after its Submit a command reaches the queue (a worker's latency).
 	handoff, launch int64
+	// deliver, when set, is how long after the GPU finishes a command its
+	// completion reaches the channel (a completer's latency; 0 inside it).
+	deliver func() int64
 	// violations counts submissions while another VM had work on the GPU
 	// (with a hand-off: more than the threshold of it, or two VMs' work).
 	violations int
@@ -248,6 +251,18 @@ func (w *world) completeHead() {
 	v := w.vms[j.vm]
 	v.busy += j.dur
 	v.ends = append(v.ends, w.now)
+	if w.deliver != nil {
+		if d := w.deliver(); d > 0 {
+			w.at(w.now+d, func() { v.deliverDone(j) })
+			return
+		}
+	}
+	v.deliverDone(j)
+}
+
+// deliverDone hands a finished command's completion to its channel.
+func (v *tvm) deliverDone(j job) {
+	w := v.w
 	v.ch.Complete(channel.Completion{Index: uint32(j.tag), Op: abi.OpThrottle, Code: abi.OK, BusyNs: j.dur})
 	if v.refill > 0 {
 		w.at(w.now+v.refill, func() { v.ring(1) })
@@ -625,6 +640,55 @@ func TestHandoffBounded(t *testing.T) {
 				t.Fatalf("no hand-off in %d turns", turn.Turns)
 			}
 			w.checkBusyAndShares(vs, 0.02)
+		})
+	}
+}
+
+// TestHandoffLateCompletions: completions that reach the channel late
+// (alternately 1 ns and 10 µs after the command ended) move EndBound later
+// than the hand-off timer armed for it: the timer must be armed again for
+// the later bound, or the turn passes only at the drain. Every turn switch
+// between two saturating VMs is a hand-off, at a quantum's end and at a
+// scheduler's hold alike.
+func TestHandoffLateCompletions(t *testing.T) {
+	for _, holds := range []bool{false, true} {
+		t.Run(fmt.Sprintf("holds=%v", holds), func(t *testing.T) {
+			w := newHandoffWorld(t, 5*time.Millisecond, DefaultHandoff, false)
+			n := 0
+			w.deliver = func() int64 {
+				n++
+				if n%2 == 0 {
+					return 10_000
+				}
+				return 1
+			}
+			a := w.addVM(1, 1, time.Millisecond, 4, 0, time.Hour)
+			b := w.addVM(2, 1, 700*time.Microsecond, 4, 0, time.Hour)
+			if holds {
+				// The scheduler holds the holder 2 ms into each 8 ms.
+				for i := int64(0); i < 40; i++ {
+					at := ms(8)*i + ms(2)
+					w.at(at, func() {
+						_, turn := w.g.Arbitration()
+						if turn.Held {
+							w.g.Apply([]uint32{turn.Holder})
+						}
+					})
+					w.at(at+ms(1), func() { w.g.Apply(nil) })
+				}
+			}
+			w.run(ms(320))
+			_, turn := w.g.Arbitration()
+			t.Logf("%d hand-offs of %d turns", turn.Handoffs, turn.Turns)
+			if w.violations != 0 {
+				t.Fatalf("%d submissions beside another VM's work beyond the hand-off", w.violations)
+			}
+			if turn.Turns < 40 || turn.Handoffs < turn.Turns-1 {
+				t.Fatalf("%d hand-offs of %d turns: a later bound was not waited for", turn.Handoffs, turn.Turns)
+			}
+			if a.busy == 0 || b.busy == 0 {
+				t.Fatalf("busy %v and %v", a.busy, b.busy)
+			}
 		})
 	}
 }
