@@ -71,6 +71,9 @@ type tvm struct {
 	depth    int
 	stop     int64 // no new kernel from then on
 	refill   int64 // how long after a completion its guest writes the next kernel (0: inside it)
+	// runPct, when set, is how long its kernels run on the GPU, in percent
+	// of their length (the budget's cost): below 100 its costs overestimate.
+	runPct int64
 	busy     int64
 	starts   []int64 // when each of its commands started on the GPU
 	ends     []int64
@@ -179,6 +182,9 @@ func (v *tvm) Submit(_ int, cmd abi.Command, tag uint64) error {
 	w := v.w
 	w.check(v.id)
 	j := job{vm: v.id, tag: tag, dur: int64(cmd.DurationNs)}
+	if v.runPct > 0 {
+		j.dur = j.dur * v.runPct / 100
+	}
 	if w.launch == 0 {
 		w.enqueue(j)
 		return nil
@@ -691,4 +697,23 @@ func TestHandoffLateCompletions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTurnsOverestimateNetted: a VM whose kernels run 40% of their cost
+// beside one whose costs are exact. Its work in flight is charged ahead at
+// each quantum's end by its cost, and the netting at the drain is negative:
+// taken back, the charges add up to the busy time and the shares are even;
+// dropped, the VM was overcharged most of a command a turn.
+func TestTurnsOverestimateNetted(t *testing.T) {
+	forHandoff(t, func(t *testing.T, handoff time.Duration) {
+		w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
+		a := w.addVM(1, 1, time.Millisecond, 4, 0, time.Hour)
+		a.runPct = 40
+		b := w.addVM(2, 1, 700*time.Microsecond, 4, 0, time.Hour)
+		w.run(ms(2000))
+		if w.violations != 0 {
+			t.Fatalf("%d overlapping submissions", w.violations)
+		}
+		w.checkBusyAndShares([]*tvm{a, b}, 0.01)
+	})
 }
