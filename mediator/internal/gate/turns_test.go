@@ -74,9 +74,9 @@ type tvm struct {
 	// runPct, when set, is how long its kernels run on the GPU, in percent
 	// of their length (the budget's cost): below 100 its costs overestimate.
 	runPct int64
-	busy     int64
-	starts   []int64 // when each of its commands started on the GPU
-	ends     []int64
+	busy   int64
+	starts []int64 // when each of its commands started on the GPU
+	ends   []int64
 }
 
 func newWorld(t *testing.T, a Arbitration, quantum time.Duration) *world {

@@ -68,15 +68,7 @@ func TestNextTurn(t *testing.T) {
 // TestBehind: Behind tells whether a VM would get the turn before every
 // other one, and changes nothing (NextTurn afterwards picks as before).
 func TestBehind(t *testing.T) {
-	s, err := New(Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for id := uint32(1); id <= 3; id++ {
-		if err := s.AddVM(id, 1, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := newTurnSched(t, 3)
 	s.ChargeTurn(2, 5_000_000)
 	s.ChargeTurn(3, 1_000_000)
 	switch {
@@ -106,15 +98,7 @@ func TestBehind(t *testing.T) {
 // (TurnBank below the holder's), and extreme values neither overflow nor
 // raise it.
 func TestChargeTurnNegative(t *testing.T) {
-	s, err := New(Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for id := uint32(1); id <= 2; id++ {
-		if err := s.AddVM(id, 1, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := newTurnSched(t, 2)
 	s.ChargeTurn(1, 10_000_000)
 	s.ChargeTurn(1, -4_000_000)
 	if lag, _ := s.TurnLag(1); lag != 6_000_000 {
@@ -135,4 +119,19 @@ func TestChargeTurnNegative(t *testing.T) {
 	if lag, _ := s.TurnLag(1); lag <= 0 {
 		t.Fatalf("after a charge of MaxInt64: lag %d", lag)
 	}
+}
+
+// newTurnSched returns a scheduler of n VMs, ids 1 to n, of weight 1.
+func newTurnSched(t *testing.T, n uint32) *Scheduler {
+	t.Helper()
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := uint32(1); id <= n; id++ {
+		if err := s.AddVM(id, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
 }
