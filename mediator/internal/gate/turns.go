@@ -165,7 +165,15 @@ type turnState struct {
 	tailBase  int64  // the tail VM's BusyNs at its hand-off's charge
 	tailPre   int64  // its work in flight charged ahead then
 	handoffs  uint64
+	// owed holds the tails no longer waited for (tailGraceLocked) whose
+	// netting is still to come: when the VM drains, or when it gets its
+	// next turn (settleOwedLocked).
+	owed map[uint32]tailCharge
 }
+
+// tailCharge is what a hand-off's tail was charged: its VM's BusyNs then
+// and its work in flight charged ahead by its estimate.
+type tailCharge struct{ base, pre int64 }
 
 // runs reports whether id may forward as far as the turn goes.
 func (t *turnState) runs(id uint32) bool {
@@ -489,6 +497,10 @@ func (g *Gate) tailGraceLocked() {
 		t.overruns++
 		if b := g.budgets[t.tail]; b != nil {
 			b.SetWatch(false)
+			if t.owed == nil {
+				t.owed = map[uint32]tailCharge{}
+			}
+			t.owed[t.tail] = tailCharge{t.tailBase, t.tailPre}
 		}
 		g.settleLocked()
 	})
@@ -496,19 +508,55 @@ func (g *Gate) tailGraceLocked() {
 
 // tailDoneLocked ends the wait for a hand-off's tail that drained: the
 // tail VM is charged what its last work ran beyond the estimate charged
-// ahead at the hand-off, and the holder's work, queued behind the tail,
-// ran from now at the earliest.
+// ahead at the hand-off (netTail), and the holder's work, queued behind
+// the tail, ran from now at the earliest.
 func (g *Gate) tailDoneLocked() {
 	t := g.turns
 	t.tailed = false
 	if b := g.budgets[t.tail]; b != nil {
 		b.SetWatch(false)
-		t.cfg.Picker.ChargeTurn(t.tail, b.BusyNs()-t.tailBase-t.tailPre)
+		g.netTailLocked(t.tail, b, tailCharge{t.tailBase, t.tailPre})
 	}
 	if t.has {
 		if b := g.budgets[t.holder]; b != nil {
 			b.NotBefore(t.cfg.Clock.Now())
 		}
+	}
+}
+
+// netTailLocked charges VM id what its tail c ran beyond (or, negative,
+// short of) the estimate charged ahead for it: the busy time completed
+// since the hand-off less that estimate. Work of the tail still in flight
+// is the caller's to charge (a turn charges what its holder has in flight).
+func (g *Gate) netTailLocked(id uint32, b *channel.Budget, c tailCharge) {
+	g.turns.cfg.Picker.ChargeTurn(id, b.BusyNs()-c.base-c.pre)
+}
+
+// settleOwedLocked nets the tails no longer waited for whose VMs drained
+// or went away.
+func (g *Gate) settleOwedLocked() {
+	t := g.turns
+	for id, c := range t.owed {
+		switch b := g.budgets[id]; {
+		case b == nil:
+			delete(t.owed, id)
+		case b.InFlight() == 0:
+			g.netTailLocked(id, b, c)
+			delete(t.owed, id)
+		}
+	}
+}
+
+// grantOwedLocked nets the tail VM id still owes as it gets the turn: what
+// of the tail ran until now; the rest runs in its turn and is charged as
+// the turn's work in flight (contendLocked), so it is not charged twice.
+func (g *Gate) grantOwedLocked(id uint32) {
+	t := g.turns
+	if c, ok := t.owed[id]; ok {
+		if b := g.budgets[id]; b != nil {
+			g.netTailLocked(id, b, c)
+		}
+		delete(t.owed, id)
 	}
 }
 
@@ -520,6 +568,7 @@ func (g *Gate) settleLocked() {
 	if t.tailed && !g.inFlightLocked(t.tail) {
 		g.tailDoneLocked()
 	}
+	g.settleOwedLocked()
 	handed := false // the turn was handed off just now
 	if t.has {
 		if _, ok := g.vms[t.holder]; !ok {
@@ -591,6 +640,7 @@ func (g *Gate) settleLocked() {
 	if !ok {
 		return // nobody waits: the first to ring gets the turn
 	}
+	g.grantOwedLocked(next)
 	t.holder, t.has, t.ending, t.contended = next, true, false, false
 	t.idle, t.waited = false, false
 	t.overrunArmed, t.overrun = false, false

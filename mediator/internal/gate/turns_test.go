@@ -717,3 +717,54 @@ func TestTurnsOverestimateNetted(t *testing.T) {
 		w.checkBusyAndShares([]*tvm{a, b}, 0.01)
 	})
 }
+
+// chargeLog is a Picker that sums the charges the gate makes, per VM.
+type chargeLog struct {
+	Picker
+	charged map[uint32]int64
+}
+
+func (c *chargeLog) ChargeTurn(id uint32, busyNs int64) {
+	c.charged[id] += busyNs
+	c.Picker.ChargeTurn(id, busyNs)
+}
+
+// TestHandoffTailGraceNetted: a VM whose kernels run five times their cost
+// (1 ms charged, 5 ms run) beside a VM of exact 500 µs kernels, quanta of
+// 1 ms, on a GPU that preempts: its hand-offs' tails run past their grace
+// (three quanta), and the turns stop waiting for them. The tail's busy time
+// is netted all the same, and once only: each VM's charges add up to its
+// busy time (both always wait, so every turn is contended), within the work
+// in flight at the end. At depth 1 the tail VM has nothing pending while
+// its tail runs and is netted when it drains; at depth 2 it waits with its
+// next kernel and gets the turn back while its tail still runs (netted at
+// the grant, the rest charged in its turn).
+func TestHandoffTailGraceNetted(t *testing.T) {
+	for _, depth := range []int{1, 2} {
+		t.Run(fmt.Sprintf("depth=%d", depth), func(t *testing.T) {
+			w := newHandoffWorld(t, time.Millisecond, DefaultHandoff, true)
+			log := &chargeLog{Picker: w.s, charged: map[uint32]int64{}}
+			cfg := TurnConfig{QuantumNs: int64(time.Millisecond), Picker: log, Clock: w.clock(), Preempts: true,
+				HandoffNs: int64(DefaultHandoff)}
+			if err := w.g.SetTurns(ArbitrationTurns, cfg); err != nil {
+				t.Fatal(err)
+			}
+			a := w.addVM(1, 1, time.Millisecond, depth, 0, time.Hour)
+			a.runPct = 500
+			b := w.addVM(2, 1, 500*time.Microsecond, 4, 0, time.Hour)
+			w.run(ms(2000))
+			_, turn := w.g.Arbitration()
+			t.Logf("%d turns, %d hand-offs, %d overruns; charged %v of a's %v busy, %v of b's %v",
+				turn.Turns, turn.Handoffs, turn.Overruns, time.Duration(log.charged[1]), time.Duration(a.busy),
+				time.Duration(log.charged[2]), time.Duration(b.busy))
+			if turn.Overruns < 10 {
+				t.Fatalf("%d overruns: the tails did not outrun their grace", turn.Overruns)
+			}
+			for _, v := range []*tvm{a, b} {
+				if d := log.charged[v.id] - v.busy; d < -ms(5) || d > ms(5) {
+					t.Errorf("vm %d: charged %v for %v busy", v.id, time.Duration(log.charged[v.id]), time.Duration(v.busy))
+				}
+			}
+		})
+	}
+}
