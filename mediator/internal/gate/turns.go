@@ -455,11 +455,26 @@ func (g *Gate) overran(t *turnState, gen uint64) {
 // completion). So the timer is armed again whenever the bound is earlier
 // than the armed one's or the armed one has fired; one that fires early
 // only re-evaluates.
+//
+// No hand-off is made while a command of h's whose cost is no estimate is
+// in flight (channel.Budget.Unmeasured: a work command forwarded before
+// any was measured, which costs the whole limit or, with no limit, next to
+// nothing): the bound then bounds nothing, and the next holder's work
+// would queue behind work of any length. Its completion calls back. This
+// is preferred to flooring such a cost at the quantum, which would change
+// what the budget admits and still hand off behind a command that may run
+// far longer; refusing costs a switch's round trip (the drain's) only
+// until the VM's first LAUNCH, MEMSET or COPY was measured, as a rule in
+// its first turn.
 func (g *Gate) handoffLocked(h uint32) bool {
 	t := g.turns
 	b := g.budgets[h]
 	if t.cfg.HandoffNs <= 0 || t.tailed || !t.contended || b == nil ||
 		len(g.candidatesLocked(h, true)) == 0 {
+		return false
+	}
+	if b.Unmeasured() > 0 {
+		b.SetWatch(true)
 		return false
 	}
 	now := t.cfg.Clock.Now()

@@ -53,6 +53,7 @@ type event struct {
 
 type job struct {
 	vm    uint32
+	op    abi.Opcode
 	tag   uint64
 	dur   int64
 	start int64
@@ -74,6 +75,9 @@ type tvm struct {
 	// runPct, when set, is how long its kernels run on the GPU, in percent
 	// of their length (the budget's cost): below 100 its costs overestimate.
 	runPct int64
+	// op is what its guest writes: THROTTLE (0) of kernelNs, or an ALLOC
+	// or MEMSET that the GPU runs for kernelNs.
+	op     abi.Opcode
 	busy   int64
 	starts []int64 // when each of its commands started on the GPU
 	ends   []int64
@@ -166,7 +170,14 @@ func (v *tvm) ring(n int) {
 		if v.w.now >= v.stop {
 			break
 		}
-		rec := abi.EncodeCommand(abi.Command{Op: abi.OpThrottle, DurationNs: uint64(v.kernelNs)})
+		cmd := abi.Command{Op: abi.OpThrottle, DurationNs: uint64(v.kernelNs)}
+		switch v.op {
+		case abi.OpAlloc:
+			cmd = abi.Command{Op: abi.OpAlloc, Handle: 1, Size: 4096}
+		case abi.OpMemset:
+			cmd = abi.Command{Op: abi.OpMemset, Handle: 1, Length: 4096}
+		}
+		rec := abi.EncodeCommand(cmd)
 		v.region.CopyIn(v.layout.RecordOff(0, v.put), rec[:])
 		v.put++
 		wrote = true
@@ -181,7 +192,10 @@ func (v *tvm) ring(n int) {
 func (v *tvm) Submit(_ int, cmd abi.Command, tag uint64) error {
 	w := v.w
 	w.check(v.id)
-	j := job{vm: v.id, tag: tag, dur: int64(cmd.DurationNs)}
+	j := job{vm: v.id, op: cmd.Op, tag: tag, dur: int64(cmd.DurationNs)}
+	if cmd.Op != abi.OpThrottle {
+		j.dur = v.kernelNs
+	}
 	if v.runPct > 0 {
 		j.dur = j.dur * v.runPct / 100
 	}
@@ -269,7 +283,7 @@ func (w *world) completeHead() {
 // deliverDone hands a finished command's completion to its channel.
 func (v *tvm) deliverDone(j job) {
 	w := v.w
-	v.ch.Complete(channel.Completion{Index: uint32(j.tag), Op: abi.OpThrottle, Code: abi.OK, BusyNs: j.dur})
+	v.ch.Complete(channel.Completion{Index: uint32(j.tag), Op: j.op, Code: abi.OK, BusyNs: j.dur})
 	if v.refill > 0 {
 		w.at(w.now+v.refill, func() { v.ring(1) })
 		return
@@ -764,6 +778,41 @@ func TestHandoffTailGraceNetted(t *testing.T) {
 				if d := log.charged[v.id] - v.busy; d < -ms(5) || d > ms(5) {
 					t.Errorf("vm %d: charged %v for %v busy", v.id, time.Duration(log.charged[v.id]), time.Duration(v.busy))
 				}
+			}
+		})
+	}
+}
+
+// TestHandoffUnmeasured: with no in-flight limit a work command forwarded
+// before any was measured costs ControlCostNs, which says nothing of its
+// length: a hand-off behind it would queue the next VM's work behind work
+// of any length. A VM of 1 ms ALLOCs (never measured) beside one of
+// THROTTLEs never hands off, and no submission comes beside its work; a VM
+// of 1 ms MEMSETs is measured by its first completion and hands off from
+// then on.
+func TestHandoffUnmeasured(t *testing.T) {
+	for _, op := range []abi.Opcode{abi.OpAlloc, abi.OpMemset} {
+		t.Run(op.String(), func(t *testing.T) {
+			w := newHandoffWorld(t, 5*time.Millisecond, DefaultHandoff, false)
+			a := w.addVM(1, 1, time.Millisecond, 2, 0, time.Hour)
+			a.op = op
+			w.addVM(2, 1, 700*time.Microsecond, 4, 0, time.Hour)
+			w.run(ms(500))
+			_, turn := w.g.Arbitration()
+			if w.violations != 0 {
+				t.Fatalf("%d submissions beside more than the threshold of another VM's work (%d hand-offs of %d turns)",
+					w.violations, turn.Handoffs, turn.Turns)
+			}
+			if turn.Turns < 50 {
+				t.Fatalf("%d turns in 500 ms of 5 ms quanta", turn.Turns)
+			}
+			// VM 2's turns hand off either way (its THROTTLEs' costs are
+			// their lengths); VM 1's only once measured.
+			if turn.Handoffs < turn.Turns*4/10 || op == abi.OpMemset && turn.Handoffs < turn.Turns*9/10 {
+				t.Fatalf("%d hand-offs of %d turns", turn.Handoffs, turn.Turns)
+			}
+			if op == abi.OpAlloc && turn.Handoffs > turn.Turns*6/10 {
+				t.Fatalf("%d hand-offs of %d turns: VM 1 handed off behind ALLOCs of unknown length", turn.Handoffs, turn.Turns)
 			}
 		})
 	}
