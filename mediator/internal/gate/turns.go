@@ -68,7 +68,10 @@ const OverrunQuanta = 3
 
 // DefaultHandoff is the hand-off threshold of the daemon's and the bench's
 // turns (TurnConfig.HandoffNs): the next holder is released when the
-// latched holder's work in flight ends within 50 µs at the latest. It is
+// latched holder's work in flight ends within 50 µs at the latest, by its
+// estimate (channel.Budget.EndBound, which counts a command forwarded onto
+// nothing in flight from its forward: the work left can be the threshold
+// plus the command's launch latency). It is
 // about what releasing a VM takes to put its first command on the GPU (the
 // gate's settle, the channel's forward, the backend's submission and a GPU
 // worker's wakeup: tens of µs), so that command is queued behind the
