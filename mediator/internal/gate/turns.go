@@ -169,8 +169,8 @@ type turnState struct {
 	tailPre   int64  // its work in flight charged ahead then
 	handoffs  uint64
 	// owed holds the tails no longer waited for (tailGraceLocked) whose
-	// netting is still to come: when the VM drains, or when it gets its
-	// next turn (settleOwedLocked).
+	// netting is still to come: when the VM drains (settleOwedLocked), or
+	// when it gets its next turn (grantOwedLocked).
 	owed map[uint32]tailCharge
 }
 
@@ -496,8 +496,8 @@ func (g *Gate) handoffLocked(h uint32) bool {
 // tailGraceLocked starts the grace of a hand-off's tail on a GPU that
 // time-slices between contexts: work that still runs OverrunQuanta quanta
 // on ran far past its estimate (a LAUNCH's is learned), and the turns no
-// longer wait for it (it is counted an overrun), as overrunLocked does for
-// a latched holder. On a GPU that does not preempt the next holder's work
+// longer wait for it (it is counted an overrun; its netting waits in owed),
+// as overrunLocked does for a latched holder. On a GPU that does not preempt the next holder's work
 // waits behind it anyway.
 func (g *Gate) tailGraceLocked() {
 	t := g.turns
@@ -526,7 +526,7 @@ func (g *Gate) tailGraceLocked() {
 
 // tailDoneLocked ends the wait for a hand-off's tail that drained: the
 // tail VM is charged what its last work ran beyond the estimate charged
-// ahead at the hand-off (netTail), and the holder's work, queued behind
+// ahead at the hand-off (netTailLocked), and the holder's work, queued behind
 // the tail, ran from now at the earliest.
 func (g *Gate) tailDoneLocked() {
 	t := g.turns
