@@ -29,9 +29,10 @@ type Result struct {
 	ArbitrationSwitches *uint64 `json:"arbitration_switches,omitempty"`
 	TurnsPeriods        *uint64 `json:"turns_periods,omitempty"`
 	// MaxVMsInFlight is the most VMs that had commands submitted to the
-	// backend and not completed at one instant (under turns at most 1
-	// without a hand-off, 2 with: the next holder's queued behind the last
-	// one's last work).
+	// backend and not completed at one instant (under turns 1 without a
+	// hand-off, 2 with: the next holder's queued behind the last one's last
+	// work; more after overruns, where a command or a hand-off's tail that
+	// ran past its grace no longer holds the next turn back).
 	MaxVMsInFlight int64 `json:"max_vms_in_flight"`
 
 	// DurationNs is the measured stretch [0, duration_ns]: the spec's

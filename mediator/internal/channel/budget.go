@@ -61,7 +61,9 @@ import (
 // latched holder's last work ends at the latest (its costs counted from the
 // last completion), and Progress is called at each completion while the
 // gate watches it, so that the next holder's commands can be queued behind
-// that work before it ends (the gate's hand-off).
+// that work before it ends (the gate's hand-off); Unmeasured counts the
+// commands in flight whose cost is no estimate, behind which that bound
+// bounds nothing.
 //
 // Under arbitration auto the budget also counts the time the VM had work
 // outstanding (Track, Occupancy: occupancy.go), at InFlight's transitions
@@ -86,6 +88,7 @@ type Budget struct {
 	hook     atomic.Pointer[BudgetHook]
 	mark     atomic.Int64 // when what is in flight began to run at the latest (EndBound)
 	watch    atomic.Bool  // the hook's Progress is called at each completion
+	blind    atomic.Int64 // commands in flight whose cost estimates nothing (Unmeasured)
 
 	mu      sync.Mutex
 	waiters []*Channel
@@ -154,18 +157,31 @@ func (b *Budget) Longest() int64 { return b.longest.Load() }
 
 // Cost is what cmd is charged while it is in flight, in ns.
 func (b *Budget) Cost(cmd *abi.Command) int64 {
+	c, _ := b.cost(cmd)
+	return c
+}
+
+// cost is Cost, and whether it estimates the command's length: not for a
+// work command before any was measured, which costs the whole limit (so
+// that it goes alone) or, with no limit, ControlCostNs.
+func (b *Budget) cost(cmd *abi.Command) (int64, bool) {
 	switch cmd.Op {
 	case abi.OpThrottle:
-		return int64(min(max(cmd.DurationNs, ControlCostNs), uint64(maxCost)))
+		return int64(min(max(cmd.DurationNs, ControlCostNs), uint64(maxCost))), true
 	case abi.OpNop, abi.OpFence, abi.OpFree:
-		return ControlCostNs
+		return ControlCostNs, true
 	}
 	e := b.est.Load()
 	if e == 0 {
-		return max(b.limit.Load(), ControlCostNs) // nothing measured: alone
+		return max(b.limit.Load(), ControlCostNs), false // nothing measured: alone
 	}
-	return min(max(e, max(b.peak.Load(), b.lastPeak.Load())/PeakRatio, ControlCostNs), maxCost)
+	return min(max(e, max(b.peak.Load(), b.lastPeak.Load())/PeakRatio, ControlCostNs), maxCost), true
 }
+
+// Unmeasured is how many of the VM's commands in flight cost no estimate of
+// their length (work commands forwarded before any was measured): while
+// one is, EndBound bounds nothing (turns hand off no turn behind it).
+func (b *Budget) Unmeasured() int64 { return b.blind.Load() }
 
 // BudgetHook is told of the events turn arbitration acts on (see Budget).
 // Both are called without any channel's or the budget's lock held, and may
@@ -184,7 +200,9 @@ func (b *Budget) SetHook(h *BudgetHook) { b.hook.Store(h) }
 
 // SetClock sets the clock EndBound and the deadline are on (nil: none;
 // EndBound is then 0). With a clock the budget reads it once per
-// completion and once per command forwarded while nothing was in flight.
+// completion, once per command forwarded while nothing was in flight and,
+// while a deadline is set (SetDeadline), once per command forwarded while
+// something was.
 func (b *Budget) SetClock(now func() int64) {
 	if now == nil {
 		b.now.Store(nil)
@@ -205,7 +223,9 @@ func (b *Budget) SetWatch(on bool) { b.watch.Store(on) }
 // in flight, or a NotBefore, whichever is latest, plus InFlight: a command
 // that runs now is counted whole from when it could have started at the
 // latest, not from when it was forwarded. 0 without a clock or with
-// nothing in flight.
+// nothing in flight. A command forwarded before any was measured counts
+// its cost, which is no estimate of its length: while Unmeasured is above
+// 0 the bound is not one.
 func (b *Budget) EndBound() int64 {
 	q := b.queued.Load()
 	if q <= 0 || b.now.Load() == nil {
@@ -307,8 +327,13 @@ func (b *Budget) reserve(cost int64) bool {
 // reserveOrWait is reserve for a channel that stops if it fails: the
 // channel is registered to be forwarded again when room frees, and the
 // reservation is tried once more, so that a completion racing with the
-// registration is not missed. It reports whether cost was charged.
-func (b *Budget) reserveOrWait(c *Channel, cost int64) bool {
+// registration is not missed. It reports whether cost was charged. A
+// command whose cost is no estimate (blind) is counted in Unmeasured from
+// before its reservation, so that Unmeasured never reads low.
+func (b *Budget) reserveOrWait(c *Channel, cost int64, blind bool) bool {
+	if blind {
+		b.blind.Add(1)
+	}
 	if b.reserve(cost) {
 		return true
 	}
@@ -319,19 +344,25 @@ func (b *Budget) reserveOrWait(c *Channel, cost int64) bool {
 	if b.reserve(cost) {
 		return true // it stays registered: one spurious forward later
 	}
+	if blind {
+		b.blind.Add(-1)
+	}
 	b.stalls.Add(1)
 	return false
 }
 
-// refund gives back the cost of commands no longer in flight and forwards
-// the channels that waited for room. It must be called without a
-// channel's mu held.
-func (b *Budget) refund(cost int64) {
+// refund gives back the cost of commands no longer in flight, blind of
+// them counted in Unmeasured, and forwards the channels that waited for
+// room. It must be called without a channel's mu held.
+func (b *Budget) refund(cost, blind int64) {
 	if cost != 0 {
 		b.stamp() // what is left runs from now at the latest (EndBound)
 		if b.queued.Add(-cost) == 0 {
 			b.transition()
 		}
+	}
+	if blind != 0 {
+		b.blind.Add(-blind) // before the hook, which reads it
 	}
 	if b.waiting.Load() {
 		b.wake()

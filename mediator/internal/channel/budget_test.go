@@ -254,3 +254,65 @@ func TestBudgetEstimate(t *testing.T) {
 		t.Fatalf("two periods later a kernel costs %d, want %d", c, short)
 	}
 }
+
+// TestBudgetUnmeasured: Unmeasured counts the work commands in flight
+// forwarded before any was measured (their cost estimates nothing), not
+// ones that waited for room or that the backend refused, and none once a
+// work command was measured.
+func TestBudgetUnmeasured(t *testing.T) {
+	memset := abi.Command{Op: abi.OpMemset, Handle: 1, Length: 4096}
+	alloc := abi.Command{Op: abi.OpAlloc, Handle: 2, Size: 4096}
+	t.Run("limit", func(t *testing.T) {
+		r := newVMRig(t, 1000*us)
+		r.write(0, memset, memset) // the first goes alone, costing the limit
+		if n, u := len(r.flight), r.b.Unmeasured(); n != 1 || u != 1 {
+			t.Fatalf("%d in flight, %d unmeasured; want 1 and 1 (the second waits for room)", n, u)
+		}
+		r.complete(0) // BusyNs 0: nothing measured; the second goes
+		if n, u := len(r.flight), r.b.Unmeasured(); n != 1 || u != 1 {
+			t.Fatalf("%d in flight, %d unmeasured; want 1 and 1", n, u)
+		}
+		r.complete(0)
+		if u := r.b.Unmeasured(); u != 0 {
+			t.Fatalf("%d unmeasured with nothing in flight", u)
+		}
+		r.gpu.refuse = abi.ErrShutdown
+		r.write(1, memset)
+		r.gpu.refuse = nil
+		if u := r.b.Unmeasured(); u != 0 {
+			t.Fatalf("%d unmeasured after the backend refused the command", u)
+		}
+	})
+	t.Run("none", func(t *testing.T) {
+		r := newVMRig(t, 0)
+		r.write(0, throttle(300*us), memset, alloc)
+		r.write(1, memset)
+		if n, u := len(r.flight), r.b.Unmeasured(); n != 4 || u != 3 {
+			t.Fatalf("%d in flight, %d unmeasured; want 4 and 3 (a THROTTLE's cost is its length)", n, u)
+		}
+		if got := r.b.Cost(&memset); got != ControlCostNs {
+			t.Fatalf("with no limit an unmeasured MEMSET costs %d, want %d", got, ControlCostNs)
+		}
+		// Channel 1's MEMSET ran 50 µs: from now on work commands are
+		// estimated. (The rig's check prices what is in flight at today's
+		// costs: the rest goes around it.)
+		for _, s := range r.flight[3:] {
+			r.chans[1].Complete(Completion{Index: uint32(s.tag), Op: abi.OpMemset, BusyNs: 50 * us})
+		}
+		rec := abi.EncodeCommand(memset)
+		r.region.CopyIn(r.layout.RecordOff(1, r.put[1]), rec[:])
+		r.put[1]++
+		r.region.Store32(r.layout.ChannelOff(1)+abi.ChPut, r.put[1])
+		r.chans[1].Poll()
+		flight := append(r.flight[:3], r.gpu.take()...)
+		if n, u := len(flight), r.b.Unmeasured(); n != 4 || u != 2 {
+			t.Fatalf("%d in flight, %d unmeasured; want 4 and the 2 forwarded before the measurement", n, u)
+		}
+		for _, s := range flight {
+			r.chans[s.ch].Complete(Completion{Index: uint32(s.tag), Op: s.cmd.Op, BusyNs: 50 * us})
+		}
+		if u, q := r.b.Unmeasured(), r.b.InFlight(); u != 0 || q != 0 {
+			t.Fatalf("%d unmeasured, %d ns in flight with nothing in flight", u, q)
+		}
+	})
+}

@@ -113,6 +113,7 @@ type Channel struct {
 	fences        []uint64     // FENCE values by ring slot, noted when forwarded
 	budget        *Budget      // the VM's in-flight budget; nil: none
 	costs         []int64      // what each record in flight was charged, by ring slot
+	blind         []bool       // its cost estimated nothing (Budget.Unmeasured), by ring slot
 	waker         Waker        // signals guests that armed the wake word; nil: none
 	log           *slog.Logger // failures (SetLog); nil: none
 	// failLogged is when the last failure was logged (now()), 0: never;
@@ -158,6 +159,7 @@ func newChannel(idx int, region *shm.Region, l abi.Layout, lim abi.Limits, gpu S
 		batch:  make([]pending, 0, l.RingEntries),
 		fences: make([]uint64, l.RingEntries),
 		costs:  make([]int64, l.RingEntries),
+		blind:  make([]bool, l.RingEntries),
 		since:  make([]int64, l.RingEntries),
 	}
 }
@@ -415,11 +417,12 @@ func (c *Channel) collectLocked(limit uint32) []pending {
 			break
 		}
 		if c.budget != nil {
-			cost := c.budget.Cost(&cmd)
-			if !c.budget.reserveOrWait(c, cost) {
+			cost, known := c.budget.cost(&cmd)
+			if !c.budget.reserveOrWait(c, cost, !known) {
 				break // forwarded again when a completion frees room
 			}
 			c.costs[i&(c.layout.RingEntries-1)] = cost
+			c.blind[i&(c.layout.RingEntries-1)] = !known
 		}
 		if cmd.Op == abi.OpFence {
 			c.fences[i&(c.layout.RingEntries-1)] = cmd.Value
@@ -436,17 +439,21 @@ func (c *Channel) collectLocked(limit uint32) []pending {
 // batch after it, which was never sent): submitted rolls back to it.
 func (c *Channel) rejectUnsent(idx uint32, code abi.ErrorCode) {
 	c.mu.Lock()
-	var refund int64
+	var refund, blind int64
 	for i := idx; i != c.submitted; i++ {
 		refund += c.costs[i&(c.layout.RingEntries-1)]
 		c.costs[i&(c.layout.RingEntries-1)] = 0
+		if c.blind[i&(c.layout.RingEntries-1)] {
+			blind++
+			c.blind[i&(c.layout.RingEntries-1)] = false
+		}
 	}
 	b := c.budget
 	var wk wakeCheck
 	defer func() {
 		wk.wake(c)
 		if b != nil {
-			b.refund(refund) // after mu: it may forward the VM's channels
+			b.refund(refund, blind) // after mu: it may forward the VM's channels
 		}
 	}()
 	defer c.mu.Unlock()
@@ -537,6 +544,11 @@ func (c *Channel) Complete(cp Completion) {
 	slot := cp.Index & (c.layout.RingEntries - 1)
 	cost := c.costs[slot]
 	c.costs[slot] = 0
+	var blind int64
+	if c.blind[slot] {
+		blind = 1
+		c.blind[slot] = false
+	}
 	if since := c.since[slot]; since != 0 {
 		c.turn.observe(now() - since)
 		c.since[slot] = 0
@@ -571,7 +583,7 @@ func (c *Channel) Complete(cp Completion) {
 			b.measured(cp.Op, cp.BusyNs)
 		}
 		b.completed(cp.BusyNs)
-		b.refund(cost) // forwards the VM's channels that waited for room
+		b.refund(cost, blind) // forwards the VM's channels that waited for room
 	}
 	// After the budget's books: a guest woken by the signal that asks the
 	// host for its VM's state finds the completion counted.

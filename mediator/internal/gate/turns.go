@@ -71,7 +71,10 @@ const OverrunQuanta = 3
 
 // DefaultHandoff is the hand-off threshold of the daemon's and the bench's
 // turns (TurnConfig.HandoffNs): the next holder is released when the
-// latched holder's work in flight ends within 50 µs at the latest. It is
+// latched holder's work in flight ends within 50 µs at the latest, by its
+// estimate (channel.Budget.EndBound, which counts a command forwarded onto
+// nothing in flight from its forward: the work left can be the threshold
+// plus the command's launch latency). It is
 // about what releasing a VM takes to put its first command on the GPU (the
 // gate's settle, the channel's forward, the backend's submission and a GPU
 // worker's wakeup: tens of µs), so that command is queued behind the
@@ -170,7 +173,15 @@ type turnState struct {
 	tailBase  int64  // the tail VM's BusyNs at its hand-off's charge
 	tailPre   int64  // its work in flight charged ahead then
 	handoffs  uint64
+	// owed holds the tails no longer waited for (tailGraceLocked) whose
+	// netting is still to come: when the VM drains (settleOwedLocked), or
+	// when it gets its next turn (grantOwedLocked).
+	owed map[uint32]tailCharge
 }
+
+// tailCharge is what a hand-off's tail was charged: its VM's BusyNs then
+// and its work in flight charged ahead by its estimate.
+type tailCharge struct{ base, pre int64 }
 
 // runs reports whether id may forward as far as the turn goes.
 func (t *turnState) runs(id uint32) bool {
@@ -491,14 +502,34 @@ func (g *Gate) overran(t *turnState, gen uint64) {
 // is right) and no earlier hand-off's work is still in flight (never two
 // at once). The next holder's first commands are then queued on the GPU
 // behind h's last ones and start as they end, instead of after the
-// completion's and the release's round trip through the host. Otherwise it
-// arms a timer for the moment the bound comes within HandoffNs, and has
-// h's completions call back (they can only bring the bound earlier).
+// completion's and the release's round trip through the host. Otherwise
+// it has h's completions call back and arms a timer for the moment the
+// bound comes within HandoffNs. A completion moves the bound either way:
+// earlier when a command ran shorter than its cost, later when it ran
+// longer or its completion was seen late (what is left then counts from the
+// completion). So the timer is armed again whenever the bound is earlier
+// than the armed one's or the armed one has fired; one that fires early
+// only re-evaluates.
+//
+// No hand-off is made while a command of h's whose cost is no estimate is
+// in flight (channel.Budget.Unmeasured: a work command forwarded before
+// any was measured, which costs the whole limit or, with no limit, next to
+// nothing): the bound then bounds nothing, and the next holder's work
+// would queue behind work of any length. Its completion calls back. This
+// is preferred to flooring such a cost at the quantum, which would change
+// what the budget admits and still hand off behind a command that may run
+// far longer; refusing costs a switch's round trip (the drain's) only
+// until the VM's first LAUNCH, MEMSET or COPY was measured, as a rule in
+// its first turn.
 func (g *Gate) handoffLocked(h uint32) bool {
 	t := g.turns
 	b := g.budgets[h]
 	if t.cfg.HandoffNs <= 0 || t.tailed || !t.contended || b == nil ||
 		len(g.candidatesLocked(h, true)) == 0 {
+		return false
+	}
+	if b.Unmeasured() > 0 {
+		b.SetWatch(true)
 		return false
 	}
 	now := t.cfg.Clock.Now()
@@ -507,7 +538,7 @@ func (g *Gate) handoffLocked(h uint32) bool {
 		return true
 	}
 	b.SetWatch(true)
-	if t.handoffAt == 0 || at < t.handoffAt {
+	if t.handoffAt <= now || at < t.handoffAt {
 		t.handoffAt = at
 		t.cfg.Clock.After(at-now, func() { g.event(t) })
 	}
@@ -517,8 +548,8 @@ func (g *Gate) handoffLocked(h uint32) bool {
 // tailGraceLocked starts the grace of a hand-off's tail on a GPU that
 // time-slices between contexts: work that still runs OverrunQuanta quanta
 // on ran far past its estimate (a LAUNCH's is learned), and the turns no
-// longer wait for it (it is counted an overrun), as overrunLocked does for
-// a latched holder. On a GPU that does not preempt the next holder's work
+// longer wait for it (it is counted an overrun; its netting waits in owed),
+// as overrunLocked does for a latched holder. On a GPU that does not preempt the next holder's work
 // waits behind it anyway.
 func (g *Gate) tailGraceLocked() {
 	t := g.turns
@@ -536,6 +567,10 @@ func (g *Gate) tailGraceLocked() {
 		t.overruns++
 		if b := g.budgets[t.tail]; b != nil {
 			b.SetWatch(false)
+			if t.owed == nil {
+				t.owed = map[uint32]tailCharge{}
+			}
+			t.owed[t.tail] = tailCharge{t.tailBase, t.tailPre}
 		}
 		g.settleLocked()
 	})
@@ -543,19 +578,55 @@ func (g *Gate) tailGraceLocked() {
 
 // tailDoneLocked ends the wait for a hand-off's tail that drained: the
 // tail VM is charged what its last work ran beyond the estimate charged
-// ahead at the hand-off, and the holder's work, queued behind the tail,
-// ran from now at the earliest.
+// ahead at the hand-off (netTailLocked), and the holder's work, queued behind
+// the tail, ran from now at the earliest.
 func (g *Gate) tailDoneLocked() {
 	t := g.turns
 	t.tailed = false
 	if b := g.budgets[t.tail]; b != nil {
 		b.SetWatch(false)
-		t.cfg.Picker.ChargeTurn(t.tail, b.BusyNs()-t.tailBase-t.tailPre)
+		g.netTailLocked(t.tail, b, tailCharge{t.tailBase, t.tailPre})
 	}
 	if t.has {
 		if b := g.budgets[t.holder]; b != nil {
 			b.NotBefore(t.cfg.Clock.Now())
 		}
+	}
+}
+
+// netTailLocked charges VM id what its tail c ran beyond (or, negative,
+// short of) the estimate charged ahead for it: the busy time completed
+// since the hand-off less that estimate. Work of the tail still in flight
+// is the caller's to charge (a turn charges what its holder has in flight).
+func (g *Gate) netTailLocked(id uint32, b *channel.Budget, c tailCharge) {
+	g.turns.cfg.Picker.ChargeTurn(id, b.BusyNs()-c.base-c.pre)
+}
+
+// settleOwedLocked nets the tails no longer waited for whose VMs drained
+// or went away.
+func (g *Gate) settleOwedLocked() {
+	t := g.turns
+	for id, c := range t.owed {
+		switch b := g.budgets[id]; {
+		case b == nil:
+			delete(t.owed, id)
+		case b.InFlight() == 0:
+			g.netTailLocked(id, b, c)
+			delete(t.owed, id)
+		}
+	}
+}
+
+// grantOwedLocked nets the tail VM id still owes as it gets the turn: what
+// of the tail ran until now; the rest runs in its turn and is charged as
+// the turn's work in flight (contendLocked), so it is not charged twice.
+func (g *Gate) grantOwedLocked(id uint32) {
+	t := g.turns
+	if c, ok := t.owed[id]; ok {
+		if b := g.budgets[id]; b != nil {
+			g.netTailLocked(id, b, c)
+		}
+		delete(t.owed, id)
 	}
 }
 
@@ -567,6 +638,7 @@ func (g *Gate) settleLocked() {
 	if t.tailed && !g.inFlightLocked(t.tail) {
 		g.tailDoneLocked()
 	}
+	g.settleOwedLocked()
 	handed := false // the turn was handed off just now
 	if t.has {
 		if _, ok := g.vms[t.holder]; !ok {
@@ -638,6 +710,7 @@ func (g *Gate) settleLocked() {
 	if !ok {
 		return // nobody waits: the first to ring gets the turn
 	}
+	g.grantOwedLocked(next)
 	t.holder, t.has, t.ending, t.contended = next, true, false, false
 	t.idle, t.waited = false, false
 	t.overrunArmed, t.overrun = false, false

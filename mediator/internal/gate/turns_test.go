@@ -33,6 +33,9 @@ type world struct {
 	// handoff is the turns' hand-off threshold (0: off) and launch how long
 	// after its Submit a command reaches the queue (a worker's latency).
 	handoff, launch int64
+	// deliver, when set, is how long after the GPU finishes a command its
+	// completion reaches the channel (a completer's latency; 0 inside it).
+	deliver func() int64
 	// violations counts submissions while another VM had work on the GPU
 	// (with a hand-off: more than the threshold of it, or two VMs' work).
 	violations int
@@ -50,6 +53,7 @@ type event struct {
 
 type job struct {
 	vm    uint32
+	op    abi.Opcode
 	tag   uint64
 	dur   int64
 	start int64
@@ -68,9 +72,15 @@ type tvm struct {
 	depth    int
 	stop     int64 // no new kernel from then on
 	refill   int64 // how long after a completion its guest writes the next kernel (0: inside it)
-	busy     int64
-	starts   []int64 // when each of its commands started on the GPU
-	ends     []int64
+	// runPct, when set, is how long its kernels run on the GPU, in percent
+	// of their length (the budget's cost): below 100 its costs overestimate.
+	runPct int64
+	// op is what its guest writes: THROTTLE (0) of kernelNs, or an ALLOC
+	// or MEMSET that the GPU runs for kernelNs.
+	op     abi.Opcode
+	busy   int64
+	starts []int64 // when each of its commands started on the GPU
+	ends   []int64
 }
 
 func newWorld(t *testing.T, a Arbitration, quantum time.Duration) *world {
@@ -160,7 +170,14 @@ func (v *tvm) ring(n int) {
 		if v.w.now >= v.stop {
 			break
 		}
-		rec := abi.EncodeCommand(abi.Command{Op: abi.OpThrottle, DurationNs: uint64(v.kernelNs)})
+		cmd := abi.Command{Op: abi.OpThrottle, DurationNs: uint64(v.kernelNs)}
+		switch v.op {
+		case abi.OpAlloc:
+			cmd = abi.Command{Op: abi.OpAlloc, Handle: 1, Size: 4096}
+		case abi.OpMemset:
+			cmd = abi.Command{Op: abi.OpMemset, Handle: 1, Length: 4096}
+		}
+		rec := abi.EncodeCommand(cmd)
 		v.region.CopyIn(v.layout.RecordOff(0, v.put), rec[:])
 		v.put++
 		wrote = true
@@ -175,7 +192,13 @@ func (v *tvm) ring(n int) {
 func (v *tvm) Submit(_ int, cmd abi.Command, tag uint64) error {
 	w := v.w
 	w.check(v.id)
-	j := job{vm: v.id, tag: tag, dur: int64(cmd.DurationNs)}
+	j := job{vm: v.id, op: cmd.Op, tag: tag, dur: int64(cmd.DurationNs)}
+	if cmd.Op != abi.OpThrottle {
+		j.dur = v.kernelNs
+	}
+	if v.runPct > 0 {
+		j.dur = j.dur * v.runPct / 100
+	}
 	if w.launch == 0 {
 		w.enqueue(j)
 		return nil
@@ -248,7 +271,19 @@ func (w *world) completeHead() {
 	v := w.vms[j.vm]
 	v.busy += j.dur
 	v.ends = append(v.ends, w.now)
-	v.ch.Complete(channel.Completion{Index: uint32(j.tag), Op: abi.OpThrottle, Code: abi.OK, BusyNs: j.dur})
+	if w.deliver != nil {
+		if d := w.deliver(); d > 0 {
+			w.at(w.now+d, func() { v.deliverDone(j) })
+			return
+		}
+	}
+	v.deliverDone(j)
+}
+
+// deliverDone hands a finished command's completion to its channel.
+func (v *tvm) deliverDone(j job) {
+	w := v.w
+	v.ch.Complete(channel.Completion{Index: uint32(j.tag), Op: j.op, Code: abi.OK, BusyNs: j.dur})
 	if v.refill > 0 {
 		w.at(w.now+v.refill, func() { v.ring(1) })
 		return
@@ -625,6 +660,160 @@ func TestHandoffBounded(t *testing.T) {
 				t.Fatalf("no hand-off in %d turns", turn.Turns)
 			}
 			w.checkBusyAndShares(vs, 0.02)
+		})
+	}
+}
+
+// TestHandoffLateCompletions: completions that reach the channel late
+// (alternately 1 ns and 10 µs after the command ended) move EndBound later
+// than the hand-off timer armed for it: the timer must be armed again for
+// the later bound, or the turn passes only at the drain. Every turn switch
+// between two saturating VMs is a hand-off, at a quantum's end and at a
+// scheduler's hold alike.
+func TestHandoffLateCompletions(t *testing.T) {
+	for _, holds := range []bool{false, true} {
+		t.Run(fmt.Sprintf("holds=%v", holds), func(t *testing.T) {
+			w := newHandoffWorld(t, 5*time.Millisecond, DefaultHandoff, false)
+			n := 0
+			w.deliver = func() int64 {
+				n++
+				if n%2 == 0 {
+					return 10_000
+				}
+				return 1
+			}
+			a := w.addVM(1, 1, time.Millisecond, 4, 0, time.Hour)
+			b := w.addVM(2, 1, 700*time.Microsecond, 4, 0, time.Hour)
+			if holds {
+				// The scheduler holds the holder 2 ms into each 8 ms.
+				for i := int64(0); i < 40; i++ {
+					at := ms(8)*i + ms(2)
+					w.at(at, func() {
+						_, turn := w.g.Arbitration()
+						if turn.Held {
+							w.g.Apply([]uint32{turn.Holder})
+						}
+					})
+					w.at(at+ms(1), func() { w.g.Apply(nil) })
+				}
+			}
+			w.run(ms(320))
+			_, turn := w.g.Arbitration()
+			t.Logf("%d hand-offs of %d turns", turn.Handoffs, turn.Turns)
+			if w.violations != 0 {
+				t.Fatalf("%d submissions beside another VM's work beyond the hand-off", w.violations)
+			}
+			if turn.Turns < 40 || turn.Handoffs < turn.Turns-1 {
+				t.Fatalf("%d hand-offs of %d turns: a later bound was not waited for", turn.Handoffs, turn.Turns)
+			}
+			if a.busy == 0 || b.busy == 0 {
+				t.Fatalf("busy %v and %v", a.busy, b.busy)
+			}
+		})
+	}
+}
+
+// TestTurnsOverestimateNetted: a VM whose kernels run 40% of their cost
+// beside one whose costs are exact. Its work in flight is charged ahead at
+// each quantum's end by its cost, and the netting at the drain is negative:
+// taken back, the charges add up to the busy time and the shares are even;
+// dropped, the VM was overcharged most of a command a turn.
+func TestTurnsOverestimateNetted(t *testing.T) {
+	forHandoff(t, func(t *testing.T, handoff time.Duration) {
+		w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
+		a := w.addVM(1, 1, time.Millisecond, 4, 0, time.Hour)
+		a.runPct = 40
+		b := w.addVM(2, 1, 700*time.Microsecond, 4, 0, time.Hour)
+		w.run(ms(2000))
+		if w.violations != 0 {
+			t.Fatalf("%d overlapping submissions", w.violations)
+		}
+		w.checkBusyAndShares([]*tvm{a, b}, 0.01)
+	})
+}
+
+// chargeLog is a Picker that sums the charges the gate makes, per VM.
+type chargeLog struct {
+	Picker
+	charged map[uint32]int64
+}
+
+func (c *chargeLog) ChargeTurn(id uint32, busyNs int64) {
+	c.charged[id] += busyNs
+	c.Picker.ChargeTurn(id, busyNs)
+}
+
+// TestHandoffTailGraceNetted: a VM whose kernels run five times their cost
+// (1 ms charged, 5 ms run) beside a VM of exact 500 µs kernels, quanta of
+// 1 ms, on a GPU that preempts: its hand-offs' tails run past their grace
+// (three quanta), and the turns stop waiting for them. The tail's busy time
+// is netted all the same, and once only: each VM's charges add up to its
+// busy time (both always wait, so every turn is contended), within the work
+// in flight at the end. At depth 1 the tail VM has nothing pending while
+// its tail runs and is netted when it drains; at depth 2 it waits with its
+// next kernel and gets the turn back while its tail still runs (netted at
+// the grant, the rest charged in its turn).
+func TestHandoffTailGraceNetted(t *testing.T) {
+	for _, depth := range []int{1, 2} {
+		t.Run(fmt.Sprintf("depth=%d", depth), func(t *testing.T) {
+			w := newHandoffWorld(t, time.Millisecond, DefaultHandoff, true)
+			log := &chargeLog{Picker: w.s, charged: map[uint32]int64{}}
+			cfg := TurnConfig{QuantumNs: int64(time.Millisecond), Picker: log, Clock: w.clock(), Preempts: true,
+				HandoffNs: int64(DefaultHandoff)}
+			if err := w.g.SetTurns(ArbitrationTurns, cfg); err != nil {
+				t.Fatal(err)
+			}
+			a := w.addVM(1, 1, time.Millisecond, depth, 0, time.Hour)
+			a.runPct = 500
+			b := w.addVM(2, 1, 500*time.Microsecond, 4, 0, time.Hour)
+			w.run(ms(2000))
+			_, turn := w.g.Arbitration()
+			t.Logf("%d turns, %d hand-offs, %d overruns; charged %v of a's %v busy, %v of b's %v",
+				turn.Turns, turn.Handoffs, turn.Overruns, time.Duration(log.charged[1]), time.Duration(a.busy),
+				time.Duration(log.charged[2]), time.Duration(b.busy))
+			if turn.Overruns < 10 {
+				t.Fatalf("%d overruns: the tails did not outrun their grace", turn.Overruns)
+			}
+			for _, v := range []*tvm{a, b} {
+				if d := log.charged[v.id] - v.busy; d < -ms(5) || d > ms(5) {
+					t.Errorf("vm %d: charged %v for %v busy", v.id, time.Duration(log.charged[v.id]), time.Duration(v.busy))
+				}
+			}
+		})
+	}
+}
+
+// TestHandoffUnmeasured: with no in-flight limit a work command forwarded
+// before any was measured costs ControlCostNs, which says nothing of its
+// length: a hand-off behind it would queue the next VM's work behind work
+// of any length. A VM of 1 ms ALLOCs (never measured) beside one of
+// THROTTLEs never hands off, and no submission comes beside its work; a VM
+// of 1 ms MEMSETs is measured by its first completion and hands off from
+// then on.
+func TestHandoffUnmeasured(t *testing.T) {
+	for _, op := range []abi.Opcode{abi.OpAlloc, abi.OpMemset} {
+		t.Run(op.String(), func(t *testing.T) {
+			w := newHandoffWorld(t, 5*time.Millisecond, DefaultHandoff, false)
+			a := w.addVM(1, 1, time.Millisecond, 2, 0, time.Hour)
+			a.op = op
+			w.addVM(2, 1, 700*time.Microsecond, 4, 0, time.Hour)
+			w.run(ms(500))
+			_, turn := w.g.Arbitration()
+			if w.violations != 0 {
+				t.Fatalf("%d submissions beside more than the threshold of another VM's work (%d hand-offs of %d turns)",
+					w.violations, turn.Handoffs, turn.Turns)
+			}
+			if turn.Turns < 50 {
+				t.Fatalf("%d turns in 500 ms of 5 ms quanta", turn.Turns)
+			}
+			// VM 2's turns hand off either way (its THROTTLEs' costs are
+			// their lengths); VM 1's only once measured.
+			if turn.Handoffs < turn.Turns*4/10 || op == abi.OpMemset && turn.Handoffs < turn.Turns*9/10 {
+				t.Fatalf("%d hand-offs of %d turns", turn.Handoffs, turn.Turns)
+			}
+			if op == abi.OpAlloc && turn.Handoffs > turn.Turns*6/10 {
+				t.Fatalf("%d hand-offs of %d turns: VM 1 handed off behind ALLOCs of unknown length", turn.Handoffs, turn.Turns)
+			}
 		})
 	}
 }

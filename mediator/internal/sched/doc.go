@@ -112,8 +112,9 @@
 //
 // # Robustness
 //
-// Charges for unknown VMs (removed mid-period) are ignored; negative BusyNs
-// counts as 0; several charges for one VM add up. A period of zero or
+// Charges for unknown VMs (removed mid-period) are ignored; a period's
+// negative BusyNs counts as 0 (a turn's may be negative: ChargeTurn nets an
+// estimate charged ahead); several charges for one VM add up. A period of zero or
 // negative length changes no time-based state (charges, virtual times, cap
 // balances, timeslice turns); it still applies pending changes and recomputes
 // the holds, which stay only where still justified.

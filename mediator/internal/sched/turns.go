@@ -32,16 +32,26 @@ const TurnBank = 50 * time.Millisecond
 
 const turnBank = int64(TurnBank) * turnScale
 
-// ChargeTurn charges a VM busyNs of GPU time used in its turn. Unknown ids
-// are ignored.
+// ChargeTurn charges a VM busyNs of GPU time used in its turn. A negative
+// busyNs takes back time charged before: the gate charges work in flight
+// ahead by its estimate and nets the estimate against the busy time the
+// backend reports, so that a turn's charges add up to its busy time. The
+// lag falls no lower than its floor (TurnBank below the holder's). Unknown
+// ids are ignored.
 func (s *Scheduler) ChargeTurn(id uint32, busyNs int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	vm, ok := s.vms[id]
-	if !ok || busyNs <= 0 {
+	if !ok {
 		return
 	}
-	vm.turnLag = min(vm.turnLag+scaled(min(busyNs, maxLag), turnScale, uint64(vm.weight)), maxLag)
+	switch {
+	case busyNs > 0:
+		vm.turnLag = min(vm.turnLag+scaled(min(busyNs, maxLag), turnScale, uint64(vm.weight)), maxLag)
+	case busyNs < 0:
+		d := scaled(min(-max(busyNs, -maxLag), maxLag), turnScale, uint64(vm.weight))
+		vm.turnLag = max(vm.turnLag-d, min(vm.turnLag, -turnBank))
+	}
 }
 
 // NextTurn picks, of the candidates (unknown ids ignored), the VM whose turn

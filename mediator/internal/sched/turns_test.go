@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -67,15 +68,7 @@ func TestNextTurn(t *testing.T) {
 // TestBehind: Behind tells whether a VM would get the turn before every
 // other one, and changes nothing (NextTurn afterwards picks as before).
 func TestBehind(t *testing.T) {
-	s, err := New(Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for id := uint32(1); id <= 3; id++ {
-		if err := s.AddVM(id, 1, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := newTurnSched(t, 3)
 	s.ChargeTurn(2, 5_000_000)
 	s.ChargeTurn(3, 1_000_000)
 	switch {
@@ -97,4 +90,48 @@ func TestBehind(t *testing.T) {
 	if lag, _ := s.TurnLag(2); lag <= 0 {
 		t.Fatalf("VM 2's lag %d after VM 3's turn, want above 0", lag)
 	}
+}
+
+// TestChargeTurnNegative: a negative charge (the gate netting an estimate
+// charged ahead that exceeded the time used) lowers the turn lag, so that
+// the charges of a turn add up to its busy time; the lag stops at its floor
+// (TurnBank below the holder's), and extreme values neither overflow nor
+// raise it.
+func TestChargeTurnNegative(t *testing.T) {
+	s := newTurnSched(t, 2)
+	s.ChargeTurn(1, 10_000_000)
+	s.ChargeTurn(1, -4_000_000)
+	if lag, _ := s.TurnLag(1); lag != 6_000_000 {
+		t.Fatalf("charged 10 ms and -4 ms: lag %v, want 6ms", time.Duration(lag))
+	}
+	// 6 ms charged to VM 1 against VM 2's 5 ms: VM 2 is next.
+	s.ChargeTurn(2, 5_000_000)
+	if id, _ := s.NextTurn([]uint32{1, 2}); id != 2 {
+		t.Fatalf("VM 1 netted to 6 ms, VM 2 at 5 ms: NextTurn picked %d, want 2", id)
+	}
+	for _, c := range []int64{-int64(time.Hour), math.MinInt64} {
+		s.ChargeTurn(1, c)
+		if lag, _ := s.TurnLag(1); lag != -int64(TurnBank) {
+			t.Fatalf("after a charge of %d: lag %v, want the floor -%v", c, time.Duration(lag), TurnBank)
+		}
+	}
+	s.ChargeTurn(1, math.MaxInt64)
+	if lag, _ := s.TurnLag(1); lag <= 0 {
+		t.Fatalf("after a charge of MaxInt64: lag %d", lag)
+	}
+}
+
+// newTurnSched returns a scheduler of n VMs, ids 1 to n, of weight 1.
+func newTurnSched(t *testing.T, n uint32) *Scheduler {
+	t.Helper()
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := uint32(1); id <= n; id++ {
+		if err := s.AddVM(id, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
 }
