@@ -74,7 +74,7 @@ func TestBudgetOccupancyRace(t *testing.T) {
 			defer wg.Done()
 			for range 2000 {
 				if b.reserve(ControlCostNs) {
-					b.refund(ControlCostNs)
+					b.refund(ControlCostNs, 0)
 				}
 			}
 		}()
