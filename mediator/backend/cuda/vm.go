@@ -366,6 +366,11 @@ func (v *cudaVM) storeWorker(w *workerConn) {
 		unix.Close(pidfd)
 	}
 	if err != nil {
+		// Nothing of it stays: a part stored would name this worker's
+		// socket, or an ended one's, to a successor after a crash.
+		if rerr := v.store.RemoveKept(backend.Kept{Backend: "cuda", FDs: make([]int, keptFDs)}); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
 		slog.Warn("cuda: a VM's GPU worker is not in the fd store; a crash of the mediator would end it", "vm", v.id, "name", v.name, "err", err)
 		return
 	}

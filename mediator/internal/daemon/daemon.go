@@ -624,6 +624,13 @@ func (d *Daemon) restore(f vmsFile, adopt map[string]*VMHandover) error {
 	for name, a := range adopt {
 		slog.Warn("a vm handed over is not in the vm list: closed", "vm", name)
 		closeFDs(a.VM.FDs())
+		if d.cfg.FDStore != nil {
+			// Its endpoint's socket and its device state (a GPU worker
+			// whose socket the store holds) must not outlive it there.
+			if err := vm.Unstore(d.cfg.FDStore, name, a.VM); err != nil {
+				slog.Warn("fd store: a vm handed over that is not in the vm list stays stored", "vm", name, "err", err)
+			}
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package vm
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,4 +186,54 @@ func TestBackendStoresItsDeviceState(t *testing.T) {
 	if fds := store.passed()["vm/d/device/live/0"]; len(fds) != 1 {
 		t.Fatalf("after the adoption the state is stored %d times, want once", len(fds))
 	}
+}
+
+// The backend's StoreKept stores a device state in place of the one it
+// stored before (the store itself adds a descriptor to a name it has: a
+// successor would find the old one first), and a VM deleted takes its
+// device state out of the store.
+func TestStoreKeptReplaces(t *testing.T) {
+	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &memStore{fds: map[string][]int{}}
+	cfg := Config{Name: "r", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/r.sock", Store: store}
+	v, err := New(cfg, &storingBackend{backendOf: backendOf{&instantGPU{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC) // a worker started again
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := (deviceStore{v}).StoreKept(backend.Kept{Backend: "live", FDs: []int{fd}}); err != nil {
+		t.Fatal(err)
+	}
+	fds := store.passed()["vm/r/device/live/0"]
+	if len(fds) != 1 || !sameFile(t, fds[0], fd) {
+		t.Fatalf("stored again: %d descriptors under the name, want the new one alone", len(fds))
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name := range store.passed() {
+		if strings.HasPrefix(name, "vm/r/device/") {
+			t.Errorf("%s stays stored after the vm is deleted", name)
+		}
+	}
+}
+
+func sameFile(t *testing.T, a, b int) bool {
+	t.Helper()
+	var sa, sb unix.Stat_t
+	if err := unix.Fstat(a, &sa); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fstat(b, &sb); err != nil {
+		t.Fatal(err)
+	}
+	return sa.Dev == sb.Dev && sa.Ino == sb.Ino
 }

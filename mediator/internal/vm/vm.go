@@ -118,6 +118,9 @@ type VM struct {
 	refusals  refusals      // endpoint.go
 
 	bell bellState // the doorbell goroutine's (doorbell.go)
+
+	devMu     sync.Mutex     // orders the backend's StoreKept and RemoveKept
+	devStored map[string]int // the descriptors of device state stored, by backend (fdstore.go)
 }
 
 // New creates the region, attaches the VM to the backend and starts
