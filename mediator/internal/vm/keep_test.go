@@ -150,23 +150,7 @@ func TestBackendStoresItsDeviceState(t *testing.T) {
 	if fds := store.passed()["vm/d/device/live/0"]; len(fds) != 1 {
 		t.Fatalf("the backend's state stored %d times, want once", len(fds))
 	}
-	// A crash: nothing is closed, and the successor finds the store.
-	v.mu.Lock()
-	srv := v.server
-	v.server = nil
-	v.mu.Unlock()
-	if _, err := srv.Export(); err != nil {
-		t.Fatal(err)
-	}
-	stored := store.passed()
-	for name, fds := range stored { // a successor's own copies, as LISTEN_FDS passes them
-		for i, fd := range fds {
-			if stored[name][i], err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	h, err := FromStore("d", abi.Vectors(1), stored)
+	h, err := FromStore("d", abi.Vectors(1), crash(t, v, store))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,4 +220,31 @@ func sameFile(t *testing.T, a, b int) bool {
 		t.Fatal(err)
 	}
 	return sa.Dev == sb.Dev && sa.Ino == sb.Ino
+}
+
+// crash leaves v as a crash of the mediator does (nothing closed; its
+// doorbell server stops serving) and returns what the store passes the
+// successor: its own copies, as LISTEN_FDS passes them.
+func crash(t *testing.T, v *VM, store *memStore) map[string][]int {
+	t.Helper()
+	v.mu.Lock()
+	srv := v.server
+	v.server = nil
+	v.mu.Unlock()
+	if _, err := srv.Export(); err != nil {
+		t.Fatal(err)
+	}
+	if v.sys != nil {
+		v.sys.Close()
+	}
+	stored := store.passed()
+	for name, fds := range stored {
+		for i, fd := range fds {
+			var err error
+			if stored[name][i], err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return stored
 }
