@@ -459,12 +459,12 @@ func TestCrashStoreEmptied(t *testing.T) {
 }
 
 // TestCrashAdoptRefusesABusyWorker: a worker still running a command
-// keepWait after the crash is refused, and ended, being proved the
+// adoptWait after the crash is refused, and ended, being proved the
 // VM's; the VM then starts afresh.
 func TestCrashAdoptRefusesABusyWorker(t *testing.T) {
 	store, k, pidfd, heap, _ := crashed(t, "hang")
 	b := procBackend(t)
-	b.keepWait = 200 * time.Millisecond
+	b.adoptWait = 200 * time.Millisecond
 	done := make(chan backend.Completion, 64)
 	spec := crashSpec(heap.mem, heap.fd, nil, done)
 	spec.Adopt = k

@@ -88,6 +88,7 @@ type workerConn struct {
 	// goes on, unwatched; state is its answer.
 	detached chan struct{}
 	state    *workerState
+	nonce    atomic.Uint64 // the query's whose answer detaches it (0: none asked)
 }
 
 func newWorkerConn(p proc, sock int) *workerConn {
@@ -425,7 +426,7 @@ func (v *cudaVM) watch(w *workerConn) {
 		switch {
 		case m.Kind == msgFault:
 			why = fmt.Errorf("its context faulted: %w", m.err())
-		case m.Kind == msgState && m.State != nil:
+		case m.Kind == msgState && m.State != nil && m.Nonce != 0 && m.Nonce == w.nonce.Load():
 			w.state = m.State
 			close(w.detached)
 			return
