@@ -1,12 +1,18 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/sluice-gpu/sluice/mediator/backend"
+	"github.com/sluice-gpu/sluice/mediator/backend/sim"
 )
 
 // nameStore stands in for the fd store where only the names matter: it
@@ -110,5 +116,90 @@ func TestRestoreUnstoresAVMNotListed(t *testing.T) {
 	}
 	if !store.has("vm/a/memfd") {
 		t.Errorf("vm a, adopted, is not stored: %v", store.list())
+	}
+}
+
+// barrierBackend is the sim whose Attach of a VM with kept device state
+// waits until want of them wait together (or a long while, then fails):
+// an adoption that takes long, as the cuda backend's of a GPU worker
+// that does not settle does.
+type barrierBackend struct {
+	*sim.Sim
+}
+
+var adoptBarrier struct {
+	sync.Mutex
+	want, arrived int
+	all           chan struct{}
+}
+
+func init() {
+	backend.Register("test-adopt-barrier", func(o backend.Options) (backend.Backend, error) {
+		s, err := sim.New(o)
+		if err != nil {
+			return nil, err
+		}
+		return barrierBackend{s}, nil
+	})
+}
+
+func (b barrierBackend) Attach(spec backend.VMSpec) (backend.VM, error) {
+	if spec.Adopt != nil {
+		adoptBarrier.Lock()
+		adoptBarrier.arrived++
+		if adoptBarrier.arrived == adoptBarrier.want {
+			close(adoptBarrier.all)
+		}
+		all := adoptBarrier.all
+		adoptBarrier.Unlock()
+		select {
+		case <-all:
+		case <-time.After(20 * time.Second):
+			return nil, errors.New("the other adoptions did not run meanwhile")
+		}
+	}
+	return b.Sim.Attach(spec)
+}
+
+// The VMs a successor takes over are adopted in parallel: one whose
+// device state takes long to adopt does not hold the others.
+func TestRestoreAdoptsInParallel(t *testing.T) {
+	cfg := DefaultConfig()
+	dir := t.TempDir()
+	cfg.Socket, cfg.StateDir, cfg.Proxy.Binary = filepath.Join(dir, "sluiced.sock"), filepath.Join(dir, "state"), "off"
+	cfg.Backend = "test-adopt-barrier"
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"a", "b", "c"}
+	for _, name := range names {
+		createVM(t, d, name)
+	}
+	m, err := d.Handover(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range m.VMs {
+		if h.VM.Device == nil {
+			t.Fatalf("vm %s handed over without its device state", h.Name)
+		}
+	}
+	adoptBarrier.Lock()
+	adoptBarrier.want, adoptBarrier.arrived, adoptBarrier.all = len(names), 0, make(chan struct{})
+	adoptBarrier.Unlock()
+	d2, err := Adopt(cfg, m)
+	if err != nil {
+		t.Fatalf("adopting vms whose device states are adopted together: %v", err)
+	}
+	defer d2.Close()
+	vms, err := d2.ListVMs(context.Background())
+	if err != nil || len(vms) != len(names) {
+		t.Fatalf("after the adoption: %v, %v; want %v", vms, err, names)
+	}
+	for i, v := range vms {
+		if v.Name != names[i] || v.ID != m.VMs[i].ID {
+			t.Errorf("vm %d: %s, id %d; want %s, id %d (the list's order and the hand-over's ids)", i, v.Name, v.ID, names[i], m.VMs[i].ID)
+		}
 	}
 }
