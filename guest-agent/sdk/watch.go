@@ -40,8 +40,13 @@ const heartbeatChecks = 8
 // transport reports its connection gone (Departure), or when the header's
 // heartbeat, once seen to move, does not move for stall (0: the heartbeat
 // is not watched). sluiced publishes its heartbeat every second, also
-// right after a hand-over or a restart (the pause of either is a few
-// seconds at most); a host that never moves it (a test's host) is never
+// right after a hand-over or a restart. The pause of either is mostly well
+// under a second, and bounded by sluiced's own waits: a hand-over by its
+// --handover-wait plus, for a cuda VM whose GPU work does not settle, 10 s
+// to keep its GPU worker and 5 s to adopt it; a restart after a crash by
+// the service manager's restart delay plus the same 5 s (VMs are adopted
+// in parallel). A stall shorter than that may judge a mediator gone that
+// is only pausing. A host that never moves it (a test's host) is never
 // judged by it. The context ends between stall and stall plus an eighth
 // of it (at most a second) after the heartbeat's last move, and at once
 // when the connection closed; context.Cause tells why (see Gone). stop

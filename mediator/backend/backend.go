@@ -58,7 +58,9 @@ type VMSpec struct {
 	// (abi.FeatureSyscallRing): the position a claim counter the backend
 	// creates for the VM must start from. A backend that creates one again
 	// (the cuda backend, when it restarts a VM's GPU worker) asks it then,
-	// so that new calls land where the mediator reads.
+	// so that new calls land where the mediator reads; and a backend that
+	// refuses a kept state (Adopt) asks it only once what it refused has
+	// ended: the answer then counts the calls it made meanwhile.
 	RingHead func() uint64
 	// MaxInFlight bounds the commands one channel has submitted and not yet
 	// completed (the channel ring's entries); 0 means DefaultMaxInFlight. A

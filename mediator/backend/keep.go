@@ -42,8 +42,9 @@ type Kept struct {
 // store; the backend neither keeps nor closes the descriptors it passes.
 type DeviceStore interface {
 	// StoreKept puts k's descriptors in the store, in place of what the
-	// VM stored before. k.Data must be empty: only descriptors are
-	// stored.
+	// VM's backend stored before (the names are emptied first). k.Data
+	// must be empty: only descriptors are stored. On failure part of k
+	// may be stored: the caller removes it (RemoveKept).
 	StoreKept(k Kept) error
 	// RemoveKept takes what StoreKept stored for k's backend and count of
 	// descriptors out of the store.

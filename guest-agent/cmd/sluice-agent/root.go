@@ -78,9 +78,10 @@ Choose how to reach the region:
 	return root
 }
 
-// defaultStall is --mediator-timeout: far longer than the pause of a
-// hand-over or of a restart through the fd store (seconds at most), in
-// which the heartbeat stands still.
+// defaultStall is --mediator-timeout: longer than the pause of a
+// hand-over or of a restart through the fd store, in which the heartbeat
+// stands still (mostly well under a second; sdk.Device.Watch gives its
+// bounds, under 20 s with sluiced's default hand-over wait).
 const defaultStall = 30 * time.Second
 
 // open reaches the region the flags name, opens it and watches its

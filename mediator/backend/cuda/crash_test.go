@@ -459,12 +459,12 @@ func TestCrashStoreEmptied(t *testing.T) {
 }
 
 // TestCrashAdoptRefusesABusyWorker: a worker still running a command
-// keepWait after the crash is refused, and ended, being proved the
+// adoptWait after the crash is refused, and ended, being proved the
 // VM's; the VM then starts afresh.
 func TestCrashAdoptRefusesABusyWorker(t *testing.T) {
 	store, k, pidfd, heap, _ := crashed(t, "hang")
 	b := procBackend(t)
-	b.keepWait = 200 * time.Millisecond
+	b.adoptWait = 200 * time.Millisecond
 	done := make(chan backend.Completion, 64)
 	spec := crashSpec(heap.mem, heap.fd, nil, done)
 	spec.Adopt = k
@@ -478,4 +478,41 @@ func TestCrashAdoptRefusesABusyWorker(t *testing.T) {
 	}
 	store.empty()
 	freshAfterRefusal(t, b, spec)
+}
+
+// brokenStore stores the first descriptors of a state and then fails, as
+// an fd store that fills up does.
+type brokenStore struct {
+	*fdStore
+	keep int // descriptors it stores before failing
+}
+
+func (s brokenStore) StoreKept(k backend.Kept) error {
+	if err := s.fdStore.StoreKept(backend.Kept{Backend: k.Backend, FDs: k.FDs[:s.keep]}); err != nil {
+		return err
+	}
+	return errors.New("the store is full")
+}
+
+// TestStoreWorkerFailsWhole: a worker whose descriptors the store takes
+// only in part is taken out of it whole; the VM runs on, unstored.
+func TestStoreWorkerFailsWhole(t *testing.T) {
+	b := procBackend(t)
+	heap := mapHeap(t, execHeapSize)
+	store := newFDStore(t)
+	done := make(chan backend.Completion, 8)
+	vm, err := b.Attach(crashSpec(heap.mem, heap.fd, brokenStore{store, 2}, done))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Close()
+	store.mu.Lock()
+	left := len(store.fds)
+	store.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d descriptors of the worker stay stored after the store failed", left)
+	}
+	if got, err := runCommands(vm, done, abi.Command{Op: abi.OpFence, Value: 1}); err != nil || got[0] != abi.OK {
+		t.Fatalf("the VM after its worker was not stored: %v, %v", got, err)
+	}
 }

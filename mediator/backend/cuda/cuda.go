@@ -53,6 +53,7 @@ type Backend struct {
 	restartDelay time.Duration
 	workerSpin   time.Duration
 	keepWait     time.Duration // Keep's wait for the commands in flight (keep.go)
+	adoptWait    time.Duration // an adoption's budget, all of it (keep.go)
 
 	mu         sync.Mutex // vms, closed, nextEngine
 	vms        map[uint32]*cudaVM
@@ -140,7 +141,7 @@ func open(d driver, opts backend.Options, spawn spawner) (*Backend, error) {
 	}
 	b := &Backend{
 		spawn: spawn, library: opts.Params["library"], gap: DefaultGapNs, stall: int64(DefaultStallCheck),
-		restartDelay: DefaultRestartDelay, workerSpin: DefaultWorkerSpin, keepWait: keepWait, vms: map[uint32]*cudaVM{},
+		restartDelay: DefaultRestartDelay, workerSpin: DefaultWorkerSpin, keepWait: keepWait, adoptWait: adoptWait, vms: map[uint32]*cudaVM{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), dwake: make(chan struct{}, 1),
 	}
 	if _, both := opts.Params["gap_ns"]; both && opts.Params["gap"] != "" {

@@ -86,8 +86,10 @@
 // child of its own), the heap and syscall area files by inode against the
 // VM's, the ring and the end markers in the block, and asks the worker
 // itself: its answer's sender, as the kernel's credentials tell it, must be
-// the pidfd's process, and its protocol (workerProtocol), device, layout,
-// position and holdings those kept. A kept state that does not check out
+// the pidfd's process, its answer must echo the query's nonce (an answer
+// to another query, one a predecessor gave up on, is passed over), and its
+// protocol (workerProtocol), device, layout, position and holdings those
+// kept. A kept state that does not check out
 // is backend.ErrBadKept, and the worker is ended (and reaped, where the
 // pidfd was good): the VM attaches afresh and its old handles are
 // abi.ErrBadHandle, as after a worker crash; a worker that dies after the
@@ -119,13 +121,17 @@
 // channels resume from what the dead mediator had published, so a command
 // whose completion was not published runs again when its record is
 // forwarded anew (an ALLOC, FREE or LOAD_MODULE among them fails with
-// abi.ErrBadHandle, as after a hand-over); the adoption waits up to 5 s
-// for the worker to be idle at the tail and numbers the VM's commands on
-// from its end markers, so no marker or code of before completes a new
-// command; the request ring claim counter is the worker's and goes on. A
-// worker still busy after the 5 s (a kernel that runs on, or one waiting
-// for a system call nobody serves before the VM is attached) is refused
-// (backend.ErrBadKept), ended and replaced, with a warning. A refusal only
+// abi.ErrBadHandle, as after a hand-over); the adoption waits for the
+// worker to be idle at the tail and numbers the VM's commands on from its
+// end markers, so no marker or code of before completes a new command;
+// the request ring claim counter is the worker's and goes on. The whole
+// adoption (proving, settling, every query) has one budget, adoptWait
+// (5 s): a worker still busy then, or that stops answering (a kernel that
+// runs on, or one waiting for a system call nobody serves before the VM
+// is attached), is refused (backend.ErrBadKept), ended and replaced, with
+// a warning; the replacement's claim counter starts at VMSpec.RingHead,
+// which the caller reads when the replacement starts, past any call the
+// refused worker's kernels made while it was weighed. A refusal only
 // ever signals a proved worker; an unproved one is told to stop on its
 // socket and ends by itself once the kept descriptors close. An orphan's
 // exit status is its new parent's: its end is seen through its pidfd.

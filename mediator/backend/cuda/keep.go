@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -39,15 +40,21 @@ const (
 // workerProtocol numbers what a worker and the mediator exchange (the
 // messages and the shared block's layout). A successor only adopts a
 // worker of its own protocol: the worker runs the predecessor's binary.
-// Change it with either.
-const workerProtocol = 2
+// Change it with either. 3: a query's answer carries the query's nonce.
+const workerProtocol = 3
 
 // keepWait bounds how long Keep waits for the VM's commands in flight
 // (those the hand-over's own wait did not see complete), and queryWait how
-// long a worker has to answer a query.
+// long a worker has to answer Keep's query. adoptWait bounds a whole
+// adoption (Attach with VMSpec.Adopt): proving the worker, settling it
+// after a crash and every query of it, one budget, so that a worker that
+// answers slowly or never gets idle delays its VM's start (and, through
+// the daemon's restore, which adopts the VMs in parallel, the others')
+// by that much at most.
 const (
 	keepWait  = 5 * time.Second
 	queryWait = 5 * time.Second
+	adoptWait = 5 * time.Second
 )
 
 var _ backend.Keeper = (*cudaVM)(nil)
@@ -235,7 +242,9 @@ func (w *workerConn) query(wait time.Duration) (*workerState, error) {
 	w.mu.Lock()
 	err := errors.New("its socket is closed")
 	if !w.closed {
-		err = sendMsg(w.sock, message{Kind: msgQuery})
+		n := newNonce()
+		w.nonce.Store(n) // before the answer can come: watch matches it
+		err = sendMsg(w.sock, message{Kind: msgQuery, Nonce: n})
 	}
 	w.mu.Unlock()
 	if err != nil {
@@ -289,17 +298,19 @@ func decodeKept(data []byte, channels int) (keptData, error) {
 // nobody quiesced the VM) is first settled (settle). Anything off is
 // backend.ErrBadKept. A proved worker is then ended (and reaped where it
 // is our child); one not proved is never signalled: told to stop on its
-// socket, it ends by itself once the kept descriptors close.
+// socket, it ends by itself once the kept descriptors close. All of it
+// gets adoptWait (Backend.adoptWait), one deadline.
 func (v *cudaVM) adopt(spec backend.VMSpec, l blockLayout) (*workerConn, error) {
 	a := spec.Adopt
 	if a.Backend != "cuda" || len(a.FDs) != keptFDs {
 		return nil, fmt.Errorf("%w: backend %q's state, %d descriptors; want the cuda backend's, %d", backend.ErrBadKept, a.Backend, len(a.FDs), keptFDs)
 	}
-	w, st, err := adoptProcess(a.FDs[keptSock], a.FDs[keptPidfd])
+	deadline := time.Now().Add(v.b.adoptWait)
+	w, st, err := adoptProcess(a.FDs[keptSock], a.FDs[keptPidfd], deadline)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", backend.ErrBadKept, err)
 	}
-	d, err := v.adoptWorker(spec, l, w, st)
+	d, err := v.adoptWorker(spec, l, w, st, deadline)
 	if err != nil {
 		_ = sendMsg(w.sock, message{Kind: msgStop})
 		w.discard()
@@ -318,8 +329,8 @@ func (v *cudaVM) adopt(spec backend.VMSpec, l blockLayout) (*workerConn, error) 
 // process, there before and after with that pid. Until then the
 // descriptors may name anything: on failure nothing is signalled (an
 // exited child is reaped, through the pidfd), and the socket, if it is
-// one, is told to stop.
-func adoptProcess(sockFD, pidFD int) (*workerConn, *workerState, error) {
+// one, is told to stop. The worker must answer before deadline.
+func adoptProcess(sockFD, pidFD int, deadline time.Time) (*workerConn, *workerState, error) {
 	p, err := adoptPidfd(pidFD)
 	if err != nil {
 		if sock, err := adoptSocket(sockFD); err == nil {
@@ -334,7 +345,7 @@ func adoptProcess(sockFD, pidFD int) (*workerConn, *workerState, error) {
 		return nil, nil, err
 	}
 	w := newWorkerConn(p, sock)
-	st, err := w.askProved(p)
+	st, err := w.askProved(p, deadline)
 	if err != nil {
 		_ = sendMsg(sock, message{Kind: msgStop})
 		unix.Close(sock)
@@ -344,10 +355,10 @@ func adoptProcess(sockFD, pidFD int) (*workerConn, *workerState, error) {
 	return w, st, nil
 }
 
-// askProved asks the worker its state and checks that the answer came
-// from p's process.
-func (w *workerConn) askProved(p *pidfdProc) (*workerState, error) {
-	st, from, err := w.ask(queryWait)
+// askProved asks the worker its state, to be answered before deadline,
+// and checks that the answer came from p's process.
+func (w *workerConn) askProved(p *pidfdProc, deadline time.Time) (*workerState, error) {
+	st, from, err := w.ask(deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -363,8 +374,8 @@ func (w *workerConn) askProved(p *pidfdProc) (*workerState, error) {
 // adoptWorker checks the kept data (if any), the files, the shared block
 // and the answer st of worker w, proved p's, and returns the data: the
 // hand-over's, or, for a state kept without (after a crash), the one
-// settle finds.
-func (v *cudaVM) adoptWorker(spec backend.VMSpec, l blockLayout, w *workerConn, st *workerState) (keptData, error) {
+// settle finds by deadline.
+func (v *cudaVM) adoptWorker(spec backend.VMSpec, l blockLayout, w *workerConn, st *workerState, deadline time.Time) (keptData, error) {
 	a := spec.Adopt
 	var d keptData
 	if len(a.Data) > 0 {
@@ -381,7 +392,7 @@ func (v *cudaVM) adoptWorker(spec backend.VMSpec, l blockLayout, w *workerConn, 
 	}
 	if len(a.Data) == 0 {
 		var err error
-		if d, st, err = v.settle(w, st); err != nil {
+		if d, st, err = v.settle(w, st, deadline); err != nil {
 			return d, err
 		}
 	} else if err := v.blockAt(d); err != nil {
@@ -390,7 +401,7 @@ func (v *cudaVM) adoptWorker(spec backend.VMSpec, l blockLayout, w *workerConn, 
 	return d, v.checkState(st, d)
 }
 
-// settle waits (up to keepWait) until a worker kept without data, whose
+// settle waits (until deadline) until a worker kept without data, whose
 // mediator crashed, is idle at the ring's tail, and describes it as Keep
 // would have. What the crashed mediator left in the shared block decides
 // what runs:
@@ -416,7 +427,7 @@ func (v *cudaVM) adoptWorker(spec backend.VMSpec, l blockLayout, w *workerConn, 
 // A worker that does not get idle in time (a kernel that runs on, or one
 // that waits for a system call nobody serves yet) is refused: adopting it
 // busy would have its old commands end among the new ones.
-func (v *cudaVM) settle(w *workerConn, st *workerState) (keptData, *workerState, error) {
+func (v *cudaVM) settle(w *workerConn, st *workerState, deadline time.Time) (keptData, *workerState, error) {
 	tail, head := v.blk.load(offTail), v.blk.load(offHead)
 	if tail < head || tail-head > v.blk.l.ringCap {
 		return keptData{}, nil, fmt.Errorf("the ring's head %d and tail %d are not a ring of %d entries", head, tail, v.blk.l.ringCap)
@@ -426,7 +437,7 @@ func (v *cudaVM) settle(w *workerConn, st *workerState) (keptData, *workerState,
 	le.PutUint64(one[:], 1)
 	_, _ = unix.Write(v.efd, one[:])
 	p := w.p.(*pidfdProc)
-	for deadline := time.Now().Add(v.b.keepWait); ; {
+	for start := time.Now(); ; {
 		if len(st.Last) != len(v.chans) {
 			return keptData{}, nil, fmt.Errorf("the GPU worker has %d channels, the VM %d", len(st.Last), len(v.chans))
 		}
@@ -443,17 +454,20 @@ func (v *cudaVM) settle(w *workerConn, st *workerState) (keptData, *workerState,
 			}
 			d.Seqs = append(d.Seqs, seq)
 		}
-		if st.idleAt(d) == nil {
+		busy := st.idleAt(d)
+		if busy == nil {
 			return d, st, nil
 		}
-		if time.Now().After(deadline) {
-			return d, nil, fmt.Errorf("after the crash, still running after %v: %w", v.b.keepWait, st.idleAt(d))
-		}
-		time.Sleep(time.Millisecond)
 		var err error
-		if st, err = w.askProved(p); err != nil {
-			return d, nil, err
+		if time.Sleep(time.Millisecond); time.Now().Before(deadline) {
+			if st, err = w.askProved(p, deadline); err == nil {
+				continue
+			}
 		}
+		if time.Now().Before(deadline) {
+			return d, nil, err // an answer that does not check out
+		}
+		return d, nil, fmt.Errorf("after the crash, still running after %v: %w", time.Since(start).Round(time.Millisecond), busy)
 	}
 }
 
@@ -580,28 +594,25 @@ func adoptSocket(fd int) (int, error) {
 
 // ask is query for a worker nobody watches: it reads the answer itself,
 // with the kernel's credentials of its sender, and returns the sender's
-// pid with it.
-func (w *workerConn) ask(wait time.Duration) (*workerState, int, error) {
+// pid with it. The answer must come before deadline and carry the
+// query's nonce: an answer to another query (one that timed out, in a
+// predecessor) is passed over, as it may describe the worker as it was.
+// An answer without the nonce, from a worker of another protocol (which
+// does not echo it), fails at once.
+func (w *workerConn) ask(deadline time.Time) (*workerState, int, error) {
 	if err := unix.SetsockoptInt(w.sock, unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
 		return nil, 0, fmt.Errorf("asking for the GPU worker's credentials: %w", err)
 	}
 	defer unix.SetsockoptInt(w.sock, unix.SOL_SOCKET, unix.SO_PASSCRED, 0)
-	// An answer nobody read (a query that timed out, in a predecessor)
-	// must not pass for this one's.
-	for buf := make([]byte, maxMsg); ; {
-		n, _, _, _, err := unix.Recvmsg(w.sock, buf, nil, unix.MSG_DONTWAIT)
-		if err != unix.EINTR && (err != nil || n == 0) { // none left, or the end
-			break
-		}
-	}
-	if err := sendMsg(w.sock, message{Kind: msgQuery}); err != nil {
+	nonce := newNonce()
+	if err := sendMsg(w.sock, message{Kind: msgQuery, Nonce: nonce}); err != nil {
 		return nil, 0, fmt.Errorf("querying the GPU worker: %w", err)
 	}
 	fds := []unix.PollFd{{Fd: int32(w.sock), Events: unix.POLLIN}}
-	for deadline := time.Now().Add(wait); ; {
+	for {
 		left := time.Until(deadline)
 		if left <= 0 {
-			return nil, 0, fmt.Errorf("the GPU worker did not answer within %v", wait)
+			return nil, 0, errors.New("the GPU worker did not answer in the adoption's time")
 		}
 		if n, err := unix.Poll(fds, int(left.Milliseconds())+1); err == unix.EINTR || err == nil && n == 0 {
 			continue
@@ -614,7 +625,17 @@ func (w *workerConn) ask(wait time.Duration) (*workerState, int, error) {
 			return nil, 0, fmt.Errorf("the GPU worker's answer: %w", err)
 		case m.Kind != msgState || m.State == nil:
 			return nil, 0, fmt.Errorf("the GPU worker said %q (%s), not its state", m.Kind, m.Error)
+		case m.State.Protocol != workerProtocol:
+			return nil, 0, fmt.Errorf("the GPU worker speaks protocol %d, this binary %d", m.State.Protocol, workerProtocol)
+		case m.Nonce != nonce:
+			continue // another query's
 		}
 		return m.State, pid, nil
 	}
+}
+
+// newNonce is a query's nonce: random, as a predecessor's queries must
+// not share it, and never 0 (none).
+func newNonce() uint64 {
+	return rand.Uint64() | 1
 }

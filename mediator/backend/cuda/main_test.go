@@ -13,10 +13,14 @@ import (
 // start it again with the role's name as its first argument.
 // fakeWorkerCommand makes it a GPU worker on the fake driver (spawnAs), for
 // the tests of what happens to worker processes (keep_test.go), and
-// runHandoverRole a sluiced handing a VM over by exec (exec_test.go).
+// runHandoverRole a sluiced handing a VM over by exec (exec_test.go) and
+// muteWorkerCommand a worker that stops answering (adopt_test.go).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == fakeWorkerCommand {
 		os.Exit(workerMain(func(string) (driver, error) { return newFake(), nil }))
+	}
+	if len(os.Args) > 1 && os.Args[1] == muteWorkerCommand {
+		os.Exit(muteWorker())
 	}
 	if code, ok := runHandoverRole(os.Args[1:]); ok {
 		os.Exit(code)

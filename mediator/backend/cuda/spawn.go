@@ -69,8 +69,8 @@ const (
 	msgError  = "error"  // worker → mediator: it could not start; Error, Result
 	msgFault  = "fault"  // worker → mediator: its context faulted; Error, Result
 	msgStop   = "stop"   // mediator → worker: end now
-	msgQuery  = "query"  // mediator → worker: describe yourself (keep.go)
-	msgState  = "state"  // worker → mediator, the answer to a query: State
+	msgQuery  = "query"  // mediator → worker: describe yourself (keep.go); Nonce
+	msgState  = "state"  // worker → mediator, the answer to a query: State, the query's Nonce
 )
 
 type message struct {
@@ -82,8 +82,11 @@ type message struct {
 	// Clock is the GPU clock's relation to the host's, in a ready
 	// message of a worker that runs the hop diagnostic.
 	Clock *GPUClock `json:"clock,omitempty"`
-	// State is a worker's answer to a query.
+	// State is a worker's answer to a query, which carries the query's
+	// Nonce (set by the mediator, echoed by the worker): an answer to
+	// another query never passes for it.
 	State *workerState `json:"state,omitempty"`
+	Nonce uint64       `json:"nonce,omitempty"`
 }
 
 func errorMsg(kind string, err error) message {

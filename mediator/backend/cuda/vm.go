@@ -88,6 +88,7 @@ type workerConn struct {
 	// goes on, unwatched; state is its answer.
 	detached chan struct{}
 	state    *workerState
+	nonce    atomic.Uint64 // the query's whose answer detaches it (0: none asked)
 }
 
 func newWorkerConn(p proc, sock int) *workerConn {
@@ -366,6 +367,11 @@ func (v *cudaVM) storeWorker(w *workerConn) {
 		unix.Close(pidfd)
 	}
 	if err != nil {
+		// Nothing of it stays: a part stored would name this worker's
+		// socket, or an ended one's, to a successor after a crash.
+		if rerr := v.store.RemoveKept(backend.Kept{Backend: "cuda", FDs: make([]int, keptFDs)}); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
 		slog.Warn("cuda: a VM's GPU worker is not in the fd store; a crash of the mediator would end it", "vm", v.id, "name", v.name, "err", err)
 		return
 	}
@@ -420,7 +426,7 @@ func (v *cudaVM) watch(w *workerConn) {
 		switch {
 		case m.Kind == msgFault:
 			why = fmt.Errorf("its context faulted: %w", m.err())
-		case m.Kind == msgState && m.State != nil:
+		case m.Kind == msgState && m.State != nil && m.Nonce != 0 && m.Nonce == w.nonce.Load():
 			w.state = m.State
 			close(w.detached)
 			return

@@ -417,7 +417,7 @@ func (w *worker) readSocket() error {
 		return errWorkerStop
 	case msgQuery:
 		st := w.state()
-		if err := sendMsg(w.sock, message{Kind: msgState, State: &st}); err != nil {
+		if err := sendMsg(w.sock, message{Kind: msgState, State: &st, Nonce: m.Nonce}); err != nil {
 			return fmt.Errorf("answering the mediator's query: %w", err)
 		}
 	}

@@ -227,40 +227,65 @@ func (d *Daemon) CreateVM(_ context.Context, req hostapi.CreateVMRequest) (hosta
 // createLocked creates a VM, or with adopt takes over the one a
 // predecessor handed over.
 func (d *Daemon) createLocked(req hostapi.CreateVMRequest, adopt *VMHandover) (hostapi.VM, error) {
+	p, err := d.prepareLocked(req, adopt, nil)
+	if err != nil {
+		return hostapi.VM{}, err
+	}
+	v, err := vm.New(p.cfg, d.be)
+	if err != nil {
+		return hostapi.VM{}, fmt.Errorf("creating vm %q: %w", p.req.Name, classify(err))
+	}
+	return d.addLocked(p, v)
+}
+
+// pendingVM is a VM prepared (prepareLocked) and not yet added: the
+// request with the daemon's defaults, its endpoint's configuration and
+// the usage it starts from (known: the ledger had it).
+type pendingVM struct {
+	req   hostapi.CreateVMRequest
+	cfg   vm.Config
+	base  usage.Record
+	known bool
+}
+
+// prepareLocked checks req (pending: the names prepared and not yet
+// added, which it may not take either) and describes the endpoint that
+// vm.New makes, numbered.
+func (d *Daemon) prepareLocked(req hostapi.CreateVMRequest, adopt *VMHandover, pending map[string]bool) (pendingVM, error) {
 	if !hostapi.ValidName(req.Name) {
-		return hostapi.VM{}, fmt.Errorf("vm name %q: want 1-63 of letters, digits, '.', '_', '-', starting with a letter or digit: %w", req.Name, hostapi.ErrInvalid)
+		return pendingVM{}, fmt.Errorf("vm name %q: want 1-63 of letters, digits, '.', '_', '-', starting with a letter or digit: %w", req.Name, hostapi.ErrInvalid)
 	}
-	if _, ok := d.vms[req.Name]; ok || d.deleting[req.Name] {
-		return hostapi.VM{}, fmt.Errorf("vm %q: %w", req.Name, hostapi.ErrExists)
+	if _, ok := d.vms[req.Name]; ok || d.deleting[req.Name] || pending[req.Name] {
+		return pendingVM{}, fmt.Errorf("vm %q: %w", req.Name, hostapi.ErrExists)
 	}
-	if len(d.vms) >= d.cfg.MaxVMs {
-		return hostapi.VM{}, fmt.Errorf("vm %q: limit of %d vms reached: %w", req.Name, d.cfg.MaxVMs, hostapi.ErrUnavailable)
+	if len(d.vms)+len(pending) >= d.cfg.MaxVMs {
+		return pendingVM{}, fmt.Errorf("vm %q: limit of %d vms reached: %w", req.Name, d.cfg.MaxVMs, hostapi.ErrUnavailable)
 	}
 	req = d.withDefaults(req)
 	if err := hostapi.CheckWeight(req.Weight); err != nil {
-		return hostapi.VM{}, fmt.Errorf("vm %q: %w", req.Name, err)
+		return pendingVM{}, fmt.Errorf("vm %q: %w", req.Name, err)
 	}
 	sock := filepath.Join(d.cfg.EndpointDir, req.Name+".sock")
 	if err := sockfile.CheckPath(sock); err != nil {
-		return hostapi.VM{}, fmt.Errorf("vm %q: its endpoint's %w (give it a shorter name, or sluiced a shorter --endpoint-dir): %w", req.Name, err, hostapi.ErrInvalid)
+		return pendingVM{}, fmt.Errorf("vm %q: its endpoint's %w (give it a shorter name, or sluiced a shorter --endpoint-dir): %w", req.Name, err, hostapi.ErrInvalid)
 	}
 	if err := checkPlacement(req, false); err != nil {
-		return hostapi.VM{}, err
+		return pendingVM{}, err
 	}
 	limits := d.cfg.Limits
 	if ns := req.MaxCommandNs; ns != 0 { // 0: the daemon's, followed across restarts
 		if err := checkMaxCommand(ns); err != nil {
-			return hostapi.VM{}, fmt.Errorf("vm %q: %w", req.Name, err)
+			return pendingVM{}, fmt.Errorf("vm %q: %w", req.Name, err)
 		}
 		limits.MaxThrottleNs = uint64(ns)
 	}
 	owners, err := resolveOwner(req.Owner)
 	if err != nil {
-		return hostapi.VM{}, fmt.Errorf("vm %q: %w", req.Name, err)
+		return pendingVM{}, fmt.Errorf("vm %q: %w", req.Name, err)
 	}
 	req.Owner = ownerString(owners) // kept in numbers: names are this host's
 	if err := d.prepareVolume(&req); err != nil {
-		return hostapi.VM{}, err
+		return pendingVM{}, err
 	}
 	l, err := abi.NewLayout(abi.LayoutConfig{
 		RegionSize:   req.RegionSize,
@@ -269,7 +294,7 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest, adopt *VMHandover) (h
 		SyscallSlots: d.cfg.Layout.SyscallSlots,
 	})
 	if err != nil {
-		return hostapi.VM{}, fmt.Errorf("vm %q: %w: %w", req.Name, hostapi.ErrInvalid, err)
+		return pendingVM{}, fmt.Errorf("vm %q: %w: %w", req.Name, hostapi.ErrInvalid, err)
 	}
 	id := d.nextID
 	var handed *vm.Handover
@@ -285,7 +310,7 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest, adopt *VMHandover) (h
 	if !ok {
 		base = usage.Record{Since: time.Now().UTC()}
 	}
-	v, err := vm.New(vm.Config{
+	cfg := vm.Config{
 		Name:        req.Name,
 		ID:          id,
 		Weight:      req.Weight,
@@ -308,10 +333,14 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest, adopt *VMHandover) (h
 
 		Adopt: handed,
 		Store: d.cfg.FDStore,
-	}, d.be)
-	if err != nil {
-		return hostapi.VM{}, fmt.Errorf("creating vm %q: %w", req.Name, classify(err))
 	}
+	return pendingVM{req: req, cfg: cfg, base: base, known: ok}, nil
+}
+
+// addLocked adds v, the endpoint made of p, to the scheduler and the
+// daemon's VMs; on error v is closed.
+func (d *Daemon) addLocked(p pendingVM, v *vm.VM) (hostapi.VM, error) {
+	req, id, base := p.req, p.cfg.ID, p.base
 	chans := make([]gate.Channel, 0, len(v.Channels()))
 	for _, c := range v.Channels() {
 		chans = append(chans, c)
@@ -319,7 +348,7 @@ func (d *Daemon) createLocked(req hostapi.CreateVMRequest, adopt *VMHandover) (h
 	if err := d.engine.AddVM(id, req.Name, req.Weight, req.Cap, chans); err != nil {
 		return hostapi.VM{}, errors.Join(fmt.Errorf("vm %q: %w: %w", req.Name, hostapi.ErrInvalid, err), v.Close())
 	}
-	if !ok {
+	if !p.known {
 		d.ledger.Put(req.Name, base)
 	}
 	e := &entry{vm: v, req: req, base: base}
@@ -607,10 +636,16 @@ func (d *Daemon) loadVMs() (vmsFile, error) {
 
 // restore re-creates the persisted VMs (the engine has the policy), taking
 // over those a predecessor handed over (adopt, by name); the descriptors
-// of a VM handed over that is not in the list are closed.
+// of a VM handed over that is not in the list are closed. The endpoints
+// are made in parallel: taking one over may wait for its device state
+// (the cuda backend's adoption of a GPU worker, up to its budget), and
+// one VM's wait must not hold the others' guests. They are numbered and
+// added in the list's order.
 func (d *Daemon) restore(f vmsFile, adopt map[string]*VMHandover) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	pending := map[string]bool{}
+	var ps []pendingVM
 	for _, req := range f.VMs {
 		if req.Weight > hostapi.MaxWeight { // taken before the range was one
 			slog.Warn("restoring a vm: its weight is past the most, lowered to it", "vm", req.Name, "weight", req.Weight, "now", hostapi.MaxWeight)
@@ -618,15 +653,49 @@ func (d *Daemon) restore(f vmsFile, adopt map[string]*VMHandover) error {
 		}
 		a := adopt[req.Name]
 		delete(adopt, req.Name)
-		v, err := d.createLocked(req, a)
+		p, err := d.prepareLocked(req, a, pending)
 		if err != nil {
 			return fmt.Errorf("restoring vm %q: %w", req.Name, err)
 		}
-		slog.Info("vm restored", "vm", v.Name, "weight", v.Weight, "channels", v.Channels, "endpoint", v.Endpoint, "adopted", a != nil)
+		pending[req.Name] = true
+		ps = append(ps, p)
+	}
+	vs := make([]*vm.VM, len(ps))
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vs[i], errs[i] = vm.New(p.cfg, d.be)
+		}()
+	}
+	wg.Wait()
+	for i, p := range ps {
+		if errs[i] != nil {
+			errs[i] = fmt.Errorf("restoring vm %q: creating it: %w", p.req.Name, classify(errs[i]))
+			continue
+		}
+		v, err := d.addLocked(p, vs[i])
+		if err != nil {
+			errs[i] = fmt.Errorf("restoring vm %q: %w", p.req.Name, err)
+			continue
+		}
+		slog.Info("vm restored", "vm", v.Name, "weight", v.Weight, "channels", v.Channels, "endpoint", v.Endpoint, "adopted", p.cfg.Adopt != nil)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	for name, a := range adopt {
 		slog.Warn("a vm handed over is not in the vm list: closed", "vm", name)
 		closeFDs(a.VM.FDs())
+		if d.cfg.FDStore != nil {
+			// Its endpoint's socket and its device state (a GPU worker
+			// whose socket the store holds) must not outlive it there.
+			if err := vm.Unstore(d.cfg.FDStore, name, a.VM); err != nil {
+				slog.Warn("fd store: a vm handed over that is not in the vm list stays stored", "vm", name, "err", err)
+			}
+		}
 	}
 	return nil
 }

@@ -82,7 +82,7 @@ func (v *VM) unstorePeer(id uint16) {
 }
 
 // unstoreAll takes the VM out of the store (it is deleted), its guests
-// first.
+// first, its backend's device state last.
 func (v *VM) unstoreAll(peers []uint16) {
 	for _, id := range peers {
 		v.unstorePeer(id)
@@ -94,6 +94,7 @@ func (v *VM) unstoreAll(peers []uint16) {
 	for i := range abi.Vectors(len(v.channels)) {
 		err = errors.Join(err, v.cfg.Store.Remove(storeName(v.cfg.Name, "host", strconv.Itoa(i))))
 	}
+	err = errors.Join(err, v.unstoreDevices())
 	if err != nil {
 		slog.Warn("fd store: a deleted vm's descriptors stay stored", "vm", v.cfg.Name, "err", err)
 	}
@@ -220,12 +221,25 @@ func (v *VM) positions() []channel.Position {
 }
 
 // storeDevice puts the device state the backend kept (keepDevice) in the
-// store: vm/NAME/device/BACKEND/I, one name a descriptor. Only a state
-// whose descriptors say it all (no Data) can be stored.
+// store: vm/NAME/device/BACKEND/I, one name a descriptor, in place of
+// what was stored under those names (the store adds a descriptor stored
+// under a name it has to those it holds, and a successor would find the
+// old one first). Only a state whose descriptors say it all (no Data)
+// can be stored.
 func (v *VM) storeDevice(k backend.Kept) error {
 	if len(k.Data) != 0 {
 		return fmt.Errorf("backend %s's kept state has data besides its descriptors", k.Backend)
 	}
+	v.devMu.Lock()
+	defer v.devMu.Unlock()
+	n := max(len(k.FDs), v.devStored[k.Backend])
+	if err := removeDevice(v.cfg.Store, v.cfg.Name, k.Backend, n); err != nil {
+		return fmt.Errorf("removing what was stored before: %w", err)
+	}
+	if v.devStored == nil {
+		v.devStored = map[string]int{}
+	}
+	v.devStored[k.Backend] = len(k.FDs) // what a failure leaves is removed with it
 	for i, fd := range k.FDs {
 		if err := v.cfg.Store.Store(storeName(v.cfg.Name, "device", k.Backend, strconv.Itoa(i)), fd); err != nil {
 			return err
@@ -238,11 +252,65 @@ func (v *VM) storeDevice(k backend.Kept) error {
 // adopted (or refused): the VM's buffers change from then on, and a
 // successor after a crash must not take the old ones for them.
 func (v *VM) unstoreDevice(k backend.Kept) error {
+	v.devMu.Lock()
+	defer v.devMu.Unlock()
+	if err := removeDevice(v.cfg.Store, v.cfg.Name, k.Backend, len(k.FDs)); err != nil {
+		return err
+	}
+	if v.devStored[k.Backend] <= len(k.FDs) {
+		delete(v.devStored, k.Backend)
+	}
+	return nil
+}
+
+// unstoreDevices takes every device state the VM's backend stored out of
+// the store (the VM is deleted).
+func (v *VM) unstoreDevices() error {
+	v.devMu.Lock()
+	defer v.devMu.Unlock()
 	var err error
-	for i := range k.FDs {
-		err = errors.Join(err, v.cfg.Store.Remove(storeName(v.cfg.Name, "device", k.Backend, strconv.Itoa(i))))
+	for be, n := range v.devStored {
+		err = errors.Join(err, removeDevice(v.cfg.Store, v.cfg.Name, be, n))
+	}
+	clear(v.devStored)
+	return err
+}
+
+// removeDevice removes the names of n descriptors of backend be's device
+// state of VM name from store.
+func removeDevice(store FDStore, name, be string, n int) error {
+	var err error
+	for i := range n {
+		err = errors.Join(err, store.Remove(storeName(name, "device", be, strconv.Itoa(i))))
 	}
 	return err
+}
+
+// Unstore takes everything of VM name's hand-over h out of store: the VM
+// is not taken over (the successor's list lacks it), and neither its
+// listening socket nor its device state (a GPU worker whose socket the
+// store holds) may outlive it there, to be found under its name by a VM
+// created anew.
+func Unstore(store FDStore, name string, h Handover) error {
+	err := errors.Join(store.Remove(storeName(name, "memfd")), store.Remove(storeName(name, "listener")),
+		store.Remove(storeName(name, "sysring")))
+	for i := range h.Server.Host {
+		err = errors.Join(err, store.Remove(storeName(name, "host", strconv.Itoa(i))))
+	}
+	for _, p := range h.Server.Peers {
+		peer := strconv.Itoa(int(p.ID))
+		err = errors.Join(err, store.Remove(storeName(name, "peer", peer, "conn")))
+		for i := range p.FDs {
+			err = errors.Join(err, store.Remove(storeName(name, "peer", peer, strconv.Itoa(i))))
+		}
+	}
+	if k := h.Device; k != nil {
+		err = errors.Join(err, removeDevice(store, name, k.Backend, len(k.FDs)))
+	}
+	if err != nil {
+		return fmt.Errorf("vm %q: %w", name, err)
+	}
+	return nil
 }
 
 // deviceStore is the VM's store as its backend sees it

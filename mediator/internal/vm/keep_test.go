@@ -3,6 +3,7 @@ package vm
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,23 +150,7 @@ func TestBackendStoresItsDeviceState(t *testing.T) {
 	if fds := store.passed()["vm/d/device/live/0"]; len(fds) != 1 {
 		t.Fatalf("the backend's state stored %d times, want once", len(fds))
 	}
-	// A crash: nothing is closed, and the successor finds the store.
-	v.mu.Lock()
-	srv := v.server
-	v.server = nil
-	v.mu.Unlock()
-	if _, err := srv.Export(); err != nil {
-		t.Fatal(err)
-	}
-	stored := store.passed()
-	for name, fds := range stored { // a successor's own copies, as LISTEN_FDS passes them
-		for i, fd := range fds {
-			if stored[name][i], err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	h, err := FromStore("d", abi.Vectors(1), stored)
+	h, err := FromStore("d", abi.Vectors(1), crash(t, v, store))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,4 +170,81 @@ func TestBackendStoresItsDeviceState(t *testing.T) {
 	if fds := store.passed()["vm/d/device/live/0"]; len(fds) != 1 {
 		t.Fatalf("after the adoption the state is stored %d times, want once", len(fds))
 	}
+}
+
+// The backend's StoreKept stores a device state in place of the one it
+// stored before (the store itself adds a descriptor to a name it has: a
+// successor would find the old one first), and a VM deleted takes its
+// device state out of the store.
+func TestStoreKeptReplaces(t *testing.T) {
+	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &memStore{fds: map[string][]int{}}
+	cfg := Config{Name: "r", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/r.sock", Store: store}
+	v, err := New(cfg, &storingBackend{backendOf: backendOf{&instantGPU{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC) // a worker started again
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := (deviceStore{v}).StoreKept(backend.Kept{Backend: "live", FDs: []int{fd}}); err != nil {
+		t.Fatal(err)
+	}
+	fds := store.passed()["vm/r/device/live/0"]
+	if len(fds) != 1 || !sameFile(t, fds[0], fd) {
+		t.Fatalf("stored again: %d descriptors under the name, want the new one alone", len(fds))
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name := range store.passed() {
+		if strings.HasPrefix(name, "vm/r/device/") {
+			t.Errorf("%s stays stored after the vm is deleted", name)
+		}
+	}
+}
+
+func sameFile(t *testing.T, a, b int) bool {
+	t.Helper()
+	var sa, sb unix.Stat_t
+	if err := unix.Fstat(a, &sa); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fstat(b, &sb); err != nil {
+		t.Fatal(err)
+	}
+	return sa.Dev == sb.Dev && sa.Ino == sb.Ino
+}
+
+// crash leaves v as a crash of the mediator does (nothing closed; its
+// doorbell server stops serving) and returns what the store passes the
+// successor: its own copies, as LISTEN_FDS passes them.
+func crash(t *testing.T, v *VM, store *memStore) map[string][]int {
+	t.Helper()
+	v.mu.Lock()
+	srv := v.server
+	v.server = nil
+	v.mu.Unlock()
+	if _, err := srv.Export(); err != nil {
+		t.Fatal(err)
+	}
+	if v.sys != nil {
+		v.sys.Close()
+	}
+	stored := store.passed()
+	for name, fds := range stored {
+		for i, fd := range fds {
+			var err error
+			if stored[name][i], err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return stored
 }

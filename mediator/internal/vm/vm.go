@@ -118,6 +118,9 @@ type VM struct {
 	refusals  refusals      // endpoint.go
 
 	bell bellState // the doorbell goroutine's (doorbell.go)
+
+	devMu     sync.Mutex     // orders the backend's StoreKept and RemoveKept
+	devStored map[string]int // the descriptors of device state stored, by backend (fdstore.go)
 }
 
 // New creates the region, attaches the VM to the backend and starts
@@ -170,23 +173,8 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		spec.Store = deviceStore{v}
 	}
 	if v.serveSyscalls() {
-		// A claim counter the backend makes again (a restarted GPU
-		// worker) starts where the forwarder reads; before the forwarder
-		// exists, where it will start: 0, or the predecessor's head.
-		// After a crash the ring may still hold calls the crashed
-		// forwarder had not read: the counter starts past them
-		// (syscalls.ReadyEnd), and the forwarder, which serves them first,
-		// reaches it once it has.
-		seed := v.adoptedHead()
-		if a := cfg.Adopt; a != nil && a.Orphans {
-			seed = syscalls.ReadyEnd(shm.New(v.region.Bytes(l.SyscallOff, l.SyscallSize)), int(l.SyscallSlots), seed)
-		}
-		spec.RingHead = func() uint64 {
-			if f := v.sysRef.Load(); f != nil {
-				return max(f.RingHead(), seed)
-			}
-			return seed
-		}
+		// Where a claim counter the backend makes again starts (ringhead.go).
+		spec.RingHead = newRingHead(v, shm.New(v.region.Bytes(l.SyscallOff, l.SyscallSize))).get
 		spec.Syscalls = v.region.Bytes(l.SyscallOff, l.SyscallSize)
 		spec.SyscallFile = &backend.FileRange{FD: v.memfd, Offset: int64(l.SyscallOff)}
 	}
