@@ -85,6 +85,7 @@ func TestBenchRunErrors(t *testing.T) {
 	}{
 		{"no spec", []string{"bench", "run"}, ExitUsage, "missing argument SPEC"},
 		{"two specs", []string{"bench", "run", "a", "b"}, ExitUsage, `unexpected argument "b"`},
+		{"no rounds", []string{"bench", "run", "a", "--rounds", "0"}, ExitUsage, "--rounds 0: want at least 1"},
 		{"no verb", []string{"bench"}, ExitUsage, "missing command"},
 		{"missing file", []string{"bench", "run", filepath.Join(t.TempDir(), "none.yaml")}, ExitError, "no such file"},
 		{"invalid spec", []string{"bench", "run", writeSpec(t, "vms: []\n")}, ExitError, "vms: at least one VM"},
