@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-gpu/sluice/internal/cpuprofile"
 	"github.com/sluice-gpu/sluice/mediator/bench"
 	"github.com/sluice-gpu/sluice/mediator/bench/spec"
 )
@@ -67,7 +68,11 @@ Diagnostics (environment; for measuring, not for production):
                                    and end markers on its stream as two
                                    cuStreamWriteValue64 (what a GPU worker does
                                    around a LAUNCH) instead of the kernel
-                                   writing them: what the two memops cost`,
+                                   writing them: what the two memops cost
+  SLUICE_CPU_PROFILE=FILE          write a Go CPU profile of the whole command
+                                   (every round, Sluice's and native's runs; not
+                                   the GPU workers) to FILE (go tool pprof reads
+                                   it)`,
 		Example: `  sluicectl bench run bench/specs/skew-dfq.yaml
   sluicectl bench run bench/specs/overhead-10us-neon.yaml --json | jq .vms`,
 		Args: argsNamed("SPEC"),
@@ -81,6 +86,13 @@ Diagnostics (environment; for measuring, not for production):
 			}
 			for _, w := range s.Warnings() {
 				fmt.Fprintf(cmd.ErrOrStderr(), "sluicectl: warning: %s\n", w)
+			}
+			if path := a.opts.Getenv("SLUICE_CPU_PROFILE"); path != "" {
+				stop, err := cpuprofile.Start(path)
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
 			name := strings.TrimSuffix(filepath.Base(args[0]), filepath.Ext(args[0]))
 			res, err := bench.Run(cmd.Context(), s, bench.Options{Name: name, NoNative: !native, Rounds: rounds})

@@ -116,3 +116,23 @@ func TestBenchRunNoNative(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchRunCPUProfile: SLUICE_CPU_PROFILE writes a profile of the run.
+func TestBenchRunCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), []string{"bench", "run", writeSpec(t, tinySpec)}, Options{Stdout: &out, Stderr: &errb,
+		Getenv: func(k string) string {
+			if k == "SLUICE_CPU_PROFILE" {
+				return path
+			}
+			return ""
+		}})
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Size() == 0 {
+		t.Fatalf("profile: %v, %v", st, err)
+	}
+}
