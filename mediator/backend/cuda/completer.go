@@ -471,7 +471,14 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 				if it.endAt == 0 {
 					it.endAt = now
 				}
-				c.Code = ch.codeOf(it.seq)
+				code, stamped := ch.codeAt(it.seq)
+				if !stamped && it.op == abi.OpThrottle && !dead && now-it.endAt < recordWait {
+					// The worker stamps a THROTTLE's code once its launch
+					// call returned (issue), which a short kernel can end
+					// before: the next sweep.
+					goto stop
+				}
+				c.Code = code
 				if it.op == abi.OpThrottle && c.Code == abi.OK && !ch.takeRecord(it.seq, now-it.endAt) {
 					goto stop // its record is on its way: the next sweep
 				}
@@ -557,18 +564,27 @@ func (ch *channel) find(seq uint64) *item {
 }
 
 // codeOf is the code the worker left in command seq's slot. It is there
-// before the command's end marker; a slot that says otherwise, or a code
-// the worker cannot have written, fails the command.
+// before the command's end marker, except a THROTTLE's that launched (the
+// worker stamps it once the launch call returned: codeAt); a slot that
+// says otherwise, or a code the worker cannot have written, fails the
+// command.
 func (ch *channel) codeOf(seq uint64) abi.ErrorCode {
+	code, _ := ch.codeAt(seq)
+	return code
+}
+
+// codeAt is codeOf, and whether the slot was stamped for seq (false:
+// abi.ErrDevice, or a THROTTLE's code still on its way).
+func (ch *channel) codeAt(seq uint64) (abi.ErrorCode, bool) {
 	off := ch.vm.blk.l.codeOff(ch.idx, seq)
 	if ch.vm.blk.load(off+codeStamp) != seq {
-		return abi.ErrDevice
+		return abi.ErrDevice, false
 	}
 	code := ch.vm.blk.load(off + codeValue)
 	if code > uint64(abi.ErrShutdown) {
-		return abi.ErrDevice
+		return abi.ErrDevice, true
 	}
-	return abi.ErrorCode(code)
+	return abi.ErrorCode(code), true
 }
 
 // recordWait is how long after a THROTTLE's end marker its record may take

@@ -455,7 +455,8 @@ func (w *worker) checkStalls() error {
 var decodeLimits = abi.Limits{MaxThrottleNs: math.MaxUint64, MaxAllocSize: math.MaxUint64}
 
 // issue puts command seq (rec) on ch's stream between its markers, with
-// its code in its slot before anything that writes its end marker. An error
+// its code in its slot before anything that writes its end marker (a
+// THROTTLE that launched: right after its launch call). An error
 // is a failure of the context itself, which ends the VM's GPU work.
 func (w *worker) issue(ch *wchan, seq uint64, rec *abi.Record) error {
 	d := w.d
@@ -466,19 +467,24 @@ func (w *worker) issue(ch *wchan, seq uint64, rec *abi.Record) error {
 		wk, code = w.prepare(&c)
 	}
 	ch.last = seq
-	w.setCode(ch, seq, code)
 	if code == abi.OK && c.Op == abi.OpThrottle {
-		// It writes its own markers when it runs.
+		// It writes its own markers when it runs. Its code goes in once
+		// the launch call returned, not before it: the code slot's cache
+		// line is the mediator's since it read the last command's code,
+		// and taking it back is off the path from the ring to the launch
+		// (the completer waits for the stamp of a THROTTLE that ended
+		// first: completer.go, sweep).
 		err := w.launchThrottle(ch, seq, c.DurationNs)
 		if err == nil {
+			w.setCode(ch, seq, abi.OK)
 			return nil
 		}
 		if sticky(err) {
 			return err
 		}
 		code = codeOf(err)
-		w.setCode(ch, seq, code)
 	}
+	w.setCode(ch, seq, code)
 	if err := d.WriteValue64(ch.stream, ch.dev+offStart, seq); err != nil {
 		return fmt.Errorf("writing a start marker: %w", err)
 	}
