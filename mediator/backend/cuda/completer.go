@@ -1,9 +1,8 @@
 package cuda
 
 import (
-	"runtime"
-
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/spin"
 	"github.com/sluice-gpu/sluice/mediator/backend"
 )
 
@@ -28,11 +27,20 @@ const idleSpin = 2_000_000
 // before such a start), so that time would be credited to nobody: on an
 // H100 the bills of 10-37 µs kernels queued back to back were 9-12% under
 // their kernels' own time.
+//
+// Its spinning gives the processor back as internal/spin says: below 4
+// processors often (every pass while idle, every sweepYield sweeps while
+// busy), on a larger host once every spin.Period or so. A yield there puts
+// the goroutine on the scheduler's global queue and resumes it on whichever
+// thread takes it: microseconds on a 16-processor GPU host, in which an end
+// goes unseen, and after which the callback's data is in another core's
+// cache.
 func (b *Backend) completer() {
 	defer b.done.Done()
 	var out []delivery
 	busyAt := b.now()
 	idle := 0
+	y := spin.New()
 	for {
 		if b.outstanding.Load() == 0 {
 			now := b.now()
@@ -45,7 +53,7 @@ func (b *Backend) completer() {
 				// A guest that waits for a completion to submit its next
 				// command comes back within microseconds: waking a parked
 				// goroutine would take longer than its work's start.
-				runtime.Gosched()
+				y.Idle()
 				continue
 			}
 			// Parked, then a last look: a Submit that added to
@@ -86,7 +94,7 @@ func (b *Backend) completer() {
 			// and a launch gap between two short kernels that no sweep
 			// sees is billed to the kernel before it.
 			if idle++; idle%sweepYield == 0 {
-				runtime.Gosched()
+				y.Idle()
 			}
 			continue
 		}
@@ -167,8 +175,8 @@ func (b *Backend) judgeInline(ns int64) {
 	}
 }
 
-// sweepYield: a completer that finds nothing due yields its thread every
-// this many sweeps, not after every one.
+// sweepYield: a completer that finds nothing due offers to yield its
+// thread (spin.Yielder.Idle) every this many sweeps, not after every one.
 const sweepYield = 64
 
 // deliverSpin is how long the deliverer spins after its last delivery
@@ -178,11 +186,13 @@ const deliverSpin = 200_000
 
 // deliverer runs the VMs' Complete callbacks for what the completer
 // queued, in its order (so each channel's completions arrive in order). It
-// spins for deliverSpin after a delivery and parks after that.
+// spins for deliverSpin after a delivery (yielding as the completer does)
+// and parks after that.
 func (b *Backend) deliverer() {
 	defer b.done.Done()
 	var batch []delivery
 	busyAt := b.now()
+	y := spin.New()
 	for {
 		if b.queued.Load() != 0 { // the lock only when there is work: the completer takes it to queue
 			b.dmu.Lock()
@@ -191,7 +201,7 @@ func (b *Backend) deliverer() {
 		}
 		if len(batch) == 0 {
 			if b.now()-busyAt < deliverSpin {
-				runtime.Gosched()
+				y.Idle()
 				continue
 			}
 			select {
