@@ -11,23 +11,29 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/backend"
 )
 
+// fakeBackend is the backend on the fake driver, its workers in process.
+func fakeBackend(tb testing.TB) *Backend {
+	f := newFake()
+	p := &inProcess{d: f}
+	be, err := open(f, backend.Options{Clock: "wall"}, p.spawn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return be
+}
+
 // BenchmarkDepth1 is a depth-1 loop on the fake driver: each completion's
 // callback submits the next NOP, as a guest waiting on each command does.
 // It measures the host's part of a command's round trip (Submit, the
 // worker's ring read, the completer's sweep and delivery), with no GPU
 // latency in it, and its allocations.
 func BenchmarkDepth1(b *testing.B) {
-	f := newFake()
-	p := &inProcess{d: f}
-	be, err := open(f, backend.Options{Clock: "wall"}, p.spawn)
-	if err != nil {
-		b.Fatal(err)
-	}
+	be := fakeBackend(b)
 	defer be.Close()
 	done := make(chan struct{})
 	var vm backend.VM
 	left := 0
-	vm, err = be.Attach(backend.VMSpec{ID: 1, Name: "vm", Channels: 1, Heap: make([]byte, 1<<16),
+	vm, err := be.Attach(backend.VMSpec{ID: 1, Name: "vm", Channels: 1, Heap: make([]byte, 1<<16),
 		Complete: func(c backend.Completion) {
 			if c.Code != abi.OK {
 				b.Errorf("completion %+v", c)
@@ -67,18 +73,13 @@ func BenchmarkDepth1(b *testing.B) {
 // every command completes, in order.
 func TestDepth1ManyProcessors(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
-	f := newFake()
-	p := &inProcess{d: f}
-	be, err := open(f, backend.Options{Clock: "wall"}, p.spawn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	be := fakeBackend(t)
 	defer be.Close()
 	const n = 3000
 	done := make(chan error, 1)
 	var vm backend.VM
 	var next atomic.Uint64
-	vm, err = be.Attach(backend.VMSpec{ID: 1, Name: "vm", Channels: 1, Heap: make([]byte, 1<<16),
+	vm, err := be.Attach(backend.VMSpec{ID: 1, Name: "vm", Channels: 1, Heap: make([]byte, 1<<16),
 		Complete: func(c backend.Completion) {
 			switch {
 			case c.Code != abi.OK || c.Tag != next.Load():
