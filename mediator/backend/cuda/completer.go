@@ -81,8 +81,8 @@ func (b *Backend) completer() {
 			return
 		default:
 		}
-		busyAt = b.now()
 		out = b.sweep(out[:0])
+		busyAt = b.lastSweep // the sweep's clock read
 		for _, l := range b.late {
 			l.ch.vm.timeOut(l)
 		}
