@@ -284,14 +284,12 @@ func (w *worker) run() error {
 	var rec abi.Record
 	socketAt := time.Now()
 	for {
-		if tail := w.blk.load(offTail); head != tail {
-			if tail-head > w.blk.l.ringCap {
-				return fmt.Errorf("the ring's tail %d is more than %d entries past its head %d", tail, w.blk.l.ringCap, head)
-			}
-			for ; head != tail; head++ {
+		if w.blk.ready(head) {
+			// At most a ring's worth before the socket's turn.
+			for end := head + w.blk.l.ringCap; head != end && w.blk.ready(head); head++ {
 				e := w.blk.entry(head)
-				ch, seq := int(le.Uint32(e)), le.Uint64(e[8:])
-				copy(rec[:], e[16:])
+				ch, seq := int(le.Uint32(e[entryChannel:])), le.Uint64(e[entrySeq:])
+				copy(rec[:], e[entryRecord:])
 				if ch < 0 || ch >= len(w.chans) {
 					return fmt.Errorf("ring entry %d names channel %d of %d", head, ch, len(w.chans))
 				}
@@ -331,7 +329,7 @@ func (w *worker) run() error {
 		// Tell the mediator to ring, then look again: a command queued in
 		// between is seen now or rung for.
 		w.blk.store(offSleeping, 1)
-		if w.blk.load(offTail) != head {
+		if w.blk.ready(head) {
 			w.blk.store(offSleeping, 0)
 			continue
 		}
@@ -366,7 +364,7 @@ func (w *worker) spin(head uint64) bool {
 	}
 	for deadline := time.Now().Add(time.Duration(w.cfg.SpinNs)); time.Now().Before(deadline); {
 		for range 64 {
-			if w.blk.load(offTail) != head {
+			if w.blk.ready(head) {
 				return true
 			}
 		}
