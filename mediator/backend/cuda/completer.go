@@ -461,8 +461,16 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 		return out, 0
 	}
 	// Read under the lock: ReadStatus notes starts under it too, so a
-	// command's end is never before its start.
-	now := v.b.now()
+	// command's end is never before its start. Read only when an end or a
+	// start is there to be timed: most sweeps of a busy channel find its
+	// command still running, already noted.
+	var now int64
+	at := func() int64 {
+		if now == 0 {
+			now = v.b.now()
+		}
+		return now
+	}
 	closing := v.closing.Load()
 	n := 0
 	for ; n < len(ch.q); n++ {
@@ -479,17 +487,17 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 			switch {
 			case it.seq <= end:
 				if it.endAt == 0 {
-					it.endAt = now
+					it.endAt = at()
 				}
 				code, stamped := ch.codeAt(it.seq)
-				if !stamped && it.op == abi.OpThrottle && !dead && now-it.endAt < recordWait {
+				if !stamped && it.op == abi.OpThrottle && !dead && at()-it.endAt < recordWait {
 					// The worker stamps a THROTTLE's code once its launch
 					// call returned (issue), which a short kernel can end
 					// before: the next sweep.
 					goto stop
 				}
 				c.Code = code
-				if it.op == abi.OpThrottle && c.Code == abi.OK && !ch.takeRecord(it.seq, now-it.endAt) {
+				if it.op == abi.OpThrottle && c.Code == abi.OK && !ch.takeRecord(it.seq, at()-it.endAt) {
 					goto stop // its record is on its way: the next sweep
 				}
 				if c.Code == abi.OK {
@@ -535,7 +543,9 @@ stop:
 	// sweep's no more than an end that landed after it is, so neither end
 	// of a command's credit is observed later than the other.
 	if it := ch.runningNow(); it != nil {
-		ch.noteStart(it, now)
+		if it.seq != ch.startSeq { // else noted already: no clock read
+			ch.noteStart(it, at())
+		}
 		it.seen = true
 		return out, it.seq
 	}

@@ -76,3 +76,31 @@ func TestOnlyThrottleWaitsForItsCode(t *testing.T) {
 		t.Fatalf("delivered %+v, want abi.ErrDevice", got)
 	}
 }
+
+// TestSweepReadsTheClockOnce: a sweep that finds a channel's command still
+// running, its start already noted, reads the clock once (its own time),
+// not again for the channel; one that finds a new start or an end reads it
+// for the channel too.
+func TestSweepReadsTheClockOnce(t *testing.T) {
+	tl := newTimeline([]int{1}, 2)
+	var reads int
+	tl.b.clock = func() int64 { reads++; return int64(1000 * reads) }
+	sweep := func() int {
+		reads0 := reads
+		tl.b.sweep(nil)
+		return reads - reads0
+	}
+	tl.mark(0, 0, 1, 0) // command 1 starts
+	if n := sweep(); n != 2 {
+		t.Errorf("a sweep that saw a start read the clock %d times, want 2", n)
+	}
+	for range 3 {
+		if n := sweep(); n != 1 {
+			t.Errorf("a sweep of a command running on read the clock %d times, want 1", n)
+		}
+	}
+	tl.mark(0, 0, 2, 1) // 1 ended, 2 runs
+	if n := sweep(); n != 2 {
+		t.Errorf("a sweep that saw an end and a start read the clock %d times, want 2", n)
+	}
+}
