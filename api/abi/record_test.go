@@ -3,6 +3,7 @@ package abi
 import (
 	"encoding/binary"
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -370,6 +371,41 @@ func TestCommandCodecAllocatesNothing(t *testing.T) {
 		}
 		if got, code := DecodeCommand(&rec, l, DefaultLimits()); code != OK || got.Op != c.Op {
 			t.Errorf("%v: decoded %+v, %v", c.Op, got, code)
+		}
+	}
+}
+
+// TestRestZeroEveryByte: a non-zero byte that the decoder did not consume
+// fails the record, wherever it lies; one it consumed does not.
+func TestRestZeroEveryByte(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		var rec Record
+		p := payload{rec: &rec, used: rng.Uint64()}
+		if !p.restZero() {
+			t.Fatalf("used %#x: a zero record fails", p.used)
+		}
+		i := rng.IntN(RecordSize)
+		rec[i] = byte(1 + rng.IntN(255))
+		consumed := p.used&(1<<i) != 0
+		if p.restZero() != consumed {
+			t.Fatalf("used %#x, byte %d = %#x: restZero %v, want %v", p.used, i, rec[i], !consumed, consumed)
+		}
+	}
+}
+
+// BenchmarkDecodeThrottle is the decoder's cost for one THROTTLE record,
+// which the mediator and the GPU worker each pay per command.
+func BenchmarkDecodeThrottle(b *testing.B) {
+	l, err := NewLayout(LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 64})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := EncodeCommand(Command{Op: OpThrottle, DurationNs: 10_000})
+	lim := DefaultLimits()
+	for range b.N {
+		if _, code := DecodeCommand(&rec, l, lim); code != OK {
+			b.Fatal(code)
 		}
 	}
 }

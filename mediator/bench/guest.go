@@ -75,20 +75,20 @@ func newGuest(h *host, after func(int64, func()), now func() int64, duration int
 func (g *guest) start() {
 	g.after(g.startAt, func() {
 		for c := range g.chans {
-			g.submit(c, g.depth)
+			g.submit(c, g.depth, g.now())
 		}
 	})
 }
 
 // submit writes up to n kernels on channel c and rings its doorbell once; in
-// an off stretch it waits for the next on stretch.
-func (g *guest) submit(c, n int) {
-	now := g.now()
+// an off stretch it waits for the next on stretch. now is the run's time,
+// just read.
+func (g *guest) submit(c, n int, now int64) {
 	if g.err != nil || (!g.app && now > g.stopAt && !g.overrun.Load()) {
 		return
 	}
 	if d := g.offDelay(now); d > 0 {
-		g.after(d, func() { g.submit(c, n) })
+		g.after(d, func() { g.submit(c, n, g.now()) })
 		return
 	}
 	gc := &g.chans[c]
@@ -156,10 +156,10 @@ func (g *guest) interrupt(c int) {
 		return
 	}
 	if g.sleepNs == 0 {
-		g.submit(c, n)
+		g.submit(c, n, now) // at once: the clock read above is the submission's
 		return
 	}
-	g.after(g.sleepNs, func() { g.submit(c, n) })
+	g.after(g.sleepNs, func() { g.submit(c, n, g.now()) })
 }
 
 func (g *guest) allCompleted() bool {

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -67,15 +66,6 @@ func nativePlan(s spec.Spec) cuda.NativePlan {
 		p.VMs = append(p.VMs, nv)
 	}
 	return p
-}
-
-// runNative runs the native baseline of s and puts it beside res.
-func runNative(ctx context.Context, s spec.Spec, res *Result) error {
-	nr, err := cuda.RunNative(ctx, nativePlan(s))
-	if err != nil {
-		return err
-	}
-	return attachNative(res, nr)
 }
 
 // attachNative fills res.Native and each VM's Native from nr, with the

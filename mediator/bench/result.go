@@ -75,6 +75,9 @@ type Result struct {
 	// Native is the native baseline (backend cuda; absent on the sim, which
 	// has no native run, and with sluicectl bench run --native=false).
 	Native *NativeResult `json:"native,omitempty"`
+	// Interleaved is the comparison with the native baseline over several
+	// rounds (sluicectl bench run --rounds, more than 1); absent otherwise.
+	Interleaved *Interleaved `json:"interleaved,omitempty"`
 }
 
 // VMResult is one VM's figures over [0, duration_ns].
@@ -216,7 +219,10 @@ func WriteText(w io.Writer, r *Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	return writeNative(w, r)
+	if err := writeNative(w, r); err != nil {
+		return err
+	}
+	return writeInterleaved(w, r)
 }
 
 func pctOrDash(e *float64) string {

@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/sluice-gpu/sluice/mediator/backend"
+	"github.com/sluice-gpu/sluice/mediator/backend/cuda"
 	"github.com/sluice-gpu/sluice/mediator/backend/sim"
 	"github.com/sluice-gpu/sluice/mediator/bench/spec"
 	"github.com/sluice-gpu/sluice/mediator/internal/channel"
@@ -62,6 +63,10 @@ type Options struct {
 	// NoNative leaves out the native baseline of a spec on a GPU (backend
 	// cuda), which otherwise runs right after Sluice's run (Result.Native).
 	NoNative bool
+	// Rounds is how many times a spec on a GPU runs Sluice and the native
+	// baseline, alternating which goes first (Result.Interleaved); 0 or 1:
+	// once each, Sluice first.
+	Rounds int
 }
 
 // chunkNs is how far the virtual timeline runs between context checks.
@@ -102,22 +107,20 @@ type snapshot struct {
 }
 
 // Run runs s and returns what it measured. On a GPU (backend cuda) the
-// native baseline runs after it, unless o.NoNative.
+// native baseline runs beside it, unless o.NoNative: o.Rounds times each,
+// interleaved (interleave).
 func Run(ctx context.Context, s spec.Spec, o Options) (*Result, error) {
 	s = s.WithDefaults()
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	res, err := runSluice(ctx, s, o)
-	if err != nil || s.Backend != spec.BackendCUDA || o.NoNative {
-		return res, err
+	if s.Backend != spec.BackendCUDA || o.NoNative {
+		return runSluice(ctx, s, o)
 	}
-	t0 := time.Now()
-	if err := runNative(ctx, s, res); err != nil {
-		return nil, err
-	}
-	res.Native.WallNs = int64(time.Since(t0))
-	return res, nil
+	return interleave(ctx, o.Rounds, sides{
+		sluice: func(ctx context.Context) (*Result, error) { return runSluice(ctx, s, o) },
+		native: func(ctx context.Context) (*cuda.NativeResult, error) { return cuda.RunNative(ctx, nativePlan(s)) },
+	})
 }
 
 // runSluice runs s through Sluice's path: channels, gate, accounting.

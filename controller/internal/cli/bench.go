@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-gpu/sluice/internal/cpuprofile"
 	"github.com/sluice-gpu/sluice/mediator/bench"
 	"github.com/sluice-gpu/sluice/mediator/bench/spec"
 )
@@ -28,6 +29,7 @@ simulated GPU. These commands do not talk to sluiced.`,
 
 func newBenchRunCommand(a *app) *cobra.Command {
 	var asJSON, native bool
+	var rounds int
 	cmd := &cobra.Command{
 		Use:   "run SPEC",
 		Short: "Run a workload spec on the simulated GPU (or a real one) and report what it measured",
@@ -44,6 +46,14 @@ channel) and no mediator, printed beside Sluice's figures with the ratio
 Sluice/native of kernels per second, per VM and in total ("native" in the
 JSON). --native=false leaves it out. The sim has no native run.
 
+The native loop's own rate varies between runs on one machine (by up to a
+tenth), so a GPU spec runs --rounds rounds (default 3): each a whole Sluice
+run and a whole native run, the order alternating from round to round. The
+figures printed are the round with the median Sluice/native ratio, followed by
+each round's and the medians with their spread ("interleaved" in the JSON:
+kernels/s, native kernels/s, Sluice/native, added time per kernel). With
+SLUICE_CUDA_HOPS the last round's hops are the ones written.
+
 The summary and a table go to stdout; --json prints the whole result (times in
 nanoseconds) instead. Warnings about the spec go to stderr.
 
@@ -58,11 +68,18 @@ Diagnostics (environment; for measuring, not for production):
                                    and end markers on its stream as two
                                    cuStreamWriteValue64 (what a GPU worker does
                                    around a LAUNCH) instead of the kernel
-                                   writing them: what the two memops cost`,
+                                   writing them: what the two memops cost
+  SLUICE_CPU_PROFILE=FILE          write a Go CPU profile of the whole command
+                                   (every round, Sluice's and native's runs; not
+                                   the GPU workers) to FILE (go tool pprof reads
+                                   it)`,
 		Example: `  sluicectl bench run bench/specs/skew-dfq.yaml
   sluicectl bench run bench/specs/overhead-10us-neon.yaml --json | jq .vms`,
 		Args: argsNamed("SPEC"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if rounds < 1 {
+				return usageErrorf("--rounds %d: want at least 1", rounds)
+			}
 			s, err := spec.Load(args[0])
 			if err != nil {
 				return err
@@ -70,8 +87,15 @@ Diagnostics (environment; for measuring, not for production):
 			for _, w := range s.Warnings() {
 				fmt.Fprintf(cmd.ErrOrStderr(), "sluicectl: warning: %s\n", w)
 			}
+			if path := a.opts.Getenv("SLUICE_CPU_PROFILE"); path != "" {
+				stop, err := cpuprofile.Start(path)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			name := strings.TrimSuffix(filepath.Base(args[0]), filepath.Ext(args[0]))
-			res, err := bench.Run(cmd.Context(), s, bench.Options{Name: name, NoNative: !native})
+			res, err := bench.Run(cmd.Context(), s, bench.Options{Name: name, NoNative: !native, Rounds: rounds})
 			if err != nil {
 				return fmt.Errorf("running %s: %w", args[0], err)
 			}
@@ -83,5 +107,6 @@ Diagnostics (environment; for measuring, not for production):
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.Flags().BoolVar(&native, "native", true, "on a GPU spec (backend cuda), also run the native baseline")
+	cmd.Flags().IntVar(&rounds, "rounds", 3, "on a GPU spec with the native baseline, how many rounds of Sluice and native to interleave")
 	return cmd
 }

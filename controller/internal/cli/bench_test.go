@@ -85,6 +85,7 @@ func TestBenchRunErrors(t *testing.T) {
 	}{
 		{"no spec", []string{"bench", "run"}, ExitUsage, "missing argument SPEC"},
 		{"two specs", []string{"bench", "run", "a", "b"}, ExitUsage, `unexpected argument "b"`},
+		{"no rounds", []string{"bench", "run", "a", "--rounds", "0"}, ExitUsage, "--rounds 0: want at least 1"},
 		{"no verb", []string{"bench"}, ExitUsage, "missing command"},
 		{"missing file", []string{"bench", "run", filepath.Join(t.TempDir(), "none.yaml")}, ExitError, "no such file"},
 		{"invalid spec", []string{"bench", "run", writeSpec(t, "vms: []\n")}, ExitError, "vms: at least one VM"},
@@ -113,5 +114,25 @@ func TestBenchRunNoNative(t *testing.T) {
 		if strings.Contains(out, "native") {
 			t.Errorf("%s: a sim run mentions native:\n%s", flag, out)
 		}
+	}
+}
+
+// TestBenchRunCPUProfile: SLUICE_CPU_PROFILE writes a profile of the run.
+func TestBenchRunCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), []string{"bench", "run", writeSpec(t, tinySpec)}, Options{Stdout: &out, Stderr: &errb,
+		Getenv: func(k string) string {
+			if k == "SLUICE_CPU_PROFILE" {
+				return path
+			}
+			return ""
+		}})
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Size() == 0 {
+		t.Fatalf("profile: %v, %v", st, err)
 	}
 }

@@ -1,9 +1,8 @@
 package cuda
 
 import (
-	"runtime"
-
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/spin"
 	"github.com/sluice-gpu/sluice/mediator/backend"
 )
 
@@ -28,11 +27,20 @@ const idleSpin = 2_000_000
 // before such a start), so that time would be credited to nobody: on an
 // H100 the bills of 10-37 µs kernels queued back to back were 9-12% under
 // their kernels' own time.
+//
+// Its spinning gives the processor back as internal/spin says: below 4
+// processors often (every pass while idle, every sweepYield sweeps while
+// busy), on a larger host once every spin.Period or so. A yield there puts
+// the goroutine on the scheduler's global queue and resumes it on whichever
+// thread takes it: microseconds on a 16-processor GPU host, in which an end
+// goes unseen, and after which the callback's data is in another core's
+// cache.
 func (b *Backend) completer() {
 	defer b.done.Done()
 	var out []delivery
 	busyAt := b.now()
 	idle := 0
+	y := spin.New()
 	for {
 		if b.outstanding.Load() == 0 {
 			now := b.now()
@@ -45,7 +53,7 @@ func (b *Backend) completer() {
 				// A guest that waits for a completion to submit its next
 				// command comes back within microseconds: waking a parked
 				// goroutine would take longer than its work's start.
-				runtime.Gosched()
+				y.Idle()
 				continue
 			}
 			// Parked, then a last look: a Submit that added to
@@ -73,8 +81,8 @@ func (b *Backend) completer() {
 			return
 		default:
 		}
-		busyAt = b.now()
 		out = b.sweep(out[:0])
+		busyAt = b.lastSweep // the sweep's clock read
 		for _, l := range b.late {
 			l.ch.vm.timeOut(l)
 		}
@@ -86,7 +94,7 @@ func (b *Backend) completer() {
 			// and a launch gap between two short kernels that no sweep
 			// sees is billed to the kernel before it.
 			if idle++; idle%sweepYield == 0 {
-				runtime.Gosched()
+				y.Idle()
 			}
 			continue
 		}
@@ -167,8 +175,8 @@ func (b *Backend) judgeInline(ns int64) {
 	}
 }
 
-// sweepYield: a completer that finds nothing due yields its thread every
-// this many sweeps, not after every one.
+// sweepYield: a completer that finds nothing due offers to yield its
+// thread (spin.Yielder.Idle) every this many sweeps, not after every one.
 const sweepYield = 64
 
 // deliverSpin is how long the deliverer spins after its last delivery
@@ -178,11 +186,13 @@ const deliverSpin = 200_000
 
 // deliverer runs the VMs' Complete callbacks for what the completer
 // queued, in its order (so each channel's completions arrive in order). It
-// spins for deliverSpin after a delivery and parks after that.
+// spins for deliverSpin after a delivery (yielding as the completer does)
+// and parks after that.
 func (b *Backend) deliverer() {
 	defer b.done.Done()
 	var batch []delivery
 	busyAt := b.now()
+	y := spin.New()
 	for {
 		if b.queued.Load() != 0 { // the lock only when there is work: the completer takes it to queue
 			b.dmu.Lock()
@@ -191,7 +201,7 @@ func (b *Backend) deliverer() {
 		}
 		if len(batch) == 0 {
 			if b.now()-busyAt < deliverSpin {
-				runtime.Gosched()
+				y.Idle()
 				continue
 			}
 			select {
@@ -451,8 +461,16 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 		return out, 0
 	}
 	// Read under the lock: ReadStatus notes starts under it too, so a
-	// command's end is never before its start.
-	now := v.b.now()
+	// command's end is never before its start. Read only when an end or a
+	// start is there to be timed: most sweeps of a busy channel find its
+	// command still running, already noted.
+	var now int64
+	at := func() int64 {
+		if now == 0 {
+			now = v.b.now()
+		}
+		return now
+	}
 	closing := v.closing.Load()
 	n := 0
 	for ; n < len(ch.q); n++ {
@@ -469,10 +487,17 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 			switch {
 			case it.seq <= end:
 				if it.endAt == 0 {
-					it.endAt = now
+					it.endAt = at()
 				}
-				c.Code = ch.codeOf(it.seq)
-				if it.op == abi.OpThrottle && c.Code == abi.OK && !ch.takeRecord(it.seq, now-it.endAt) {
+				code, stamped := ch.codeAt(it.seq)
+				if !stamped && it.op == abi.OpThrottle && !dead && at()-it.endAt < recordWait {
+					// The worker stamps a THROTTLE's code once its launch
+					// call returned (issue), which a short kernel can end
+					// before: the next sweep.
+					goto stop
+				}
+				c.Code = code
+				if it.op == abi.OpThrottle && c.Code == abi.OK && !ch.takeRecord(it.seq, at()-it.endAt) {
 					goto stop // its record is on its way: the next sweep
 				}
 				if c.Code == abi.OK {
@@ -518,7 +543,9 @@ stop:
 	// sweep's no more than an end that landed after it is, so neither end
 	// of a command's credit is observed later than the other.
 	if it := ch.runningNow(); it != nil {
-		ch.noteStart(it, now)
+		if it.seq != ch.startSeq { // else noted already: no clock read
+			ch.noteStart(it, at())
+		}
 		it.seen = true
 		return out, it.seq
 	}
@@ -557,18 +584,27 @@ func (ch *channel) find(seq uint64) *item {
 }
 
 // codeOf is the code the worker left in command seq's slot. It is there
-// before the command's end marker; a slot that says otherwise, or a code
-// the worker cannot have written, fails the command.
+// before the command's end marker, except a THROTTLE's that launched (the
+// worker stamps it once the launch call returned: codeAt); a slot that
+// says otherwise, or a code the worker cannot have written, fails the
+// command.
 func (ch *channel) codeOf(seq uint64) abi.ErrorCode {
+	code, _ := ch.codeAt(seq)
+	return code
+}
+
+// codeAt is codeOf, and whether the slot was stamped for seq (false:
+// abi.ErrDevice, or a THROTTLE's code still on its way).
+func (ch *channel) codeAt(seq uint64) (abi.ErrorCode, bool) {
 	off := ch.vm.blk.l.codeOff(ch.idx, seq)
 	if ch.vm.blk.load(off+codeStamp) != seq {
-		return abi.ErrDevice
+		return abi.ErrDevice, false
 	}
 	code := ch.vm.blk.load(off + codeValue)
 	if code > uint64(abi.ErrShutdown) {
-		return abi.ErrDevice
+		return abi.ErrDevice, true
 	}
-	return abi.ErrorCode(code)
+	return abi.ErrorCode(code), true
 }
 
 // recordWait is how long after a THROTTLE's end marker its record may take

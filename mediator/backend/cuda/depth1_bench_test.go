@@ -1,11 +1,26 @@
 package cuda
 
 import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/mediator/backend"
 )
+
+// fakeBackend is the backend on the fake driver, its workers in process.
+func fakeBackend(tb testing.TB) *Backend {
+	f := newFake()
+	p := &inProcess{d: f}
+	be, err := open(f, backend.Options{Clock: "wall"}, p.spawn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return be
+}
 
 // BenchmarkDepth1 is a depth-1 loop on the fake driver: each completion's
 // callback submits the next NOP, as a guest waiting on each command does.
@@ -13,17 +28,12 @@ import (
 // worker's ring read, the completer's sweep and delivery), with no GPU
 // latency in it, and its allocations.
 func BenchmarkDepth1(b *testing.B) {
-	f := newFake()
-	p := &inProcess{d: f}
-	be, err := open(f, backend.Options{Clock: "wall"}, p.spawn)
-	if err != nil {
-		b.Fatal(err)
-	}
+	be := fakeBackend(b)
 	defer be.Close()
 	done := make(chan struct{})
 	var vm backend.VM
 	left := 0
-	vm, err = be.Attach(backend.VMSpec{ID: 1, Name: "vm", Channels: 1, Heap: make([]byte, 1<<16),
+	vm, err := be.Attach(backend.VMSpec{ID: 1, Name: "vm", Channels: 1, Heap: make([]byte, 1<<16),
 		Complete: func(c backend.Completion) {
 			if c.Code != abi.OK {
 				b.Errorf("completion %+v", c)
@@ -55,4 +65,47 @@ func BenchmarkDepth1(b *testing.B) {
 	<-done
 	b.StopTimer()
 	b.ReportMetric(float64(be.inlined.Load())/float64(b.N+1000), "inlined/op")
+}
+
+// TestDepth1ManyProcessors runs a depth-1 loop with 8 processors to the Go
+// scheduler, where the completer and the deliverer yield only once a
+// spin.Period or so (on the build machines, with fewer, they yield often):
+// every command completes, in order.
+func TestDepth1ManyProcessors(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
+	be := fakeBackend(t)
+	defer be.Close()
+	const n = 3000
+	done := make(chan error, 1)
+	var vm backend.VM
+	var next atomic.Uint64
+	vm, err := be.Attach(backend.VMSpec{ID: 1, Name: "vm", Channels: 1, Heap: make([]byte, 1<<16),
+		Complete: func(c backend.Completion) {
+			switch {
+			case c.Code != abi.OK || c.Tag != next.Load():
+				done <- fmt.Errorf("completion %+v, want tag %d OK", c, next.Load())
+				return
+			case c.Tag == n-1:
+				done <- nil
+				return
+			}
+			if err := vm.Submit(0, abi.Command{Op: abi.OpNop}, next.Add(1)); err != nil {
+				done <- err
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Close()
+	if err := vm.Submit(0, abi.Command{Op: abi.OpNop}, 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("%d of %d commands completed in a minute", next.Load(), n)
+	}
 }

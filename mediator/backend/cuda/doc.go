@@ -39,7 +39,12 @@
 //	write end marker = seq
 //
 // and leaves its code in the command's slot before anything that writes
-// the end marker. NOP and FENCE are the markers alone. THROTTLE launches a
+// the end marker (a THROTTLE that launched: right after the launch call
+// returns; the completer holds its end until the code is there). A ring
+// entry is a pair of cache lines whose stamp, written last, says it is
+// there: the worker looks at the next entry's stamp, not at the tail, so
+// a command reaches it in the entry's lines alone. NOP and FENCE are the
+// markers alone. THROTTLE launches a
 // one-thread spin kernel (kernels.go) that writes its own markers around
 // its spin and records the time it ran on %globaltimer, excluding the
 // stretches its context was switched out: the ground truth the benchmarks

@@ -41,7 +41,9 @@ const (
 // messages and the shared block's layout). A successor only adopts a
 // worker of its own protocol: the worker runs the predecessor's binary.
 // Change it with either. 3: a query's answer carries the query's nonce.
-const workerProtocol = 3
+// 4: ring entries of 128 bytes with a stamp, which the worker reads
+// instead of the tail; a THROTTLE's code stamped after its launch call.
+const workerProtocol = 4
 
 // keepWait bounds how long Keep waits for the VM's commands in flight
 // (those the hand-over's own wait did not see complete), and queryWait how

@@ -3,6 +3,8 @@ package cuda
 import (
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/sluice-gpu/sluice/api/abi"
 )
 
 // The shared block is one memfd per VM, mapped by the mediator and by the
@@ -12,7 +14,8 @@ import (
 //	page 0    tail (mediator), head (worker), sleeping (worker): the ring's state;
 //	          the VM's memory quota (mediator) and the device memory its
 //	          buffers hold (worker)
-//	ring      ringCap entries of entrySize bytes: commands, mediator → worker
+//	ring      ringCap entries of entrySize bytes: commands, mediator → worker:
+//	          [0] stamp [8] channel u32 [16] seq [24] the command's record
 //	codes     per channel, one 16-byte code slot per command in flight:
 //	          [0] code [8] seq, by the worker
 //	trace     only with the hop diagnostic (hops.go): per channel, one
@@ -29,7 +32,10 @@ import (
 //
 // The worker writes a command's code before it queues anything that writes
 // the command's end marker, so the mediator finds the code in place once it
-// sees the marker. A channel never has more than slots commands in flight
+// sees the marker; except a THROTTLE that launched, whose code the worker
+// writes right after the launch call returns (the launch goes first), and
+// whose end the mediator holds until the code is there (at most
+// recordWait, as for its record). A channel never has more than slots commands in flight
 // (Submit refuses more), so a slot is not reused before its command is
 // delivered, and the ring (slots entries per channel) never overflows.
 const (
@@ -39,7 +45,16 @@ const (
 	offQuota    = 192 // bytes, 0: none
 	offMemUsed  = 256
 	ringOff     = 4096
-	entrySize   = 80 // channel u32, pad u32, seq u64, the command's record
+	// A ring entry is two cache lines, aligned so that a core's
+	// adjacent-line prefetch brings the second with the first. The stamp,
+	// stored last, is the entry's position in the ring plus one: the
+	// worker looks at the stamp of the entry it reads next, not at the
+	// tail, so a command reaches it in the entry's lines alone.
+	entrySize    = 128
+	entryStamp   = 0
+	entryChannel = 8
+	entrySeq     = 16
+	entryRecord  = 24
 
 	codeSize  = 16
 	codeValue = 0
@@ -128,7 +143,25 @@ func (b block) store(off uintptr, v uint64) { atomic.StoreUint64(b.word(off), v)
 // chanBase is channel ch's block's offset (in the GPU area).
 func (b block) chanBase(ch int) uintptr { return b.l.gpuOff + uintptr(ch)*b.l.chanStride }
 
+// entryOff is where ring entry i (mod ringCap) lies.
+func (b block) entryOff(i uint64) uintptr { return ringOff + uintptr(i%b.l.ringCap)*entrySize }
+
 // entry is ring entry i (mod ringCap).
 func (b block) entry(i uint64) []byte {
-	return unsafe.Slice((*byte)(unsafe.Add(b.base, ringOff+uintptr(i%b.l.ringCap)*entrySize)), entrySize)
+	return unsafe.Slice((*byte)(unsafe.Add(b.base, b.entryOff(i))), entrySize)
 }
+
+// putEntry writes the command at ring position i, its stamp last, and
+// then the tail, i+1.
+func (b block) putEntry(i uint64, channel int, seq uint64, rec *abi.Record) {
+	e := b.entry(i)
+	le.PutUint32(e[entryChannel:], uint32(channel))
+	le.PutUint32(e[entryChannel+4:], 0)
+	le.PutUint64(e[entrySeq:], seq)
+	copy(e[entryRecord:], rec[:])
+	b.store(b.entryOff(i)+entryStamp, i+1)
+	b.store(offTail, i+1)
+}
+
+// ready reports whether ring position i holds its command (its stamp).
+func (b block) ready(i uint64) bool { return b.load(b.entryOff(i)+entryStamp) == i+1 }

@@ -582,14 +582,9 @@ func (v *cudaVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 	} else {
 		ch.seq++
 		it.seq, it.w = ch.seq, w
-		e := v.blk.entry(v.tail)
-		le.PutUint32(e, uint32(channel))
-		le.PutUint32(e[4:], 0)
-		le.PutUint64(e[8:], it.seq)
 		rec := abi.EncodeCommand(cmd)
-		copy(e[16:], rec[:])
+		v.blk.putEntry(v.tail, channel, it.seq, &rec)
 		v.tail++
-		v.blk.store(offTail, v.tail)
 		ring = v.blk.load(offSleeping) != 0
 	}
 	ch.q = append(ch.q, it)

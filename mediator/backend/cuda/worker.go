@@ -288,14 +288,12 @@ func (w *worker) run() error {
 	var rec abi.Record
 	socketAt := time.Now()
 	for {
-		if tail := w.blk.load(offTail); head != tail {
-			if tail-head > w.blk.l.ringCap {
-				return fmt.Errorf("the ring's tail %d is more than %d entries past its head %d", tail, w.blk.l.ringCap, head)
-			}
-			for ; head != tail; head++ {
+		if w.blk.ready(head) {
+			// At most a ring's worth before the socket's turn.
+			for end := head + w.blk.l.ringCap; head != end && w.blk.ready(head); head++ {
 				e := w.blk.entry(head)
-				ch, seq := int(le.Uint32(e)), le.Uint64(e[8:])
-				copy(rec[:], e[16:])
+				ch, seq := int(le.Uint32(e[entryChannel:])), le.Uint64(e[entrySeq:])
+				copy(rec[:], e[entryRecord:])
 				if ch < 0 || ch >= len(w.chans) {
 					return fmt.Errorf("ring entry %d names channel %d of %d", head, ch, len(w.chans))
 				}
@@ -335,7 +333,7 @@ func (w *worker) run() error {
 		// Tell the mediator to ring, then look again: a command queued in
 		// between is seen now or rung for.
 		w.blk.store(offSleeping, 1)
-		if w.blk.load(offTail) != head {
+		if w.blk.ready(head) {
 			w.blk.store(offSleeping, 0)
 			continue
 		}
@@ -370,7 +368,7 @@ func (w *worker) spin(head uint64) bool {
 	}
 	for deadline := time.Now().Add(time.Duration(w.cfg.SpinNs)); time.Now().Before(deadline); {
 		for range 64 {
-			if w.blk.load(offTail) != head {
+			if w.blk.ready(head) {
 				return true
 			}
 		}
@@ -459,7 +457,8 @@ func (w *worker) checkStalls() error {
 var decodeLimits = abi.Limits{MaxThrottleNs: math.MaxUint64, MaxAllocSize: math.MaxUint64}
 
 // issue puts command seq (rec) on ch's stream between its markers, with
-// its code in its slot before anything that writes its end marker. An error
+// its code in its slot before anything that writes its end marker (a
+// THROTTLE that launched: right after its launch call). An error
 // is a failure of the context itself, which ends the VM's GPU work.
 func (w *worker) issue(ch *wchan, seq uint64, rec *abi.Record) error {
 	d := w.d
@@ -470,19 +469,24 @@ func (w *worker) issue(ch *wchan, seq uint64, rec *abi.Record) error {
 		wk, code = w.prepare(&c)
 	}
 	ch.last = seq
-	w.setCode(ch, seq, code)
 	if code == abi.OK && c.Op == abi.OpThrottle {
-		// It writes its own markers when it runs.
+		// It writes its own markers when it runs. Its code goes in once
+		// the launch call returned, not before it: the code slot's cache
+		// line is the mediator's since it read the last command's code,
+		// and taking it back is off the path from the ring to the launch
+		// (the completer waits for the stamp of a THROTTLE that ended
+		// first: completer.go, sweep).
 		err := w.launchThrottle(ch, seq, c.DurationNs)
 		if err == nil {
+			w.setCode(ch, seq, abi.OK)
 			return nil
 		}
 		if sticky(err) {
 			return err
 		}
 		code = codeOf(err)
-		w.setCode(ch, seq, code)
 	}
+	w.setCode(ch, seq, code)
 	if err := d.WriteValue64(ch.stream, ch.dev+offStart, seq); err != nil {
 		return fmt.Errorf("writing a start marker: %w", err)
 	}

@@ -274,8 +274,10 @@ func (c *Channel) poll(doorbell bool) {
 	if doorbell {
 		c.counters.Doorbells++
 	}
+	var t int64 // the clock read for the doorbell, which the first batch's collection uses too
 	if c.bellAt == 0 {
-		c.bellAt = now()
+		t = now()
+		c.bellAt = t
 	}
 	var wk wakeCheck
 	if c.handleResetLocked() {
@@ -287,30 +289,37 @@ func (c *Channel) poll(doorbell bool) {
 	wk.wake(c)
 	if held && b != nil {
 		b.knock()
+		t = 0 // the knock may have taken a while (a turn's hand-over)
 	}
-	c.forward()
+	c.forwardAt(t)
 }
 
 // forward forwards until nothing more can go. One goroutine at a time does
 // it; one arriving meanwhile sets kick and leaves, and the one forwarding
 // goes round again, so no record is left behind by the race.
-func (c *Channel) forward() {
+func (c *Channel) forward() { c.forwardAt(0) }
+
+// forwardAt is forward with the time now, read by the caller just before
+// (0: not read); the first batch takes it as its collection's time instead
+// of reading the clock again (collectLocked).
+func (c *Channel) forwardAt(t int64) {
 	c.kick.Store(true)
 	for c.kick.Load() {
 		if !c.pollMu.TryLock() {
 			return // the holder sees kick after it unlocks
 		}
 		c.kick.Store(false)
-		for n := maxBatch; n == maxBatch; {
-			n = c.forwardBatch()
+		for n := maxBatch; n == maxBatch; t = 0 {
+			n = c.forwardBatch(t)
 		}
 		c.pollMu.Unlock()
 	}
 }
 
 // forwardBatch copies, validates and forwards up to maxBatch records (fewer
-// if the window is nearly full) and reports how many it forwarded.
-func (c *Channel) forwardBatch() int {
+// if the window is nearly full) and reports how many it forwarded. t is
+// the time now if the caller just read it, else 0.
+func (c *Channel) forwardBatch(t int64) int {
 	c.mu.Lock()
 	if c.failed || c.held || c.closed {
 		c.mu.Unlock()
@@ -324,7 +333,7 @@ func (c *Channel) forwardBatch() int {
 		c.mu.Unlock()
 		return 0
 	}
-	batch := c.collectLocked(limit)
+	batch := c.collectLocked(limit, t)
 	c.publishLocked()
 	var wk wakeCheck
 	if c.failed {
@@ -375,8 +384,9 @@ func (c *Channel) Budget() *Budget {
 
 // collectLocked copies and validates the records between submitted and put,
 // advancing submitted over the valid ones. It stops before a record that
-// does not fit in the VM's budget.
-func (c *Channel) collectLocked(limit uint32) []pending {
+// does not fit in the VM's budget. t is the time now if the caller just
+// read it (0: collectLocked reads it when there are records).
+func (c *Channel) collectLocked(limit uint32, t int64) []pending {
 	put := c.region.Load32(c.off + abi.ChPut)
 	n, code := abi.CheckPut(put, c.get, c.submitted, c.layout.RingEntries)
 	n = min(n, limit)
@@ -396,7 +406,9 @@ func (c *Channel) collectLocked(limit uint32) []pending {
 		return batch
 	}
 	var rec abi.Record
-	t := now()
+	if t == 0 {
+		t = now()
+	}
 	bell := c.bellAt
 	if bell == 0 || bell > t {
 		bell = t // no doorbell: from now
