@@ -47,8 +47,6 @@ const (
 	hdrSegs    = 32
 	commitSeg  = uint64(1) << 63
 	recLen     = 24
-	// segMin is a fresh segment's least capacity.
-	segMin = 64 << 10
 	// metaReserve is the address space reserved for a meta file.
 	metaReserve = 1 << 32
 	// arenaReserveMax bounds the address space reserved for an arena.
@@ -80,6 +78,19 @@ type devFile struct {
 	drop  []*page     // pages it replaced: released after the commit
 
 	broken bool // given up (no room): nothing is recorded any more
+
+	// hook, when set (by tests), is called where a crash leaves the
+	// files as they are: before and after the commit word changes.
+	hook func(committed bool)
+}
+
+// segMin is a fresh segment's least capacity (a variable for tests).
+var segMin uint64 = 64 << 10
+
+func (d *devFile) at(committed bool) {
+	if d.hook != nil {
+		d.hook(committed)
+	}
 }
 
 type dirtyPage struct {
@@ -316,10 +327,13 @@ func (d *devFile) commit() {
 		}
 	}
 	if !d.broken {
+		d.at(false)
 		if s := d.seg[d.active]; d.used+uint64(len(d.tx)) <= s.cap {
 			copy(d.mm[s.off+d.used:], d.tx)
+			d.at(false)
 			d.used += uint64(len(d.tx))
 			d.commitWord().Store(uint64(d.active)<<63 | d.used)
+			d.at(true)
 		} else {
 			d.compact()
 		}
@@ -348,8 +362,10 @@ func (d *devFile) compact() {
 		d.writeSegs() // the inactive segment's place: the state does not name it
 	}
 	copy(d.mm[d.seg[o].off:], snap)
+	d.at(false)
 	d.commitWord().Store(uint64(o)<<63 | uint64(len(snap)))
 	d.active, d.used = o, uint64(len(snap))
+	d.at(true)
 }
 
 // snapshot appends the records of the state, compacted, to out.
