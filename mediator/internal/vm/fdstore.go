@@ -94,6 +94,9 @@ func (v *VM) unstoreAll(peers []uint16) {
 	for i := range abi.Vectors(len(v.channels)) {
 		err = errors.Join(err, v.cfg.Store.Remove(storeName(v.cfg.Name, "host", strconv.Itoa(i))))
 	}
+	if v.devStored != nil {
+		v.unstoreDevice(v.devStored)
+	}
 	if err != nil {
 		slog.Warn("fd store: a deleted vm's descriptors stay stored", "vm", v.cfg.Name, "err", err)
 	}
@@ -219,11 +222,14 @@ func (v *VM) positions() []channel.Position {
 	return out
 }
 
-// storeDevice puts the device state the backend kept (keepDevice) in the
-// store: vm/NAME/device/BACKEND/I, one name a descriptor. Only a state
-// whose descriptors say it all (no Data) can be stored.
+// storeDevice puts the VM's device state in the store, under
+// vm/NAME/device/BACKEND/I, one name a descriptor: the files a
+// backend.Persister keeps it in from the VM's attach on, or what the
+// backend kept at a quiesce (keepDevice). Only a state whose descriptors
+// say it all (no Data) can be stored. A file stored already (the same
+// open file) is stored once.
 func (v *VM) storeDevice(k backend.Kept) {
-	if len(k.Data) != 0 {
+	if len(k.Data) != 0 || len(k.FDs) == 0 {
 		return
 	}
 	var err error
@@ -233,20 +239,30 @@ func (v *VM) storeDevice(k backend.Kept) {
 		}
 	}
 	if err != nil {
-		slog.Warn("fd store: the vm's kept device state is not stored; a crash now would lose its buffers", "vm", v.cfg.Name, "err", err)
+		slog.Warn("fd store: the vm's device state is not stored; a crash now would lose its buffers", "vm", v.cfg.Name, "err", err)
 	}
+	v.devStored = &backend.Kept{Backend: k.Backend, FDs: make([]int, len(k.FDs))} // the names
 }
 
-// unstoreDevice takes a kept device state out of the store once it is
-// adopted (or refused): the VM's buffers change from then on, and a
-// successor after a crash must not take the old ones for them.
+// unstoreDevice takes a device state's names out of the store: a state
+// adopted that the backend does not go on in (its buffers change from
+// then on, and a successor after a crash must not take the old ones for
+// them), one refused, or the VM's when it is deleted.
 func (v *VM) unstoreDevice(k *backend.Kept) {
 	var err error
 	for i := range k.FDs {
 		err = errors.Join(err, v.cfg.Store.Remove(storeName(v.cfg.Name, "device", k.Backend, strconv.Itoa(i))))
 	}
 	if err != nil {
-		slog.Warn("fd store: a kept device state adopted stays stored", "vm", v.cfg.Name, "err", err)
+		slog.Warn("fd store: a vm's device state stays stored", "vm", v.cfg.Name, "err", err)
+	}
+}
+
+// storeLive stores the files the backend keeps the VM's device state in
+// (backend.Persister), from now on consistent at every instant.
+func (v *VM) storeLive() {
+	if p, ok := v.gpu.(backend.Persister); ok {
+		v.storeDevice(p.Stored())
 	}
 }
 

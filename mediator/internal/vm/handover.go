@@ -150,26 +150,33 @@ func (v *VM) keepDevice() *backend.Kept {
 
 // adoptDevice attaches the VM to the backend with the device state the
 // predecessor kept, or, where the backend refuses it
-// (backend.ErrBadKept), afresh. The kept descriptors are closed, and
-// taken out of the fd store, either way.
+// (backend.ErrBadKept), afresh. The kept descriptors are closed either
+// way, and taken out of the fd store unless the VM goes on in them (a
+// backend.Persister's files, which New stores again: the same files).
 func (v *VM) adoptDevice(be backend.Backend, spec backend.VMSpec, kept *backend.Kept) (backend.VM, error) {
 	defer func() {
 		for _, fd := range kept.FDs {
 			unix.Close(fd)
 		}
+	}()
+	unstore := func() {
 		if v.cfg.Store != nil {
 			v.unstoreDevice(kept)
 		}
-	}()
+	}
 	spec.Adopt = kept
 	gpu, err := be.Attach(spec)
 	if errors.Is(err, backend.ErrBadKept) {
 		slog.Warn("the device state kept for the vm is refused; its buffers and modules are lost", "vm", v.cfg.Name, "err", err)
+		unstore()
 		spec.Adopt = nil
 		return be.Attach(spec)
 	}
 	if err == nil {
 		slog.Info("vm device state adopted", "vm", v.cfg.Name, "backend", kept.Backend)
+		if _, live := gpu.(backend.Persister); !live {
+			unstore()
+		}
 	}
 	return gpu, err
 }
