@@ -48,7 +48,7 @@ func cmdRate(b *testing.B, heap []byte, setup, cmds []abi.Command) {
 
 // BenchmarkCommandRate is the sim's host cost per command: small commands
 // (NOP, FENCE), ALLOC and FREE of distinct handles, small COPYs into a
-// buffer and MEMSETs of part of a page.
+// buffer, 1 MiB COPYs of whole pages, and MEMSETs of part of a page.
 func BenchmarkCommandRate(b *testing.B) {
 	heap := make([]byte, 64<<10)
 	for i := range heap {
@@ -74,6 +74,17 @@ func BenchmarkCommandRate(b *testing.B) {
 			cmds = append(cmds, abi.Command{Op: abi.OpCopy, Handle: 1, Dir: abi.CopyHostToDevice, Offset: i * 37 << 10, HeapOff: i * 512, Length: 4 << 10})
 		}
 		cmdRate(b, heap, alloc, cmds)
+	})
+	b.Run("copy-1MiB", func(b *testing.B) {
+		big := make([]byte, 1<<20)
+		for i := range big {
+			big[i] = byte(i * 7)
+		}
+		var cmds []abi.Command
+		for i := range uint64(8) {
+			cmds = append(cmds, abi.Command{Op: abi.OpCopy, Handle: 1, Dir: abi.CopyHostToDevice, Offset: i << 20, Length: 1 << 20})
+		}
+		cmdRate(b, big, alloc, cmds)
 	})
 	b.Run("memset-1KiB", func(b *testing.B) {
 		var cmds []abi.Command

@@ -77,15 +77,21 @@ func (b *buffer) setPage(i uint64, p *page) {
 }
 
 // writable is page i, made or copied so that it can be written.
-func (b *buffer) writable(i uint64) *page {
+func (b *buffer) writable(i uint64) *page { return b.writableFor(i, false) }
+
+// writableFor is writable; whole: the caller writes the whole page, so a
+// new one need not be copied or cleared.
+func (b *buffer) writableFor(i uint64, whole bool) *page {
 	p := b.pages[i]
 	if p != nil && p.fresh && !p.shared {
 		return p
 	}
 	np := b.dev.newPage(b.pageLen(i))
-	if p != nil {
+	switch {
+	case whole:
+	case p != nil:
 		copy(np.b, p.b)
-	} else {
+	default:
 		clear(np.b)
 	}
 	b.setPage(i, np)
@@ -138,7 +144,7 @@ func (b *buffer) write(off uint64, src []byte) {
 		if b.pages[i] == nil && allZero(src[at:at+k]) {
 			return
 		}
-		copy(b.writable(i).b[o:o+k], src[at:at+k])
+		copy(b.writableFor(i, k == b.pageLen(i)).b[o:o+k], src[at:at+k])
 	})
 }
 
