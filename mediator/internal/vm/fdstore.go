@@ -18,9 +18,10 @@ import (
 // FDStore keeps descriptors outside the process, so that a successor
 // started after a crash gets them back (systemd's fd store:
 // sdnotify.Notifier). The VM stores its memfd, its endpoint's listening
-// socket, the host peer's eventfds and each guest's connection and
-// eventfds, each under a name of its own (storeName), and removes a
-// guest's when it leaves and all when the VM is deleted.
+// socket, the host peer's eventfds, each guest's connection and
+// eventfds, and the files its backend keeps its device state in
+// (backend.Persister), each under a name of its own (storeName), and
+// removes a guest's when it leaves and all when the VM is deleted.
 type FDStore interface {
 	Store(name string, fds ...int) error
 	Remove(name string) error
@@ -28,7 +29,8 @@ type FDStore interface {
 
 // storeName is the name of one descriptor of VM vm in the store:
 // vm/NAME/memfd, vm/NAME/listener, vm/NAME/host/VECTOR,
-// vm/NAME/peer/ID/conn, vm/NAME/peer/ID/VECTOR. A VM name has no '/'.
+// vm/NAME/peer/ID/conn, vm/NAME/peer/ID/VECTOR, vm/NAME/sysring,
+// vm/NAME/device/BACKEND/I. A VM name has no '/'.
 func storeName(vm string, parts ...string) string {
 	return "vm/" + vm + "/" + strings.Join(parts, "/")
 }
