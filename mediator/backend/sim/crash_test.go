@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/mediator/backend"
 )
@@ -214,5 +216,36 @@ func TestCrashMidCommand(t *testing.T) {
 				t.Errorf("the commands run again in the successor: %v", img)
 			}
 		})
+	}
+}
+
+// TestFreeGivesMemoryBack: the arena's host memory of a large buffer
+// written and freed goes back to the host (its slots stay for reuse).
+func TestFreeGivesMemoryBack(t *testing.T) {
+	const size = 4 << 20
+	heap := make([]byte, size)
+	for i := range heap {
+		heap[i] = byte(i%251 + 1)
+	}
+	s := manual(t, "memory", "64Mi")
+	vm, r := attach(t, s, 1, 1, heap)
+	v := vm.(*simVM)
+	backed := func() int64 {
+		var st unix.Stat_t
+		if err := unix.Fstat(v.dev.arena, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Blocks * 512
+	}
+	runAll(t, s, v, r, []abi.Command{
+		{Op: abi.OpAlloc, Handle: 1, Size: size},
+		{Op: abi.OpCopy, Handle: 1, Dir: abi.CopyHostToDevice, Length: size},
+	})
+	if b := backed(); b < size {
+		t.Fatalf("the arena backs %d bytes of a %d-byte buffer written", b, size)
+	}
+	runAll(t, s, v, r, []abi.Command{{Op: abi.OpFree, Handle: 1}})
+	if b := backed(); b > size/8 {
+		t.Errorf("the arena still backs %d bytes after the FREE", b)
 	}
 }

@@ -338,12 +338,36 @@ func (d *devFile) commit() {
 			d.compact()
 		}
 	}
+	freed := len(d.free)
 	for _, p := range d.drop {
 		if d.refs[p.slot]--; d.refs[p.slot] == 0 {
 			d.free = append(d.free, uint32(p.slot))
 		}
 	}
+	if len(d.free)-freed >= punchMin {
+		d.punch(d.free[freed:])
+	}
 	d.tx, d.dirty, d.drop = d.tx[:0], d.dirty[:0], d.drop[:0]
+}
+
+// punchMin is the fewest slots a command frees that punch gives back to
+// the host (fewer stay backed, for the next pages written).
+const punchMin = 16
+
+// punch gives the host memory of free slots back (a hole in the arena:
+// they read as zeros and are backed again when written).
+func (d *devFile) punch(slots []uint32) {
+	sorted := slices.Sorted(slices.Values(slots))
+	for i := 0; i < len(sorted); {
+		j := i + 1
+		for j < len(sorted) && sorted[j] == sorted[j-1]+1 {
+			j++
+		}
+		// A failure leaves the memory backed: nothing else changes.
+		_ = unix.Fallocate(d.arena, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE,
+			int64(sorted[i])*pageSize, int64(j-i)*pageSize)
+		i = j
+	}
 }
 
 // compact writes the state (the view, which the command's records are in

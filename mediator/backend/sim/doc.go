@@ -108,8 +108,9 @@
 // write). Host memory goes only to pages written with other data (a
 // host-to-device COPY, the ends of a MEMSET, an unaligned COPY): slots of
 // the VM's arena (below), as many as such pages (and, while a command
-// runs, the pages it writes anew), which the arena keeps for reuse until
-// the VM closes.
+// runs, the pages it writes anew); a command that frees 16 slots or more
+// (a FREE of a megabyte written) gives their memory back to the host,
+// fewer stay backed for the next pages written.
 //
 // Data moves outside Sim.mu: each VM has a mover goroutine, started when
 // one of its MEMSETs or COPYs starts while none is running, that carries
