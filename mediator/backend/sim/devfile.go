@@ -76,6 +76,7 @@ type devFile struct {
 	tx    []byte      // records of the command being committed
 	dirty []dirtyPage // pages it set
 	drop  []*page     // pages it replaced: released after the commit
+	gone  []*page     // pages of the buffers it freed: released after the commit
 
 	broken bool // given up (no room): nothing is recorded any more
 
@@ -303,7 +304,7 @@ func (d *devFile) reset() {
 func (d *devFile) release(b *buffer) {
 	for _, p := range b.pages {
 		if p.slot >= 0 {
-			d.drop = append(d.drop, p)
+			d.gone = append(d.gone, p)
 		}
 	}
 	b.dev = nil // a movement that still holds it writes in the heap
@@ -313,7 +314,7 @@ func (d *devFile) release(b *buffer) {
 // appended to the active segment, or, when it is full, with the whole
 // state compacted into the other; then releases what it replaced.
 func (d *devFile) commit() {
-	if d == nil || len(d.tx) == 0 && len(d.dirty) == 0 && len(d.drop) == 0 {
+	if d == nil || len(d.tx) == 0 && len(d.dirty) == 0 && len(d.drop) == 0 && len(d.gone) == 0 {
 		return
 	}
 	for _, dp := range d.dirty {
@@ -338,20 +339,30 @@ func (d *devFile) commit() {
 			d.compact()
 		}
 	}
-	freed := len(d.free)
 	for _, p := range d.drop {
-		if d.refs[p.slot]--; d.refs[p.slot] == 0 {
-			d.free = append(d.free, uint32(p.slot))
-		}
+		d.unref(p.slot)
+	}
+	freed := len(d.free)
+	for _, p := range d.gone {
+		d.unref(p.slot)
 	}
 	if len(d.free)-freed >= punchMin {
 		d.punch(d.free[freed:])
 	}
-	d.tx, d.dirty, d.drop = d.tx[:0], d.dirty[:0], d.drop[:0]
+	d.tx, d.dirty, d.drop, d.gone = d.tx[:0], d.dirty[:0], d.drop[:0], d.gone[:0]
 }
 
-// punchMin is the fewest slots a command frees that punch gives back to
-// the host (fewer stay backed, for the next pages written).
+// unref drops a page's hold on slot s.
+func (d *devFile) unref(s int32) {
+	if d.refs[s]--; d.refs[s] == 0 {
+		d.free = append(d.free, uint32(s))
+	}
+}
+
+// punchMin is the fewest slots the buffers a command frees (a FREE, the
+// loss after a timeout) must free for punch to give them back to the host;
+// fewer stay backed for the next pages written, as do the pages a MEMSET
+// or COPY replaces (the next one reuses them at once).
 const punchMin = 16
 
 // punch gives the host memory of free slots back (a hole in the arena:

@@ -154,7 +154,7 @@ func (d *devFile) build(st *devState, ringCtr uint64) *kept {
 			d.free = append(d.free, uint32(s-1))
 		}
 	}
-	d.dirty, d.drop = d.dirty[:0], d.drop[:0]
+	d.dirty, d.drop, d.gone = d.dirty[:0], d.drop[:0], d.gone[:0]
 	return k
 }
 
