@@ -323,7 +323,7 @@ func (d *devFile) commit() {
 		}
 		p := dp.b.pages[dp.i]
 		d.tx = devRecord{kind: recPage, handle: dp.b.handle, a: dp.i, b: pageRef(p)}.append(d.tx)
-		if p != nil {
+		if p != nil && p.fresh { // never a fill page, which every VM shares
 			p.fresh = false
 		}
 	}

@@ -163,7 +163,7 @@ func copyBuffer(dst *buffer, doff uint64, src *buffer, soff, n uint64) {
 		done += k
 		if k == pageSize && (soff+at)%pageSize == 0 && (doff+at)%pageSize == 0 {
 			p := src.pages[(soff+at)/pageSize]
-			if p != nil {
+			if p != nil && !p.shared { // a fill page is shared already, by every VM
 				p.shared = true
 			}
 			dst.setPage((doff+at)/pageSize, p)
