@@ -96,8 +96,8 @@ func (v *VM) unstoreAll(peers []uint16) {
 	for i := range abi.Vectors(len(v.channels)) {
 		err = errors.Join(err, v.cfg.Store.Remove(storeName(v.cfg.Name, "host", strconv.Itoa(i))))
 	}
-	if v.devStored != nil {
-		v.unstoreDevice(v.devStored)
+	if v.devNames != nil {
+		v.unstoreDevice(v.devNames)
 	}
 	if err != nil {
 		slog.Warn("fd store: a deleted vm's descriptors stay stored", "vm", v.cfg.Name, "err", err)
@@ -243,7 +243,7 @@ func (v *VM) storeDevice(k backend.Kept) {
 	if err != nil {
 		slog.Warn("fd store: the vm's device state is not stored; a crash now would lose its buffers", "vm", v.cfg.Name, "err", err)
 	}
-	v.devStored = &backend.Kept{Backend: k.Backend, FDs: make([]int, len(k.FDs))} // the names
+	v.devNames = &backend.Kept{Backend: k.Backend, FDs: make([]int, len(k.FDs))} // the names
 }
 
 // unstoreDevice takes a device state's names out of the store: a state

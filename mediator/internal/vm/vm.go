@@ -89,21 +89,21 @@ type ProxyStarter func(memfd int, heapOff int64, heapSize uint64) (syscalls.Prox
 
 // VM is a live endpoint.
 type VM struct {
-	cfg       Config
-	created   time.Time
-	memfd     int
-	mem       []byte
-	region    *shm.Region
-	server    *ivshmem.Server
-	waker     waker // the channels' Waker: server, once it exists
-	gpu       backend.VM
-	devStored *backend.Kept // the device state's names in the store (storeDevice), nil: none
-	channels  []*channel.Channel
-	sys       *syscalls.Forwarder                // nil without a syscall area
-	sysRing   sysRing                            // where sys stores its ring head, for a successor after a crash
-	sysRef    atomic.Pointer[syscalls.Forwarder] // sys, for the backend's goroutines (VMSpec.RingHead)
-	gpuMem    backend.MemoryQuota                // gpu's quota, nil where the backend has none
-	gpuLim    backend.CommandLimit               // gpu's longest command, nil where the backend has none
+	cfg      Config
+	created  time.Time
+	memfd    int
+	mem      []byte
+	region   *shm.Region
+	server   *ivshmem.Server
+	waker    waker // the channels' Waker: server, once it exists
+	gpu      backend.VM
+	devNames *backend.Kept // the device state's names in the store (storeDevice), nil: none
+	channels []*channel.Channel
+	sys      *syscalls.Forwarder                // nil without a syscall area
+	sysRing  sysRing                            // where sys stores its ring head, for a successor after a crash
+	sysRef   atomic.Pointer[syscalls.Forwarder] // sys, for the backend's goroutines (VMSpec.RingHead)
+	gpuMem   backend.MemoryQuota                // gpu's quota, nil where the backend has none
+	gpuLim   backend.CommandLimit               // gpu's longest command, nil where the backend has none
 
 	quotaMu sync.Mutex    // orders SetMemoryQuota calls
 	quota   atomic.Uint64 // the memory quota in effect (Config has the first)
