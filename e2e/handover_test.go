@@ -79,7 +79,7 @@ var _ = Describe("restarting sluiced without disturbing VMs", func() {
 		d.Stop() // a clean stop after the hand-overs: exit 0, no socket left
 	})
 
-	It("keeps a process guest running throttle through two kill -9s and a restart with its descriptors in systemd's fd store", Label("process"), func() {
+	It("keeps a process guest running throttle, and a buffer's contents, through two kill -9s and a restart with its descriptors in systemd's fd store", Label("process"), func() {
 		framework.RequiresLinux()
 		const (
 			// perCrash bounds what one crash may lose of a bill: the
@@ -95,6 +95,8 @@ var _ = Describe("restarting sluiced without disturbing VMs", func() {
 		crashOpts.Dir = d.Dir
 		ep := d.CreateVM(framework.NewVM("proc", framework.WithChannels(1))).Endpoint
 		guest := d.StartAgent(ep, append([]string{"run", "throttle", "--duration", "6s"}, throttle...)...)
+		buf := newBufferGuest(d.CreateVM(framework.NewVM("buf", framework.WithChannels(1))).Endpoint)
+		Expect(store.Has("vm/buf/device/sim/0") && store.Has("vm/buf/device/sim/1")).To(BeTrue(), "the sim's device files are stored from the start")
 		for i := 1; i <= handovers; i++ {
 			Eventually(func() bool { return store.Has("vm/proc/peer/1/conn") }).WithTimeout(framework.ConvergeTimeout).
 				Should(BeTrue(), "the guest's connection is stored")
@@ -109,6 +111,7 @@ var _ = Describe("restarting sluiced without disturbing VMs", func() {
 			}
 			d = framework.StartDaemon(crashOpts)
 			Expect(d.GetVM("proc").Peers).To(Equal(1), "the guest is taken over after %s %d", how, i)
+			Expect(d.GetVM("buf").Peers).To(Equal(1), "the buffer's guest is taken over after %s %d", how, i)
 			AddReportEntry(fmt.Sprintf("restart %d", i), fmt.Sprintf("%s to the successor answering: %v", how, time.Since(start)))
 		}
 		res := framework.Decode[framework.ThrottleResult](guest.Wait())
@@ -120,6 +123,9 @@ var _ = Describe("restarting sluiced without disturbing VMs", func() {
 		Expect(lost).To(BeNumerically("<=", 2*perCrash), "each crash lost at most a journal interval, the restart nothing")
 		AddReportEntry("restarts", fmt.Sprintf("%d kernels of %v through 2 kill -9s and a SIGTERM, %d billed (%v lost); turnaround p50 %v, max %v",
 			res.Kernels, kernel, u.Kernels, lost, time.Duration(res.Turnaround.P50), time.Duration(res.Turnaround.Max)))
+
+		By("a buffer allocated and filled before the kill -9s reads back the same after them")
+		buf.check()
 
 		By("the VM's GPU system calls are served through the last successor's proxy")
 		files := wordTexts(GinkgoRandomSeed())

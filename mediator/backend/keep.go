@@ -22,6 +22,21 @@ type Keeper interface {
 	Keep() (Kept, error)
 }
 
+// Persister is implemented by a VM whose device state lives, from its
+// Attach on, in descriptors that are consistent at every instant (the
+// sim's device files: a kill -9 of the process leaves them as of the
+// last command that completed, or one in flight whole), so that a
+// successor started after a crash attaches the VM with them
+// (VMSpec.Adopt) as with a Keep's. The mediator keeps them in its fd
+// store while the VM lives. A VM attached with them goes on in the same
+// files: storing them again stores nothing new.
+type Persister interface {
+	// Stored is the VM's descriptors, its own (the caller neither keeps
+	// nor closes them: a store takes duplicates); no FDs while it has
+	// none.
+	Stored() Kept
+}
+
 // Kept is a VM's device state handed to a successor process. Its
 // descriptors are open and inheritable across exec. Attach does not take
 // them: the caller closes them once Attach returns, and a backend that

@@ -64,12 +64,12 @@ func (s *Sim) dispatchEngineLocked(e Engine) (failed bool) {
 		if lim := ch.vm.maxCmd; lim > 0 && cost > backend.Deadline(lim) {
 			// It runs until the deadline and is ended there, its data
 			// never moved.
-			cost, en.code, s.moving = backend.Deadline(lim), abi.ErrTimedOut, nil
+			cost, en.code, s.moving, s.data = backend.Deadline(lim), abi.ErrTimedOut, nil, false
 		}
 		if move := s.moving; move != nil {
-			s.moving = nil
-			s.queueMoveLocked(en, ch, move)
+			s.queueMoveLocked(en, ch, move, s.data)
 		}
+		s.moving, s.data = nil, false
 		s.startSliceLocked(e, en, start, start, 0, cost)
 	}
 	return failed

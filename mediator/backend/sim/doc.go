@@ -106,14 +106,21 @@
 // points them at a shared read-only page of the value, and a
 // device-to-device COPY of whole aligned pages shares them (copy on
 // write). Host memory goes only to pages written with other data (a
-// host-to-device COPY, the ends of a MEMSET, an unaligned COPY), and so
-// never beyond what the VMs allocated.
+// host-to-device COPY, the ends of a MEMSET, an unaligned COPY): slots of
+// the VM's arena (below), as many as such pages (and, while a command
+// runs, the pages it writes anew); a command that frees 16 slots or more
+// (a FREE of a megabyte written) gives their memory back to the host,
+// fewer stay backed for the next pages written.
 //
 // Data moves outside Sim.mu: each VM has a mover goroutine, started when
 // one of its MEMSETs or COPYs starts while none is running, that carries
 // out the VM's movements in the order their commands started and ends when
-// none is left. One VM's
-// large MEMSETs and COPYs so hold up no other VM's commands. A movement
+// none is left. It also records every command that changes the VM's
+// device state (below: an ALLOC's, FREE's or LOAD_MODULE's record after
+// the movements that started before it), whose completion waits for it as
+// a movement's does. One VM's large MEMSETs and COPYs so hold up no other
+// VM's commands (a FREE of the same VM on another channel completes after
+// them, as a GPU's free waits for the device). A movement
 // holds its buffers, not their handles: a FREE that comes in between (from
 // another channel; the guest's own race) gives the quota back at once, and
 // the movement ends on the unreachable buffer. The timing stays the
@@ -128,14 +135,33 @@
 //
 // # Keeping a VM's state for a successor
 //
-// Keep (backend.Keeper) closes a VM as Close does and writes its buffers
-// (their pages: data, or a whole page of one value), module handles and
-// the request ring's claim counter into a sealed memfd (keep.go has the
-// format); Attach with VMSpec.Adopt reads one back, checked whole (every
-// count against the file, handles non-zero and unique, pages rising and
-// inside their buffers, data exactly the file's rest, the buffers within
-// the sim's free memory) or refused with backend.ErrBadKept. Pages shared
-// between buffers are kept once per owner.
+// A VM's device state lives, from its Attach on, in two memfds, its
+// device files (devfile.go has the format): the arena, whose 64 KiB slots
+// back the buffers' data pages, and the meta file: the request ring's
+// claim counter (the very word the VM's programs claim on) and a log of
+// records (ALLOC, FREE, LOAD_MODULE, a page's slot, fill value or zeros,
+// the loss of every buffer and module after a timeout). The mover records
+// each command after its effect, in the order the commands started, and
+// commits it with one atomic store of the log's commit word, before its
+// completion is delivered; a page the committed records name is never
+// written (a MEMSET or COPY writes the pages it changes into free slots,
+// and a slot is reused only once the records no longer name it). A kill
+// -9 of the process at any instant so leaves the state of a prefix of
+// the commands that started, each whole, and every command whose
+// completion was delivered among them. A full log is compacted into the
+// meta file's other segment, and the commit word switches to it.
+//
+// Stored (backend.Persister) names the two files, for an fd store; Keep
+// (backend.Keeper) closes the VM as Close does (the movement under way
+// finishes and is recorded; the rest are dropped, to run again in the
+// successor) and hands them over. Attach with VMSpec.Adopt takes them
+// over: it replays a copy of the committed records, checked whole
+// (handles non-zero and unique, FREEs of live buffers, pages inside their
+// buffers, slots inside the arena, fills of whole pages, at most
+// maxModules modules, the buffers within the sim's free memory), or
+// refuses them with backend.ErrBadKept, and the VM goes on in the same
+// files. A VM whose files cannot be made or grown keeps its state in the
+// heap, with a warning, and gives its files up (a successor refuses them).
 //
 // # Clocks and driving
 //
@@ -165,8 +191,9 @@
 //
 // One mutex (Sim.mu) guards the whole model; a program's goroutines never
 // hold it while they wait for slots, and take it once, to end the command.
-// The movers never hold it while they move data (buffers' pages are theirs
-// alone), only to take the next movement and to mark one done.
+// The movers never hold it while they move data or write the device files
+// (buffers' pages and the files are theirs alone), only to take the next
+// movement and to mark one done.
 // Completions and After functions
 // are called without it held, one at a time, by the goroutine that drives the
 // timeline; they may call Submit and After but must not call VM.Close or

@@ -8,6 +8,7 @@ import "github.com/sluice-gpu/sluice/api/abi"
 // are guarded by Sim.mu, but move, which only the mover calls.
 type effect struct {
 	move func()
+	data bool // a MEMSET's or COPY's (beforeMove runs before it)
 	ch   *channel
 	done bool // moved (or dropped: its VM closed)
 	// parked: the command ended on the timeline before its data had moved
@@ -19,16 +20,23 @@ type effect struct {
 
 // queueMoveLocked queues the data movement of ch's head, which starts on
 // en, and starts the VM's mover if it is idle.
-func (s *Sim) queueMoveLocked(en *engine, ch *channel, move func()) {
+func (s *Sim) queueMoveLocked(en *engine, ch *channel, move func(), data bool) {
+	en.fx = s.queueEffectLocked(ch.vm, ch, move)
+	en.fx.data = data
+}
+
+// queueEffectLocked queues an effect of v's (ch nil: of no command, such
+// as the loss of its buffers after a timeout) and starts its mover if it
+// is idle.
+func (s *Sim) queueEffectLocked(v *simVM, ch *channel, move func()) *effect {
 	fx := &effect{move: move, ch: ch}
-	en.fx = fx
-	v := ch.vm
 	v.fx.push(fx)
 	if !v.moving {
 		v.moving = true
 		v.movers.Add(1)
 		go v.mover()
 	}
+	return fx
 }
 
 // mover carries out the VM's queued data movements in order, then ends.
@@ -44,10 +52,11 @@ func (v *simVM) mover() {
 		if !v.closed { // a closed VM's heap may be unmapped soon: drop the rest
 			hook := s.beforeMove
 			s.mu.Unlock()
-			if hook != nil {
+			if hook != nil && fx.data {
 				hook()
 			}
 			fx.move()
+			v.dev.commit() // the command's records, and the pages it set
 			s.mu.Lock()
 		}
 		v.fx.popFront()

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -120,7 +119,8 @@ func TestKeepAdopt(t *testing.T) {
 }
 
 // A kept state is refused, whole, where it does not fit: another
-// backend's, one more than the sim's free memory, an unsealed file.
+// backend's, one more than the sim's free memory, files that are not a
+// device state, one descriptor.
 func TestKeepRefused(t *testing.T) {
 	k, heap := keepState(t)
 	attachWith := func(s *Sim, a *backend.Kept) error {
@@ -139,96 +139,44 @@ func TestKeepRefused(t *testing.T) {
 	if small.Stats().MemoryUsed != 0 {
 		t.Errorf("a refused state left %d bytes counted", small.Stats().MemoryUsed)
 	}
-	fd, err := unix.MemfdCreate("unsealed", 0)
+	zeros := memfdOf(t, make([]byte, devHeader+segMin))
+	if err := attachWith(manual(t), &backend.Kept{Backend: "sim", FDs: []int{zeros, k.FDs[1]}}); !errors.Is(err, backend.ErrBadKept) {
+		t.Errorf("a meta file of zeros: %v", err)
+	}
+	if err := attachWith(manual(t), &backend.Kept{Backend: "sim", FDs: k.FDs[:1]}); !errors.Is(err, backend.ErrBadKept) {
+		t.Errorf("one descriptor: %v", err)
+	}
+	if err := attachWith(manual(t), &k); err != nil {
+		t.Errorf("the state refused elsewhere does not attach as it is: %v", err)
+	}
+}
+
+// memfdOf is a memfd holding b.
+func memfdOf(t testing.TB, b []byte) int {
+	t.Helper()
+	fd, err := unix.MemfdCreate("test", unix.MFD_CLOEXEC)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(fd)
-	if err := unix.Ftruncate(fd, keptHeader); err != nil {
+	t.Cleanup(func() { unix.Close(fd) })
+	if _, err := unix.Pwrite(fd, b, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := attachWith(manual(t), &backend.Kept{Backend: "sim", FDs: []int{fd}}); !errors.Is(err, backend.ErrBadKept) {
-		t.Errorf("an unsealed memfd: %v", err)
-	}
+	return fd
 }
 
-// keptBytes is the encoding of the state keepState keeps.
-func keptBytes(t testing.TB, k backend.Kept) []byte {
+// fileBytes is fd's contents.
+func fileBytes(t testing.TB, fd int) []byte {
+	t.Helper()
 	var st unix.Stat_t
-	if err := unix.Fstat(k.FDs[0], &st); err != nil {
+	if err := unix.Fstat(fd, &st); err != nil {
 		t.Fatal(err)
 	}
 	b := make([]byte, st.Size)
-	if _, err := unix.Pread(k.FDs[0], b, 0); err != nil {
+	if _, err := unix.Pread(fd, b, 0); err != nil && st.Size > 0 {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// Every single-byte change of a kept state's tables that decodeKept
-// accepts still describes buffers inside their sizes and data inside the
-// file (decodeKept is also fuzzed: FuzzDecodeKept).
-func TestKeptCorruptTables(t *testing.T) {
-	k, _ := keepState(t)
-	b := keptBytes(t, k)
-	if _, err := decodeKept(b); err != nil {
-		t.Fatalf("the kept state does not decode: %v", err)
-	}
-	for _, cut := range []int{0, 7, keptHeader - 1, keptHeader, len(b) - 1} {
-		if _, err := decodeKept(b[:cut]); err == nil {
-			t.Errorf("a state cut at %d of %d decodes", cut, len(b))
-		}
-	}
-	tables := keptHeader + 8 + 3*keptBufLen + 6*keptPgLen
-	refused := 0
-	for i := 8; i < tables && i < len(b); i++ {
-		c := bytes.Clone(b)
-		c[i] ^= 0xff
-		if _, err := decodeKept(c); err != nil {
-			refused++
-		}
-	}
-	if refused == 0 {
-		t.Error("no corrupted table byte was refused")
-	}
-}
-
-func FuzzDecodeKept(f *testing.F) {
-	var seed bytes.Buffer
-	seed.WriteString(keptMagic)
-	f.Add(append(seed.Bytes(), make([]byte, keptHeader-8)...))
-	buf := newBuffer(2*pageSize + 3)
-	buf.write(5, []byte("data"))
-	buf.memset(pageSize, pageSize, 9)
-	buf.write(2*pageSize, []byte{1, 2, 3})
-	k := kept{mods: map[uint32]struct{}{4: {}}, bufs: map[uint32]*buffer{1: buf, 2: newBuffer(10)}}
-	enc := make([]byte, keptHeader+8+2*keptBufLen+3*keptPgLen+pageSize+3)
-	k.encode(enc, 3, pageSize+3)
-	if _, err := decodeKept(enc); err != nil {
-		f.Fatalf("the seed does not decode: %v", err)
-	}
-	f.Add(enc)
-	f.Fuzz(func(t *testing.T, b []byte) {
-		k, err := decodeKept(b)
-		if err != nil {
-			return
-		}
-		var used uint64
-		for h, buf := range k.bufs {
-			if h == 0 || buf.size == 0 {
-				t.Fatalf("buffer %d of %d bytes accepted", h, buf.size)
-			}
-			used += buf.size
-			for i, p := range buf.pages {
-				if uint64(len(p.b)) != buf.pageLen(i) {
-					t.Fatalf("buffer %d page %d: %d bytes, want %d", h, i, len(p.b), buf.pageLen(i))
-				}
-			}
-		}
-		if used != k.used {
-			t.Fatalf("used %d, buffers %d", k.used, used)
-		}
-	})
 }
 
 // TestKeptClaimCounterBounded: a kept claim counter more than a ring past
@@ -236,23 +184,135 @@ func FuzzDecodeKept(f *testing.F) {
 // never looks), not adopted.
 func TestKeptClaimCounterBounded(t *testing.T) {
 	k, heap := keepState(t)
-	b := keptBytes(t, k)
-	binary.LittleEndian.PutUint64(b[8:], 1000) // the claim counter, 64 slots past head 0 and more
-	fd, err := unix.MemfdCreate("kept", unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	if _, err := unix.Pwrite(fd, b, 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, keptSeals); err != nil {
-		t.Fatal(err)
-	}
+	b := fileBytes(t, k.FDs[0])
+	le.PutUint64(b[hdrRingCtr:], 1000) // 64 slots past head 0 and more
 	area := make([]byte, abi.SyscallAreaSize(64))
-	_, err = manual(t).Attach(backend.VMSpec{ID: 1, Channels: 1, Heap: heap, Syscalls: area, Complete: func(backend.Completion) {},
-		RingHead: func() uint64 { return 0 }, Adopt: &backend.Kept{Backend: "sim", FDs: []int{fd}}})
+	_, err := manual(t).Attach(backend.VMSpec{ID: 1, Channels: 1, Heap: heap, Syscalls: area, Complete: func(backend.Completion) {},
+		RingHead: func() uint64 { return 0 }, Adopt: &backend.Kept{Backend: "sim", FDs: []int{memfdOf(t, b), k.FDs[1]}}})
 	if !errors.Is(err, backend.ErrBadKept) {
 		t.Errorf("a claim counter 1000 past a head of 0 with 64 slots: %v, want ErrBadKept", err)
 	}
+}
+
+// checkDevState fails unless st, which decodeDev accepted, is within its
+// bounds: handles non-zero, pages inside their buffers, slots inside the
+// arena, fills whole pages, the use the buffers' sizes.
+func checkDevState(t *testing.T, st *devState, slots uint64) {
+	t.Helper()
+	var used uint64
+	for h, b := range st.bufs {
+		if h == 0 || b.size == 0 {
+			t.Fatalf("buffer %d of %d bytes accepted", h, b.size)
+		}
+		used += b.size
+		for i, ref := range b.pages {
+			v := ref &^ refTag
+			switch {
+			case i >= (b.size+pageSize-1)/pageSize:
+				t.Fatalf("buffer %d: page %d beyond its %d bytes", h, i, b.size)
+			case ref&refTag == refSlot && v >= slots:
+				t.Fatalf("buffer %d page %d: slot %d of %d", h, i, v, slots)
+			case ref&refTag == refFill && (v == 0 || v > 0xff || b.size-i*pageSize < pageSize):
+				t.Fatalf("buffer %d page %d: fill %d", h, i, v)
+			case ref&refTag != refSlot && ref&refTag != refFill:
+				t.Fatalf("buffer %d page %d: ref %#x", h, i, ref)
+			}
+		}
+	}
+	if used != st.used {
+		t.Fatalf("used %d, buffers %d", st.used, used)
+	}
+	for h := range st.mods {
+		if h == 0 {
+			t.Fatal("module 0 accepted")
+		}
+	}
+	if len(st.mods) > maxModules {
+		t.Fatalf("%d modules", len(st.mods))
+	}
+}
+
+// Every single-byte change of a kept state's committed records that
+// decodeDev accepts still describes buffers inside their sizes and pages
+// inside the arena (decodeDev is also fuzzed: FuzzDecodeDev).
+func TestKeptCorruptRecords(t *testing.T) {
+	k, _ := keepState(t)
+	m, a := fileBytes(t, k.FDs[0]), fileBytes(t, k.FDs[1])
+	slots := uint64(len(a)) / pageSize
+	recs, _, _, _, err := committedRecords(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodeDev(recs, slots); err != nil {
+		t.Fatalf("the kept records do not decode: %v", err)
+	}
+	refused := 0
+	for i := range recs {
+		c := bytes.Clone(recs)
+		c[i] ^= 0xff
+		st, err := decodeDev(c, slots)
+		if err != nil {
+			refused++
+			continue
+		}
+		checkDevState(t, st, slots)
+	}
+	if refused == 0 {
+		t.Error("no corrupted record byte was refused")
+	}
+	for _, cut := range []int{0, 7, devHeader - 1} {
+		if _, _, _, _, err := committedRecords(m[:cut]); err == nil {
+			t.Errorf("a meta file cut at %d decodes", cut)
+		}
+	}
+	c := bytes.Clone(m)
+	le.PutUint64(c[hdrCommit:], le.Uint64(c[hdrCommit:])+uint64(len(m))) // committed past the file
+	if _, _, _, _, err := committedRecords(c); err == nil {
+		t.Error("a commit word past the file decodes")
+	}
+}
+
+// FuzzDecodeDev decodes a meta file made of a header (the fuzzer's,
+// padded to its size) and records, for an arena of 8 slots.
+func FuzzDecodeDev(f *testing.F) {
+	hdr := make([]byte, hdrSegs+32)
+	copy(hdr, devMagic)
+	le.PutUint64(hdr[hdrVersion:], devVersion)
+	le.PutUint64(hdr[hdrSegs:], devHeader)
+	le.PutUint64(hdr[hdrSegs+8:], 1<<20)
+	var recs []byte
+	for _, r := range []devRecord{
+		{kind: recModule, handle: 4},
+		{kind: recAlloc, handle: 1, a: 2*pageSize + 3},
+		{kind: recPage, handle: 1, a: 0, b: refSlot | 2},
+		{kind: recPage, handle: 1, a: 1, b: refFill | 9},
+		{kind: recPage, handle: 1, a: 2, b: refSlot | 2},
+		{kind: recAlloc, handle: 2, a: 10},
+		{kind: recFree, handle: 1},
+		{kind: recReset},
+		{kind: recAlloc, handle: 1, a: pageSize},
+	} {
+		recs = r.append(recs)
+	}
+	h := bytes.Clone(hdr)
+	le.PutUint64(h[hdrCommit:], uint64(len(recs)))
+	f.Add(h, recs)
+	f.Add(hdr, recs[:recLen])
+	f.Fuzz(func(t *testing.T, hdr, recs []byte) {
+		m := make([]byte, devHeader, devHeader+len(recs))
+		copy(m, hdr)
+		m = append(m, recs...)
+		got, _, _, _, err := committedRecords(m)
+		if err != nil {
+			return
+		}
+		if len(got) > len(recs) {
+			t.Fatalf("%d bytes of records out of %d", len(got), len(recs))
+		}
+		st, err := decodeDev(got, 8)
+		if err != nil {
+			return
+		}
+		checkDevState(t, st, 8)
+	})
 }

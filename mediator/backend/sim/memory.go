@@ -43,16 +43,22 @@ func execAlloc(s *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
 	if c.Size > s.p.Memory-s.memUsed || c.Size > math.MaxInt || !v.fitsLocked(c.Size) {
 		return abi.ErrNoMemory
 	}
-	v.bufs[c.Handle] = newBuffer(c.Size) // no backing until written
+	h, b, d := c.Handle, newDevBuffer(c.Size, c.Handle, v.dev), v.dev // no backing until written
+	v.bufs[h] = b
 	s.memUsed += c.Size
 	v.memUsed += c.Size
+	if d != nil {
+		s.moving = func() { d.alloc(h, b) }
+	}
 	return abi.OK
 }
 
 // execFree drops the handle and gives its bytes back at once. A MEMSET or
 // COPY that started earlier and is still moving data holds the buffer
 // itself, not the handle: it finishes on a buffer nobody can name any
-// more, which the garbage collector reclaims after it.
+// more, which the garbage collector reclaims after it. The device file
+// releases the buffer's pages after it too (the FREE's record follows
+// the movement's, in the mover).
 func execFree(s *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
 	b, ok := v.bufs[c.Handle]
 	if !ok {
@@ -61,6 +67,10 @@ func execFree(s *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
 	delete(v.bufs, c.Handle)
 	s.memUsed -= b.size
 	v.memUsed -= b.size
+	h, d := c.Handle, v.dev
+	if d != nil {
+		s.moving = func() { d.freeBuf(h) }
+	}
 	return abi.OK
 }
 
@@ -131,7 +141,7 @@ func execCopy(s *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
 // dispatchEngineLocked to queue (nothing for n = 0).
 func (s *Sim) moveLocked(n uint64, move func()) {
 	if n > 0 {
-		s.moving = move
+		s.moving, s.data = move, true
 	}
 }
 

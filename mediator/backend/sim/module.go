@@ -28,7 +28,7 @@ var le = binary.LittleEndian
 // abi.SimModuleImage (a trailing NUL allowed), names the built-in programs.
 // PTX and cubin are ErrUnsupported, another image ErrBadRecord, a handle in
 // use ErrBadHandle, more than maxModules ErrNoMemory.
-func execLoadModule(_ *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
+func execLoadModule(s *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
 	if c.Format != abi.ModuleSim {
 		return abi.ErrUnsupported
 	}
@@ -46,6 +46,10 @@ func execLoadModule(_ *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
 		return abi.ErrNoMemory
 	}
 	v.mods[c.Handle] = struct{}{}
+	h, d := c.Handle, v.dev
+	if d != nil {
+		s.moving = func() { d.module(h) }
+	}
 	return abi.OK
 }
 
@@ -129,7 +133,7 @@ func (l *launch) relocate(relocs []byte, v *simVM) abi.ErrorCode {
 			if v.area == nil {
 				return abi.ErrUnsupported
 			}
-			l.ringCtr = &v.ringCtr
+			l.ringCtr = v.ringCtr
 		case abi.RelocBuffer:
 			return abi.ErrUnsupported
 		default:

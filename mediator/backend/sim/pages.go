@@ -1,9 +1,6 @@
 package sim
 
-import (
-	"bytes"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // pageSize is the grain of a buffer's backing.
 const pageSize = 64 << 10
@@ -12,19 +9,28 @@ const pageSize = 64 << 10
 // wrote has no backing and reads as zeros, so an ALLOC takes no host memory
 // and a MEMSET of whole pages takes none either (they share a read-only
 // fill page). size is fixed at ALLOC; pages are touched only by the VM's
-// mover goroutine (effects.go), never under Sim.mu.
+// mover goroutine (effects.go), never under Sim.mu. A buffer of a VM's
+// device file (dev) has its pages' data in the file's arena, and notes
+// every page it sets there (devfile.go); one without (dev nil) has them in
+// the heap.
 type buffer struct {
-	size  uint64
-	pages map[uint64]*page // by index; nil until the first write
+	size   uint64
+	handle uint32
+	dev    *devFile
+	pages  map[uint64]*page // by index; nil until the first write
 }
 
 // page is one page of backing (shorter at the end of a buffer whose size is
 // not a whole number of pages). A shared page is read only: fill pages, and
 // pages a device-to-device COPY handed to a second owner; writing one
-// copies it first.
+// copies it first. So is a page of a device file's state: only a fresh
+// one, made by the command running, is written in place (and it is in
+// the state once the command commits).
 type page struct {
 	b      []byte
 	shared bool
+	fresh  bool
+	slot   int32 // its slot in the device file's arena; -1: none
 }
 
 // fillPages are the whole pages of each byte value but 0, made when first
@@ -35,7 +41,7 @@ func fillPage(v byte) *page {
 	if p := fillPages[v].Load(); p != nil {
 		return p
 	}
-	p := &page{b: make([]byte, pageSize), shared: true}
+	p := &page{b: make([]byte, pageSize), shared: true, slot: -1}
 	fill(p.b, v)
 	fillPages[v].CompareAndSwap(nil, p)
 	return fillPages[v].Load()
@@ -43,34 +49,53 @@ func fillPage(v byte) *page {
 
 func newBuffer(size uint64) *buffer { return &buffer{size: size} }
 
+// newDevBuffer is a buffer of d's, under handle h.
+func newDevBuffer(size uint64, h uint32, d *devFile) *buffer {
+	return &buffer{size: size, handle: h, dev: d}
+}
+
 // pageLen is the length of page i.
 func (b *buffer) pageLen(i uint64) uint64 { return min(pageSize, b.size-i*pageSize) }
 
 // setPage replaces page i (nil: zeros).
 func (b *buffer) setPage(i uint64, p *page) {
-	if p == nil {
-		delete(b.pages, i)
+	old := b.pages[i]
+	if old == p {
 		return
 	}
-	if b.pages == nil {
-		b.pages = map[uint64]*page{}
+	if p == nil {
+		delete(b.pages, i)
+	} else {
+		if b.pages == nil {
+			b.pages = map[uint64]*page{}
+		}
+		b.pages[i] = p
 	}
-	b.pages[i] = p
+	if b.dev != nil {
+		b.dev.pageSet(b, i, old, p)
+	}
 }
 
 // writable is page i, made or copied so that it can be written.
-func (b *buffer) writable(i uint64) *page {
+func (b *buffer) writable(i uint64) *page { return b.writableFor(i, false) }
+
+// writableFor is writable; whole: the caller writes the whole page, so a
+// new one need not be copied or cleared.
+func (b *buffer) writableFor(i uint64, whole bool) *page {
 	p := b.pages[i]
-	switch {
-	case p == nil:
-		p = &page{b: make([]byte, b.pageLen(i))}
-	case p.shared:
-		p = &page{b: bytes.Clone(p.b)}
-	default:
+	if p != nil && p.fresh && !p.shared {
 		return p
 	}
-	b.setPage(i, p)
-	return p
+	np := b.dev.newPage(b.pageLen(i))
+	switch {
+	case whole:
+	case p != nil:
+		copy(np.b, p.b)
+	default:
+		clear(np.b)
+	}
+	b.setPage(i, np)
+	return np
 }
 
 // chunks calls f for each page-bounded piece of [off, off+n): the page, the
@@ -119,7 +144,7 @@ func (b *buffer) write(off uint64, src []byte) {
 		if b.pages[i] == nil && allZero(src[at:at+k]) {
 			return
 		}
-		copy(b.writable(i).b[o:o+k], src[at:at+k])
+		copy(b.writableFor(i, k == b.pageLen(i)).b[o:o+k], src[at:at+k])
 	})
 }
 
@@ -138,7 +163,7 @@ func copyBuffer(dst *buffer, doff uint64, src *buffer, soff, n uint64) {
 		done += k
 		if k == pageSize && (soff+at)%pageSize == 0 && (doff+at)%pageSize == 0 {
 			p := src.pages[(soff+at)/pageSize]
-			if p != nil {
+			if p != nil && !p.shared { // a fill page is shared already, by every VM
 				p.shared = true
 			}
 			dst.setPage((doff+at)/pageSize, p)

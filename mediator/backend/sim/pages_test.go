@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 )
 
@@ -12,8 +13,30 @@ func FuzzPages(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17})
 	f.Add(bytes.Repeat([]byte{2, 0, 0, 1, 0, 0, 0, 0, 1, 0}, 8))
 	f.Fuzz(func(t *testing.T, ops []byte) {
+		fuzzPages(t, ops, nil)
+		d, err := newDevFile(1 << 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.close()
+		fuzzPages(t, ops, d)
+	})
+}
+
+// fuzzPages runs ops on two buffers, of dev when not nil (each op a command
+// committed), and checks them against plain slices; and, with dev, that
+// the arena's slots are counted right: each page's slot named by as many
+// pages as its count, the free ones by none.
+func fuzzPages(t *testing.T, ops []byte, dev *devFile) {
+	{
 		const size = 3*pageSize + 123
-		bufs := []*buffer{newBuffer(size), newBuffer(size)}
+		bufs := []*buffer{newDevBuffer(size, 1, dev), newDevBuffer(size, 2, dev)}
+		if dev != nil {
+			for _, b := range bufs {
+				dev.alloc(b.handle, b)
+			}
+			dev.commit()
+		}
 		refs := [][]byte{make([]byte, size), make([]byte, size)}
 		// at reads an offset scaled over the buffer, pages' edges included.
 		at := func(b []byte) uint64 { return (uint64(b[0])<<8 | uint64(b[1])) * size / 65536 }
@@ -38,6 +61,7 @@ func FuzzPages(f *testing.F) {
 				copyBuffer(bufs[d], off, bufs[s], soff, n)
 				copy(refs[d][off:off+n], refs[s][soff:soff+n])
 			}
+			dev.commit()
 		}
 		for i, b := range bufs {
 			got := make([]byte, size)
@@ -46,5 +70,24 @@ func FuzzPages(f *testing.F) {
 				t.Fatalf("buffer %d differs from its reference", i)
 			}
 		}
-	})
+		if dev == nil {
+			return
+		}
+		named := make([]uint32, len(dev.refs))
+		for _, b := range bufs {
+			for _, p := range b.pages {
+				if p.slot >= 0 {
+					named[p.slot]++
+				}
+			}
+		}
+		for _, s := range dev.free {
+			if named[s] != 0 || dev.refs[s] != 0 {
+				t.Fatalf("slot %d is free and named %d times (count %d)", s, named[s], dev.refs[s])
+			}
+		}
+		if !slices.Equal(named, dev.refs) {
+			t.Fatalf("slots named %v, counted %v", named, dev.refs)
+		}
+	}
 }

@@ -87,7 +87,8 @@ type Sim struct {
 
 	// Programs (LAUNCH of a built-in program, progsim.go).
 	starting *launch // set by execLaunch, taken by dispatchEngineLocked at once
-	moving   func()  // set by execMemset and execCopy, likewise (effects.go)
+	moving   func()  // set by execMemset and execCopy, likewise (effects.go), and by the commands that change the device files' state
+	data     bool    // moving is a MEMSET's or COPY's
 	// beforeMove, when set (by tests), runs in a mover before each data
 	// movement, without the lock.
 	beforeMove func()
@@ -181,12 +182,15 @@ func (s *Sim) Attach(spec backend.VMSpec) (backend.VM, error) {
 			return nil, fmt.Errorf("attaching VM %d: %w: syscall area: %v", spec.ID, backend.ErrInvalid, err)
 		}
 	}
-	k := &kept{bufs: map[uint32]*buffer{}, mods: map[uint32]struct{}{}}
-	if a := spec.Adopt; a != nil {
-		var err error
-		if k, err = adoptKept(a); err != nil {
-			return nil, fmt.Errorf("attaching VM %d: %w", spec.ID, err)
+	d, k, err := s.openDev(spec.Adopt)
+	if err != nil {
+		return nil, fmt.Errorf("attaching VM %d: %w", spec.ID, err)
+	}
+	refuse := func(err error) (backend.VM, error) {
+		if d != nil {
+			d.close()
 		}
+		return nil, fmt.Errorf("attaching VM %d: %w", spec.ID, err)
 	}
 	if spec.RingHead != nil {
 		head := spec.RingHead()
@@ -194,23 +198,26 @@ func (s *Sim) Attach(spec backend.VMSpec) (backend.VM, error) {
 			// At most a ring's length of claimed positions can be
 			// unread: past that, new calls would land where the mediator
 			// never looks.
-			return nil, fmt.Errorf("attaching VM %d: %w: claim counter %d, more than a ring past the mediator's head %d", spec.ID, backend.ErrBadKept, k.ringCtr, head)
+			return refuse(fmt.Errorf("%w: claim counter %d, more than a ring past the mediator's head %d", backend.ErrBadKept, k.ringCtr, head))
 		}
 		k.ringCtr = max(k.ringCtr, head) // new calls land where the mediator reads
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, fmt.Errorf("attaching VM %d: %w", spec.ID, backend.ErrClosed)
+		return refuse(backend.ErrClosed)
 	}
 	if _, dup := s.vms[spec.ID]; dup {
-		return nil, fmt.Errorf("attaching VM %d: %w: ID in use", spec.ID, backend.ErrInvalid)
+		return refuse(fmt.Errorf("%w: ID in use", backend.ErrInvalid))
 	}
 	if k.used > s.p.Memory-s.memUsed {
-		return nil, fmt.Errorf("attaching VM %d: %w: its %d bytes of buffers are more than the %d free", spec.ID, backend.ErrBadKept, k.used, s.p.Memory-s.memUsed)
+		return refuse(fmt.Errorf("%w: its %d bytes of buffers are more than the %d free", backend.ErrBadKept, k.used, s.p.Memory-s.memUsed))
 	}
 	v := &simVM{s: s, id: spec.ID, heap: spec.Heap, area: area, complete: spec.Complete, quota: spec.MemoryQuota, maxCmd: spec.MaxCommandNs,
-		bufs: k.bufs, mods: k.mods, memUsed: k.used, drained: make(chan struct{}, 1)}
+		bufs: k.bufs, mods: k.mods, memUsed: k.used, drained: make(chan struct{}, 1), dev: d, ringCtr: new(atomic.Uint64)}
+	if d != nil {
+		v.ringCtr = d.ringCtr
+	}
 	v.ringCtr.Store(k.ringCtr)
 	s.memUsed += k.used
 	v.chans = make([]*channel, spec.Channels)

@@ -22,7 +22,8 @@ type simVM struct {
 	bufs     map[uint32]*buffer
 	mods     map[uint32]struct{} // loaded modules (abi.ModuleSim)
 	area     *slotcall.Area      // the syscall area, nil without one
-	ringCtr  atomic.Uint64       // the request ring's claim counter (the sim's "device memory")
+	ringCtr  *atomic.Uint64      // the request ring's claim counter (the sim's "device memory": in dev)
+	dev      *devFile            // the device state's files (devfile.go); nil without: the mover's, then Close's
 	stats    *vmStats
 	closed   bool
 	quota    uint64       // device memory the VM may hold, 0: no quota
@@ -92,6 +93,9 @@ func (s *Sim) timedOutLocked(v *simVM, ch int, op abi.Opcode) {
 	v.memUsed = 0
 	v.bufs = map[uint32]*buffer{}
 	v.mods = map[uint32]struct{}{}
+	if d := v.dev; d != nil {
+		s.queueEffectLocked(v, nil, d.reset)
+	}
 }
 
 // SetMemoryQuota bounds the device memory the VM's buffers may hold (0:
@@ -145,8 +149,9 @@ func (v *simVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 // callback: then they are delivered when that callback returns.
 func (v *simVM) Close() error { return v.close(nil) }
 
-// close is Close; keep, when not nil, is called under Sim.mu just before
-// the VM lets its buffers and modules go (Keep).
+// close is Close; keep, when not nil, is called once the VM's programs
+// and mover have ended, before its device files are closed (Keep takes
+// them).
 func (v *simVM) close(keep func()) error {
 	s := v.s
 	s.mu.Lock()
@@ -154,14 +159,18 @@ func (v *simVM) close(keep func()) error {
 		s.mu.Unlock()
 		return fmt.Errorf("closing VM %d: %w", v.id, backend.ErrClosed)
 	}
-	if keep != nil {
-		keep()
-	}
 	s.closeVMLocked(v)
 	s.notifyLocked()
 	s.mu.Unlock()
 	v.progs.Wait()  // aborted: they end promptly, and must not outlive the heap
 	v.movers.Wait() // the movement under way ends; the rest are dropped
+	if keep != nil {
+		keep()
+	}
+	if v.dev != nil {
+		v.dev.close()
+		v.dev = nil
+	}
 	if s.manual {
 		s.deliverManual()
 		return nil

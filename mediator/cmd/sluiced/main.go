@@ -52,7 +52,8 @@ successor starts the proxies again). The successor reads the
 reads it again instead.
 
 Under systemd (NOTIFY_SOCKET set; see deploy/systemd/sluiced.service)
-sluiced keeps the same descriptors in the service manager's fd store: a
+sluiced keeps the same descriptors in the service manager's fd store, and
+the sim backend's device files (a VM's buffers and modules): a
 sluiced started after a crash, or by systemctl restart (SIGTERM then leaves
 the VMs to the store instead of disconnecting their guests), takes the VMs
 over from it; VMs that serve system calls through a proxy excepted (their

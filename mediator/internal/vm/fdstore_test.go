@@ -37,13 +37,20 @@ func (s *memStore) Remove(name string) error {
 	return nil
 }
 
-// passed is what the store would pass a successor: a copy of its map.
+// passed is what the store would pass a successor: duplicates of its
+// descriptors, by name.
 func (s *memStore) passed() map[string][]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := map[string][]int{}
 	for k, v := range s.fds {
-		out[k] = append([]int(nil), v...)
+		for _, fd := range v {
+			d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+			if err != nil {
+				panic(err)
+			}
+			out[k] = append(out[k], d)
+		}
 	}
 	return out
 }

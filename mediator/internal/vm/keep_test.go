@@ -56,7 +56,7 @@ func TestExportKeepsDeviceState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Device == nil || h.Device.Backend != "sim" || len(h.Device.FDs) != 1 {
+	if h.Device == nil || h.Device.Backend != "sim" || len(h.Device.FDs) != 2 {
 		t.Fatalf("kept device state %+v, want the sim's", h.Device)
 	}
 	succBE, err := sim.New(backend.Options{})
@@ -247,4 +247,94 @@ func crash(t *testing.T, v *VM, store *memStore) map[string][]int {
 		}
 	}
 	return stored
+}
+
+// A VM on a backend that keeps its device state in files from its attach
+// on (the sim) stores them in the fd store when it is created, before any
+// quiesce; a successor rebuilt from the store adopts them and goes on in
+// them (they stay stored, under the same names), and deleting the VM
+// takes them out.
+func TestStoreLiveDeviceState(t *testing.T) {
+	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &memStore{fds: map[string][]int{}}
+	cfg := Config{Name: "d", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/d.sock", Store: store}
+	old, err := sim.New(backend.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	v, err := New(cfg, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	names := []string{"vm/d/device/sim/0", "vm/d/device/sim/1"}
+	for _, n := range names {
+		if len(store.passed()[n]) != 1 {
+			t.Fatalf("%s is not stored when the vm is created: %v", n, store.passed())
+		}
+	}
+	dev, ch, ctx := guestChannel(t, v)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 5000)
+	if err := dev.WriteHeap(0, data); err != nil {
+		t.Fatal(err)
+	}
+	run := func(cmds ...abi.Command) error {
+		idx, err := ch.Submit(ctx, cmds...)
+		if err != nil {
+			return err
+		}
+		return ch.Wait(ctx, idx)
+	}
+	n := uint64(len(data))
+	if err := run(abi.Command{Op: abi.OpAlloc, Handle: 4, Size: n},
+		abi.Command{Op: abi.OpCopy, Handle: 4, Dir: abi.CopyHostToDevice, HeapOff: 0, Length: n}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Export(0); err != nil { // the predecessor stops serving
+		t.Fatal(err)
+	}
+	h, err := FromStore("d", abi.Vectors(1), store.passed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Device == nil || len(h.Device.FDs) != 2 {
+		t.Fatalf("the device state from the store: %+v", h.Device)
+	}
+	succBE, err := sim.New(backend.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer succBE.Close()
+	cfg.Adopt = &h
+	succ, err := New(cfg, succBE)
+	if err != nil {
+		t.Fatalf("adopting: %v", err)
+	}
+	for _, n := range names {
+		if len(store.passed()[n]) == 0 {
+			t.Errorf("%s is no longer stored after the successor adopted it", n)
+		}
+	}
+	if err := run(abi.Command{Op: abi.OpCopy, Handle: 4, Dir: abi.CopyDeviceToHost, HeapOff: n, Length: n}); err != nil {
+		t.Fatalf("reading the buffer back: %v", err)
+	}
+	got := make([]byte, n)
+	if err := dev.ReadHeap(n, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Error("the buffer read back after the take-over differs")
+	}
+	if err := succ.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if len(store.passed()[n]) != 0 {
+			t.Errorf("%s stays stored after the vm is deleted", n)
+		}
+	}
 }

@@ -186,6 +186,15 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("attaching vm %q to the backend: %w", cfg.Name, err)
 	}
+	if p, ok := v.gpu.(backend.Persister); ok && cfg.Store != nil {
+		// The files the backend keeps the device state in from now on
+		// (the sim's): a successor after a crash attaches the VM with them.
+		if k := p.Stored(); len(k.FDs) > 0 {
+			if err := v.storeDevice(k); err != nil {
+				slog.Warn("fd store: the vm's device state is not stored; a crash now would lose its buffers", "vm", cfg.Name, "err", err)
+			}
+		}
+	}
 	v.gpuMem, _ = v.gpu.(backend.MemoryQuota)
 	v.gpuLim, _ = v.gpu.(backend.CommandLimit)
 	v.maxCmd.Store(int64(min(cfg.Limits.MaxThrottleNs, math.MaxInt64)))
