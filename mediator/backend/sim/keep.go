@@ -170,6 +170,3 @@ type kept struct {
 	bufs    map[uint32]*buffer
 	used    uint64 // the buffers' sizes
 }
-
-// setRingCtr stores the claim counter the VM starts with.
-func (d *devFile) setRingCtr(c uint64) { d.ringCtr.Store(c) }

@@ -47,8 +47,6 @@ func fillPage(v byte) *page {
 	return fillPages[v].Load()
 }
 
-func newBuffer(size uint64) *buffer { return &buffer{size: size} }
-
 // newDevBuffer is a buffer of d's, under handle h.
 func newDevBuffer(size uint64, h uint32, d *devFile) *buffer {
 	return &buffer{size: size, handle: h, dev: d}
