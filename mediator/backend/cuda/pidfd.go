@@ -78,7 +78,8 @@ func (p *pidfdProc) release() {
 	}
 	if p.child {
 		var info unix.Siginfo
-		_ = unix.Waitid(unix.P_PIDFD, p.fd, &info, unix.WEXITED|unix.WNOHANG, nil)
+		for unix.Waitid(unix.P_PIDFD, p.fd, &info, unix.WEXITED|unix.WNOHANG, nil) == unix.EINTR {
+		}
 	}
 	unix.Close(p.fd)
 	p.fd = -1
