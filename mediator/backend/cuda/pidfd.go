@@ -78,8 +78,7 @@ func (p *pidfdProc) release() {
 	}
 	if p.child {
 		var info unix.Siginfo
-		for unix.Waitid(unix.P_PIDFD, p.fd, &info, unix.WEXITED|unix.WNOHANG, nil) == unix.EINTR {
-		}
+		_ = unix.Waitid(unix.P_PIDFD, p.fd, &info, unix.WEXITED|unix.WNOHANG, nil)
 	}
 	unix.Close(p.fd)
 	p.fd = -1

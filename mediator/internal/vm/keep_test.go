@@ -32,26 +32,12 @@ func TestExportKeepsDeviceState(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	dev, ch, ctx := guestChannel(t, v)
 	data := make([]byte, 100<<10) // a whole page and a part of one
 	for i := range data {
 		data[i] = byte(i*31 + 7)
 	}
-	if err := dev.WriteHeap(0, data); err != nil {
-		t.Fatal(err)
-	}
-	run := func(cmds ...abi.Command) error {
-		idx, err := ch.Submit(ctx, cmds...)
-		if err != nil {
-			return err
-		}
-		return ch.Wait(ctx, idx)
-	}
+	run, readBack := filledBuffer(t, v, data)
 	n := uint64(len(data))
-	if err := run(abi.Command{Op: abi.OpAlloc, Handle: 4, Size: n},
-		abi.Command{Op: abi.OpCopy, Handle: 4, Dir: abi.CopyHostToDevice, HeapOff: 0, Length: n}); err != nil {
-		t.Fatal(err)
-	}
 	h, err := v.Export(time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -73,14 +59,7 @@ func TestExportKeepsDeviceState(t *testing.T) {
 	if _, used := succ.Memory(); used != n {
 		t.Errorf("the successor's vm uses %d bytes, want %d", used, n)
 	}
-	if err := run(abi.Command{Op: abi.OpCopy, Handle: 4, Dir: abi.CopyDeviceToHost, HeapOff: n, Length: n}); err != nil {
-		t.Fatalf("reading the buffer back after the hand-over: %v", err)
-	}
-	got := make([]byte, n)
-	if err := dev.ReadHeap(n, got); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, data) {
+	if !bytes.Equal(readBack("after the hand-over"), data) {
 		t.Error("the buffer read back after the hand-over differs from what was written before it")
 	}
 	if err := run(abi.Command{Op: abi.OpAlloc, Handle: 4, Size: 1}); err == nil {
@@ -277,23 +256,8 @@ func TestStoreLiveDeviceState(t *testing.T) {
 			t.Fatalf("%s is not stored when the vm is created: %v", n, store.passed())
 		}
 	}
-	dev, ch, ctx := guestChannel(t, v)
 	data := bytes.Repeat([]byte("0123456789abcdef"), 5000)
-	if err := dev.WriteHeap(0, data); err != nil {
-		t.Fatal(err)
-	}
-	run := func(cmds ...abi.Command) error {
-		idx, err := ch.Submit(ctx, cmds...)
-		if err != nil {
-			return err
-		}
-		return ch.Wait(ctx, idx)
-	}
-	n := uint64(len(data))
-	if err := run(abi.Command{Op: abi.OpAlloc, Handle: 4, Size: n},
-		abi.Command{Op: abi.OpCopy, Handle: 4, Dir: abi.CopyHostToDevice, HeapOff: 0, Length: n}); err != nil {
-		t.Fatal(err)
-	}
+	_, readBack := filledBuffer(t, v, data)
 	if _, err := v.Export(0); err != nil { // the predecessor stops serving
 		t.Fatal(err)
 	}
@@ -319,14 +283,7 @@ func TestStoreLiveDeviceState(t *testing.T) {
 			t.Errorf("%s is no longer stored after the successor adopted it", n)
 		}
 	}
-	if err := run(abi.Command{Op: abi.OpCopy, Handle: 4, Dir: abi.CopyDeviceToHost, HeapOff: n, Length: n}); err != nil {
-		t.Fatalf("reading the buffer back: %v", err)
-	}
-	got := make([]byte, n)
-	if err := dev.ReadHeap(n, got); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, data) {
+	if !bytes.Equal(readBack("after the take-over"), data) {
 		t.Error("the buffer read back after the take-over differs")
 	}
 	if err := succ.Close(); err != nil {
@@ -337,4 +294,40 @@ func TestStoreLiveDeviceState(t *testing.T) {
 			t.Errorf("%s stays stored after the vm is deleted", n)
 		}
 	}
+}
+
+// filledBuffer joins v as a guest, writes data into its heap and copies it
+// into device buffer 4. run submits commands on the guest's channel and
+// waits for them; readBack copies buffer 4 back past data in the heap and
+// returns what it held (when says when, for a failure).
+func filledBuffer(t *testing.T, v *VM, data []byte) (run func(...abi.Command) error, readBack func(when string) []byte) {
+	t.Helper()
+	dev, ch, ctx := guestChannel(t, v)
+	if err := dev.WriteHeap(0, data); err != nil {
+		t.Fatal(err)
+	}
+	run = func(cmds ...abi.Command) error {
+		idx, err := ch.Submit(ctx, cmds...)
+		if err != nil {
+			return err
+		}
+		return ch.Wait(ctx, idx)
+	}
+	n := uint64(len(data))
+	if err := run(abi.Command{Op: abi.OpAlloc, Handle: 4, Size: n},
+		abi.Command{Op: abi.OpCopy, Handle: 4, Dir: abi.CopyHostToDevice, HeapOff: 0, Length: n}); err != nil {
+		t.Fatal(err)
+	}
+	readBack = func(when string) []byte {
+		t.Helper()
+		if err := run(abi.Command{Op: abi.OpCopy, Handle: 4, Dir: abi.CopyDeviceToHost, HeapOff: n, Length: n}); err != nil {
+			t.Fatalf("reading the buffer back %s: %v", when, err)
+		}
+		got := make([]byte, n)
+		if err := dev.ReadHeap(n, got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	return run, readBack
 }
