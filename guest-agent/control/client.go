@@ -73,7 +73,9 @@ func dialOnce(ctx context.Context, socket string) (*Client, error) {
 			conn.Close()
 			return nil, err
 		}
-		if m.Kind == KindHello {
+		// A hello without the agent's version is the host's own, echoed by
+		// the guest's tty before the agent put it in raw mode.
+		if m.Kind == KindHello && m.Agent != "" {
 			c.agent = m.Agent
 			conn.SetDeadline(time.Time{})
 			return c, nil

@@ -15,7 +15,9 @@ import (
 
 // fakeGuest listens like QEMU's chardev and answers like the agent: it
 // leaves a stale response first, then echoes each request's arguments.
-func fakeGuest(t *testing.T, answer bool) string {
+// With echo it first echoes the line it gets, as a tty does while the agent
+// has opened it but not yet set it to raw mode.
+func fakeGuest(t *testing.T, answer bool, echo ...bool) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "ctl")
 	if err != nil {
@@ -48,6 +50,11 @@ func fakeGuest(t *testing.T, answer bool) string {
 			}
 			if err != nil {
 				return
+			}
+			if len(echo) > 0 && echo[0] {
+				b, _ := control.Encode(m)
+				conn.Write(b)
+				echo = nil
 			}
 			var out control.Message
 			switch m.Kind {
@@ -82,6 +89,21 @@ func TestClientExec(t *testing.T) {
 		if m.Stdout != strings.Join(args, " ") {
 			t.Errorf("exec %q: stdout %q", args, m.Stdout)
 		}
+	}
+}
+
+// TestDialSkipsEcho: the host's own hello, echoed back by a guest tty not
+// yet in raw mode, is not the agent's (the e2e boot spec once saw agent "").
+func TestDialSkipsEcho(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, err := control.Dial(ctx, fakeGuest(t, true, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Agent() != "fake" {
+		t.Errorf("agent %q, want the fake's hello, not the echo of the host's", c.Agent())
 	}
 }
 
