@@ -35,7 +35,7 @@ func TestCheckedInSpecs(t *testing.T) {
 		}
 	}
 	for _, name := range []string{
-		"alone-5us-depth1.yaml", "alone-5us-depth32.yaml", "alone-10us-depth1.yaml", "alone-10us-depth32.yaml",
+		"alone-5us-depth1.yaml", "alone-5us-depth8.yaml", "alone-5us-depth32.yaml", "alone-10us-depth8.yaml", "alone-10us-depth1.yaml", "alone-10us-depth32.yaml",
 		"alone-10ms-depth4.yaml", "skew3-dfq.yaml", "equal8-dfq.yaml", "equal16-dfq.yaml", "mixed-dfq.yaml",
 		"weights13-dfq.yaml", "depths-dfq.yaml",
 	} {
