@@ -528,11 +528,11 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 stop:
 	switch {
 	case n == len(ch.q):
-		// Everything went: the queue starts over in its array (a depth-1
-		// loop queues with no allocation).
+		// Everything went: the queue starts over at its array's start.
 		clear(ch.q)
-		ch.q = ch.q[:0]
+		ch.q = ch.qbuf[:0]
 	case n > 0:
+		clear(ch.q[:n]) // no worker kept alive by a delivered command
 		ch.q = ch.q[n:]
 	}
 	if len(ch.q) == 0 {

@@ -109,3 +109,77 @@ func TestDepth1ManyProcessors(t *testing.T) {
 		t.Fatalf("%d of %d commands completed in a minute", next.Load(), n)
 	}
 }
+
+// BenchmarkDepth8 keeps 8 NOPs in flight on the fake driver, each
+// completion's callback submitting one more: the host's part of a command
+// at depth, and its allocations (the fake driver's own included).
+func BenchmarkDepth8(b *testing.B) {
+	be := fakeBackend(b)
+	defer be.Close()
+	done := make(chan struct{})
+	var vm backend.VM
+	var sent, left atomic.Int64 // the round's commands not submitted, not completed
+	submit := func() {          // one more of the round's, if any is left
+		if sent.Add(-1) < 0 {
+			return
+		}
+		if err := vm.Submit(0, abi.Command{Op: abi.OpNop}, 0); err != nil {
+			b.Error(err)
+		}
+	}
+	vm, err := be.Attach(backend.VMSpec{ID: 1, Name: "vm", Channels: 1, Heap: make([]byte, 1<<16),
+		Complete: func(c backend.Completion) {
+			if c.Code != abi.OK {
+				b.Errorf("completion %+v", c)
+			}
+			submit()
+			if left.Add(-1) == 0 {
+				done <- struct{}{}
+			}
+		}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer vm.Close()
+	run := func(n int) {
+		sent.Store(int64(n))
+		left.Store(int64(n))
+		for range min(n, 8) {
+			submit()
+		}
+		<-done
+	}
+	run(1000) // the worker starts
+	b.ReportAllocs()
+	b.ResetTimer()
+	run(b.N)
+}
+
+// TestQueueReusesItsArray: a channel's queue of commands in flight, pushed
+// at the back and cut at the front as completions go, allocates nothing
+// once its array fits the depth.
+func TestQueueReusesItsArray(t *testing.T) {
+	for _, depth := range []int{1, 8, 100} {
+		var ch channel
+		for i := range depth {
+			ch.push(item{seq: uint64(i)})
+		}
+		seq := uint64(depth)
+		step := func() {
+			ch.q = ch.q[1:]
+			ch.push(item{seq: seq})
+			seq++
+		}
+		for range 4 * depth { // the array grows to fit
+			step()
+		}
+		if allocs := testing.AllocsPerRun(1000, step); allocs != 0 {
+			t.Errorf("depth %d: %v allocations a command", depth, allocs)
+		}
+		for i, it := range ch.q {
+			if want := seq - uint64(depth) + uint64(i); it.seq != want {
+				t.Fatalf("depth %d: queue[%d] is command %d, want %d", depth, i, it.seq, want)
+			}
+		}
+	}
+}

@@ -113,7 +113,8 @@ type channel struct {
 	seq  uint64  // the last command sent to a worker (v.mu)
 
 	mu       sync.Mutex
-	q        []item // submitted, not yet delivered, in order
+	q        []item // submitted, not yet delivered, in order (push)
+	qbuf     []item // q's backing array
 	startSeq uint64 // the command whose start was seen, and when
 	startAt  int64
 	lastEnd  int64 // when the last command's end was seen
@@ -129,6 +130,24 @@ type channel struct {
 	// The hop diagnostic's (backendHops.mu): the last callback's start and
 	// the last Submit.
 	hopCallback, hopSubmit int64
+}
+
+// push queues it behind the commands in flight (ch.mu held). q moves
+// forward through its backing array qbuf as the completer drops delivered
+// commands from its front; where it reaches qbuf's end, the commands still
+// queued move back to qbuf's start if that much of it is free, and to an
+// array twice their number if not. So a channel queues without allocating
+// once its array fits its depth: appending to a queue cut from the front
+// reallocated every few commands at depth 8, garbage the mediator's
+// collector then had to keep up with.
+func (ch *channel) push(it item) {
+	if n := len(ch.q); n == cap(ch.q) {
+		if free := cap(ch.qbuf) - n; free < n || free == 0 {
+			ch.qbuf = make([]item, 0, max(16, 2*n))
+		}
+		ch.q = ch.qbuf[:copy(ch.qbuf[:n], ch.q)]
+	}
+	ch.q = append(ch.q, it)
 }
 
 // item is one submitted command.
@@ -587,7 +606,7 @@ func (v *cudaVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 		v.tail++
 		ring = v.blk.load(offSleeping) != 0
 	}
-	ch.q = append(ch.q, it)
+	ch.push(it)
 	if h := v.b.hops; h != nil {
 		h.submitted(ch, it.submitAt)
 	}
