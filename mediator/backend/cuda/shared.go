@@ -34,8 +34,8 @@ import (
 // the command's end marker, so the mediator finds the code in place once it
 // sees the marker; except a THROTTLE that launched, whose code the worker
 // writes right after the launch call returns (the launch goes first), and
-// whose end the mediator holds until the code is there (at most
-// recordWait, as for its record). A channel never has more than slots commands in flight
+// whose end the mediator holds until the code is there (while the worker
+// lives: completer.go, sweep). A channel never has more than slots commands in flight
 // (Submit refuses more), so a slot is not reused before its command is
 // delivered, and the ring (slots entries per channel) never overflows.
 const (
