@@ -165,3 +165,15 @@ func (b block) putEntry(i uint64, channel int, seq uint64, rec *abi.Record) {
 
 // ready reports whether ring position i holds its command (its stamp).
 func (b block) ready(i uint64) bool { return b.load(b.entryOff(i)+entryStamp) == i+1 }
+
+// published is the end of what the ring's writer published: the tail it
+// stored and, past it, the entries it stamped but had not stored the tail
+// for (it died between the two: putEntry), which the worker takes as any
+// other, as it goes by the stamps; a ring of them at most.
+func (b block) published() uint64 {
+	tail := b.load(offTail)
+	for n := uint64(0); n < b.l.ringCap && b.ready(tail); n++ {
+		tail++
+	}
+	return tail
+}
