@@ -490,11 +490,29 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 					it.endAt = at()
 				}
 				code, stamped := ch.codeAt(it.seq)
-				if !stamped && it.op == abi.OpThrottle && !dead && at()-it.endAt < recordWait {
+				if !stamped && it.op == abi.OpThrottle {
 					// The worker stamps a THROTTLE's code once its launch
 					// call returned (issue), which a short kernel can end
-					// before: the next sweep.
-					goto stop
+					// before, and a worker descheduled in between stamps
+					// it as late as it runs again. Its end without the
+					// stamp is a launch that went through (one that failed
+					// stamps its code before the worker queues the markers
+					// that end it), but only the stamp says so: the VM's
+					// kernels can write its markers too (doc.go, "Limits").
+					// So it waits for the code while the worker lives,
+					// which stamps it or ends (a sticky error, a crash, the
+					// watchdog): its commands that did not complete then
+					// fail as it left them, this one with them. Only a VM
+					// that closes stops waiting, after recordWait (a
+					// worker stopped for good must not hold up Close).
+					switch {
+					case dead:
+						code = it.w.lostCode()
+					case closing && at()-it.endAt >= recordWait:
+						code = abi.ErrShutdown
+					default:
+						goto stop // the next sweep
+					}
 				}
 				c.Code = code
 				if it.op == abi.OpThrottle && c.Code == abi.OK && !ch.takeRecord(it.seq, at()-it.endAt) {
@@ -594,7 +612,8 @@ func (ch *channel) codeOf(seq uint64) abi.ErrorCode {
 }
 
 // codeAt is codeOf, and whether the slot was stamped for seq (false:
-// abi.ErrDevice, or a THROTTLE's code still on its way).
+// abi.ErrDevice, or a THROTTLE's code still on its way: sweep waits for
+// it while the worker lives).
 func (ch *channel) codeAt(seq uint64) (abi.ErrorCode, bool) {
 	off := ch.vm.blk.l.codeOff(ch.idx, seq)
 	if ch.vm.blk.load(off+codeStamp) != seq {

@@ -23,8 +23,9 @@ import (
 // A crash of the mediator, as kill -9 makes it: this test binary as
 // crashPredecessorCommand attaches a VM whose worker is a process, with a
 // store (the test's stand-in for the service manager's fd store, over a
-// socket: crashStoreFD), runs commands, leaves some in flight and one
-// half written in the ring, says so and waits to be killed. The test
+// socket: crashStoreFD), runs commands, leaves some in flight, one
+// published in the ring but not its tail, and one half written, says so
+// and waits to be killed. The test
 // kills it and adopts the worker, now an orphan, from the store, as
 // sluiced started again after a crash does.
 const (
@@ -42,6 +43,7 @@ type crashScenario struct {
 	fill     func(heap []byte)
 	before   []abi.Command // on channel 0, completed before the crash
 	inFlight []abi.Command // submitted just before it
+	unTailed abi.Command   // written into the ring and stamped, but the tail not stored
 	halfDone abi.Command   // written into the ring but not published
 	after    []abi.Command // on channel 0 in the successor
 	want     []abi.ErrorCode
@@ -64,12 +66,14 @@ func fakeCrash() crashScenario {
 		before:   []abi.Command{kAlloc, kFill, kLoad},
 		// Ran in the worker after the crash, unreported: a handle it took.
 		inFlight: []abi.Command{{Op: abi.OpAlloc, Handle: 4, Size: kSize}, {Op: abi.OpThrottle, DurationNs: 1000}},
+		unTailed: abi.Command{Op: abi.OpAlloc, Handle: 6, Size: kSize},
 		halfDone: kAllocNew,
-		// The buffer and the module are there; handle 4 is taken (its
-		// ALLOC ran once, after the crash); handle 9 is not (its ALLOC
-		// was never published).
-		after: []abi.Command{kReadBack, kLaunch, {Op: abi.OpAlloc, Handle: 4, Size: kSize}, kAllocNew, {Op: abi.OpFree, Handle: 9}},
-		want:  []abi.ErrorCode{abi.OK, abi.OK, abi.ErrBadHandle, abi.OK, abi.OK},
+		// The buffer and the module are there; handles 4 and 6 are
+		// taken (their ALLOCs ran once, the one stamped without a tail
+		// too); handle 9 is not (its ALLOC was never published).
+		after: []abi.Command{kReadBack, kLaunch, {Op: abi.OpAlloc, Handle: 4, Size: kSize}, {Op: abi.OpAlloc, Handle: 6, Size: kSize},
+			kAllocNew, {Op: abi.OpFree, Handle: 9}},
+		want: []abi.ErrorCode{abi.OK, abi.OK, abi.ErrBadHandle, abi.ErrBadHandle, abi.OK, abi.OK},
 		check: func(heap []byte) error {
 			if !bytes.Equal(heap[kBack:kBack+kSize], heap[kData:kData+kSize]) {
 				return errors.New("the buffer read back after the crash differs from what was written before it")
@@ -109,10 +113,11 @@ func gpuCrash() crashScenario {
 		},
 		before:   []abi.Command{in, {Op: abi.OpCopy, Handle: 5, Dir: abi.CopyHostToDevice, HeapOff: hIn, Length: 4 * nElems}, load},
 		inFlight: []abi.Command{{Op: abi.OpThrottle, DurationNs: 50_000_000}, {Op: abi.OpAlloc, Handle: 4, Size: 4096}},
+		unTailed: abi.Command{Op: abi.OpAlloc, Handle: 6, Size: 4096},
 		halfDone: abi.Command{Op: abi.OpAlloc, Handle: 9, Size: 4096},
 		after: []abi.Command{{Op: abi.OpCopy, Handle: 5, Dir: abi.CopyDeviceToHost, HeapOff: back, Length: 4 * nElems}, launch,
-			{Op: abi.OpAlloc, Handle: 4, Size: 4096}, {Op: abi.OpAlloc, Handle: 9, Size: 4096}},
-		want: []abi.ErrorCode{abi.OK, abi.OK, abi.ErrBadHandle, abi.OK},
+			{Op: abi.OpAlloc, Handle: 4, Size: 4096}, {Op: abi.OpAlloc, Handle: 6, Size: 4096}, {Op: abi.OpAlloc, Handle: 9, Size: 4096}},
+		want: []abi.ErrorCode{abi.OK, abi.OK, abi.ErrBadHandle, abi.ErrBadHandle, abi.OK},
 		check: func(heap []byte) error {
 			for i := range nElems {
 				if got := le.Uint32(heap[back+4*i:]); got != uint32(i*5) {
@@ -186,17 +191,28 @@ func crashPredecessor() error {
 			return err
 		}
 	}
-	// An entry written as Submit writes it, but the tail never stored: the
-	// mediator died between the two.
 	v.mu.Lock()
-	e := v.blk.entry(v.tail)
-	le.PutUint32(e, 0)
-	le.PutUint64(e[8:], v.chans[0].seq+1)
-	rec := abi.EncodeCommand(sc.halfDone)
-	copy(e[16:], rec[:])
+	// An entry written and stamped as Submit does, but the tail never
+	// stored: the mediator died between the two. The worker takes it.
+	ch := v.chans[0]
+	ch.seq++
+	writeEntry(v.blk, v.tail, 0, ch.seq, sc.unTailed)
+	v.blk.store(v.blk.entryOff(v.tail)+entryStamp, v.tail+1)
+	// One written but not stamped: the mediator died while writing it.
+	writeEntry(v.blk, v.tail+1, 0, ch.seq+1, sc.halfDone)
 	v.mu.Unlock()
 	fmt.Println(crashReady)
 	select {} // until killed
+}
+
+// writeEntry writes cmd into ring position i as putEntry does, without
+// its stamp or the tail.
+func writeEntry(blk block, i uint64, channel int, seq uint64, cmd abi.Command) {
+	e := blk.entry(i)
+	le.PutUint32(e[entryChannel:], uint32(channel))
+	le.PutUint64(e[entrySeq:], seq)
+	rec := abi.EncodeCommand(cmd)
+	copy(e[entryRecord:], rec[:])
 }
 
 // sockStore is the predecessor's store: each descriptor goes to the test

@@ -119,10 +119,12 @@
 // proves it (adoptProcess: the answer on the kept socket comes from the
 // pidfd's process, by the kernel's credentials, with the pidfd still
 // naming that pid before and after) and settles it, as nobody quiesced the
-// VM (settle, keep.go): a ring entry counts from its publication (the
-// ring's tail, stored once the entry is whole), so an entry the dead
-// mediator had not finished writing never runs; every published one runs
-// once in the worker, whose completions nobody reports: the successor's
+// VM (settle, keep.go): a ring entry counts from its publication (its
+// stamp, stored once the entry is whole and before the tail: an entry the
+// dead mediator stamped but stored no tail for counts, and the ring goes
+// on past it), so an entry it had not finished writing never runs; every
+// published one runs once in the worker, whose completions nobody
+// reports: the successor's
 // channels resume from what the dead mediator had published, so a command
 // whose completion was not published runs again when its record is
 // forwarded anew (an ALLOC, FREE or LOAD_MODULE among them fails with

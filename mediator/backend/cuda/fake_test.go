@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -22,7 +23,8 @@ import (
 // record as the real one does, with its first and last reads of a fake
 // %globaltimer on which throttle kernels run one after another. A kernel
 // named "hang" never ends: its stream runs nothing after it until its
-// context goes (a killed worker).
+// context goes (a killed worker). With lateLaunch a throttle's launch call
+// returns that long after its kernel ran.
 type fakeDriver struct {
 	mu        sync.Mutex
 	next      uintptr
@@ -39,6 +41,9 @@ type fakeDriver struct {
 	allocErr  error
 	streamErr error  // StreamCreate fails with it
 	timer     uint64 // %globaltimer: throttle kernels run one after another on it
+	// lateLaunch is how long a throttle's launch call takes to return
+	// after its kernel ran (a worker descheduled right after its launch).
+	lateLaunch time.Duration
 }
 
 type fakeCtx struct {
@@ -347,6 +352,12 @@ func (f *fakeDriver) LaunchKernel(fn cuFunction, grid, block [3]uint32, shared u
 		return cudaErrorInvalidValue
 	}
 	args = slices.Clone(args)
+	f.mu.Lock()
+	late := f.lateLaunch
+	f.mu.Unlock()
+	if late > 0 && name == throttleName {
+		defer time.Sleep(late) // after the kernel ran (unless held)
+	}
 	return f.onStream(s, "LaunchKernel", func() {
 		f.launches = append(f.launches, fakeLaunch{name: name, grid: grid, block: block, shared: shared, args: args})
 		switch name {

@@ -536,12 +536,12 @@ func TestGPUKeepAdopt(t *testing.T) {
 
 // TestGPUCrashAdopt kills a mediator (a process of this test binary)
 // with SIGKILL while its VM's GPU worker holds a buffer and a module, has
-// a 50 ms THROTTLE and an ALLOC in flight and an ALLOC half written in its
-// ring: the worker, its descriptors in a stand-in fd store, outlives the
-// crash, and a second backend adopts it from the store. The buffer reads
-// back exactly, the module's kernel runs on it, the ALLOC in flight ran
-// once (its handle is taken) and the half-written one never (its handle is
-// free).
+// a 50 ms THROTTLE and an ALLOC in flight, an ALLOC stamped in its ring
+// but not its tail, and one half written: the worker, its descriptors in
+// a stand-in fd store, outlives the crash, and a second backend adopts it
+// from the store. The buffer reads back exactly, the module's kernel runs
+// on it, the ALLOCs in flight and stamped ran once (their handles are
+// taken) and the half-written one never (its handle is free).
 func TestGPUCrashAdopt(t *testing.T) {
 	adoptCrashed(t, gpuBackend(t, nil), "gpu")
 }

@@ -408,11 +408,14 @@ func (v *cudaVM) adoptWorker(spec backend.VMSpec, l blockLayout, w *workerConn, 
 // would have. What the crashed mediator left in the shared block decides
 // what runs:
 //
-//   - A ring entry counts from its publication on (the ring's tail, which
-//     Submit stores once the entry is whole): one the mediator had not
-//     finished writing is past the tail, never run, and the next Submit
-//     overwrites it.
-//   - Every entry up to the tail runs, once, in the worker, which goes on
+//   - A ring entry counts from its publication on: its stamp, which
+//     Submit stores once the entry is whole and before the tail, and by
+//     which the worker takes it. One the mediator had not finished writing
+//     has no stamp, never runs, and the next Submit overwrites it; one it
+//     stamped but died before storing the tail for is published (the
+//     worker may have taken it: its head one past the tail), and the ring
+//     goes on past it (block.published).
+//   - Every published entry runs, once, in the worker, which goes on
 //     without a mediator; their completions (end markers, codes) are
 //     nobody's to report, as the mediator that submitted them is gone: the
 //     successor's channels resume from what the crashed one published in
@@ -423,17 +426,22 @@ func (v *cudaVM) adoptWorker(spec backend.VMSpec, l blockLayout, w *workerConn, 
 //   - The VM's new commands are numbered on from each channel's last
 //     command the worker issued (its end marker, once idle), so an end
 //     marker or code of before never completes one of them; the ring goes
-//     on from its tail, the request ring claim counter (the worker's) from
-//     where the VM's kernels left it.
+//     on from its published end, the request ring claim counter (the
+//     worker's) from where the VM's kernels left it.
 //
 // A worker that does not get idle in time (a kernel that runs on, or one
 // that waits for a system call nobody serves yet) is refused: adopting it
 // busy would have its old commands end among the new ones.
 func (v *cudaVM) settle(w *workerConn, st *workerState, deadline time.Time) (keptData, *workerState, error) {
-	tail, head := v.blk.load(offTail), v.blk.load(offHead)
+	// The head read after the stamps: the worker takes no entry the
+	// mediator did not stamp, so it is at the published end at most.
+	tail := v.blk.published()
+	head := v.blk.load(offHead)
 	if tail < head || tail-head > v.blk.l.ringCap {
-		return keptData{}, nil, fmt.Errorf("the ring's head %d and tail %d are not a ring of %d entries", head, tail, v.blk.l.ringCap)
+		return keptData{}, nil, fmt.Errorf("the ring's head %d and published end %d (tail %d) are not a ring of %d entries",
+			head, tail, v.blk.load(offTail), v.blk.l.ringCap)
 	}
+	v.blk.store(offTail, tail) // the ring is this mediator's now: Submit goes on from tail
 	// A doorbell the mediator died before ringing.
 	var one [8]byte
 	le.PutUint64(one[:], 1)

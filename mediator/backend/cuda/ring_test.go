@@ -63,3 +63,38 @@ func TestWorkerTakesOnlyStampedEntries(t *testing.T) {
 	}
 	r.settle(vm)
 }
+
+// TestPublishedGoesPastTheTail: the ring's published end is its tail and
+// past it the entries stamped without a tail store (a writer that died
+// between the two), not an entry stamped for another lap nor one never
+// stamped: a ring of them at most.
+func TestPublishedGoesPastTheTail(t *testing.T) {
+	l := newBlockLayout(1, 8, false)
+	blk := newBlock(l, make([]byte, l.size))
+	rc := l.ringCap
+	rec := abi.EncodeCommand(abi.Command{Op: abi.OpNop})
+	base := 3*rc + 5
+	for i := base - 4; i < base; i++ {
+		blk.putEntry(i, 0, i, &rec)
+	}
+	if got := blk.published(); got != base {
+		t.Fatalf("published %d with nothing past the tail, want %d", got, base)
+	}
+	stamp := func(i uint64) { blk.store(blk.entryOff(i)+entryStamp, i+1) }
+	stamp(base)
+	stamp(base + 1)
+	stamp(base + 3) // past a gap: not published
+	if got := blk.published(); got != base+2 {
+		t.Fatalf("published %d, want %d: the two stamped entries past the tail", got, base+2)
+	}
+	blk.store(blk.entryOff(base+2)+entryStamp, base+2-rc+1) // a lap earlier
+	if got := blk.published(); got != base+2 {
+		t.Fatalf("published %d, want %d: an entry of another lap counted", got, base+2)
+	}
+	for i := base; i < base+rc; i++ {
+		stamp(i) // the whole ring: its slots stamped for the lap past the tail
+	}
+	if got := blk.published(); got != base+rc {
+		t.Fatalf("published %d, want %d: a whole ring", got, base+rc)
+	}
+}

@@ -34,8 +34,8 @@ import (
 // the command's end marker, so the mediator finds the code in place once it
 // sees the marker; except a THROTTLE that launched, whose code the worker
 // writes right after the launch call returns (the launch goes first), and
-// whose end the mediator holds until the code is there (at most
-// recordWait, as for its record). A channel never has more than slots commands in flight
+// whose end the mediator holds until the code is there (while the worker
+// lives: completer.go, sweep). A channel never has more than slots commands in flight
 // (Submit refuses more), so a slot is not reused before its command is
 // delivered, and the ring (slots entries per channel) never overflows.
 const (
@@ -165,3 +165,15 @@ func (b block) putEntry(i uint64, channel int, seq uint64, rec *abi.Record) {
 
 // ready reports whether ring position i holds its command (its stamp).
 func (b block) ready(i uint64) bool { return b.load(b.entryOff(i)+entryStamp) == i+1 }
+
+// published is the end of what the ring's writer published: the tail it
+// stored and, past it, the entries it stamped but had not stored the tail
+// for (it died between the two: putEntry), which the worker takes as any
+// other, as it goes by the stamps; a ring of them at most.
+func (b block) published() uint64 {
+	tail := b.load(offTail)
+	for n := uint64(0); n < b.l.ringCap && b.ready(tail); n++ {
+		tail++
+	}
+	return tail
+}

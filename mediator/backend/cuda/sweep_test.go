@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 )
@@ -46,24 +47,66 @@ func TestThrottleWaitsForItsCode(t *testing.T) {
 	}
 }
 
-// TestThrottleCodeNeverStamped: a THROTTLE whose code never comes fails
-// with abi.ErrDevice: at once when its worker ended, else after
-// recordWait.
-func TestThrottleCodeNeverStamped(t *testing.T) {
+// TestThrottleWaitsForItsCodeWhileTheWorkerLives: a THROTTLE whose end is
+// there but whose code is not went through (a launch that failed stamps
+// its code before its markers are queued) and waits for its code as long
+// as its worker lives, recordWait and more (the worker descheduled between
+// its launch call's return and the stamp), not failed with abi.ErrDevice.
+// Once the worker ended it fails as the worker's other unfinished commands
+// (lostCode: abi.ErrTimedOut after the watchdog); a VM that closes waits
+// recordWait at most (abi.ErrShutdown).
+func TestThrottleWaitsForItsCodeWhileTheWorkerLives(t *testing.T) {
 	tl, ch := throttleEndedUnstamped(t)
-	ch.q[0].w = &workerConn{finalEnd: []uint64{1}}
-	ch.q[0].w.dead.Store(true)
-	if _, got := tl.sweep(); len(got[1]) != 1 || got[1][0].Code != abi.ErrDevice {
-		t.Fatalf("worker ended: delivered %+v, want abi.ErrDevice", got)
+	for range 2 {
+		if _, got := tl.sweep(); len(got) != 0 {
+			t.Fatalf("delivered %+v before its code was stamped, its worker alive", got)
+		}
+		ch.q[0].endAt -= 10 * recordWait // seen that long ago
+	}
+	off := ch.vm.blk.l.codeOff(0, 1)
+	ch.vm.blk.store(off+codeValue, uint64(abi.OK))
+	ch.vm.blk.store(off+codeStamp, 1)
+	if _, got := tl.sweep(); len(got[1]) != 1 || got[1][0].Code != abi.OK {
+		t.Fatalf("stamped after 20 recordWaits: delivered %+v, want abi.OK", got)
+	}
+
+	for _, timedOut := range []bool{false, true} {
+		tl, ch := throttleEndedUnstamped(t)
+		w := &workerConn{finalEnd: []uint64{1}}
+		w.timedOut.Store(timedOut)
+		w.dead.Store(true)
+		ch.q[0].w = w
+		if _, got := tl.sweep(); len(got[1]) != 1 || got[1][0].Code != w.lostCode() {
+			t.Fatalf("worker ended (timed out %v): delivered %+v, want %v", timedOut, got, w.lostCode())
+		}
 	}
 
 	tl, ch = throttleEndedUnstamped(t)
+	ch.vm.closing.Store(true)
 	if _, got := tl.sweep(); len(got) != 0 {
-		t.Fatalf("delivered %+v at once", got)
+		t.Fatalf("closing: delivered %+v at once", got)
 	}
-	ch.q[0].endAt -= recordWait // seen that long ago
-	if _, got := tl.sweep(); len(got[1]) != 1 || got[1][0].Code != abi.ErrDevice {
-		t.Fatalf("after recordWait: delivered %+v, want abi.ErrDevice", got)
+	ch.q[0].endAt -= recordWait
+	if _, got := tl.sweep(); len(got[1]) != 1 || got[1][0].Code != abi.ErrShutdown {
+		t.Fatalf("closing, after recordWait: delivered %+v, want abi.ErrShutdown", got)
+	}
+}
+
+// TestThrottleLaunchReturnsLate: a worker whose THROTTLE launch call
+// returns long after the kernel ended (preempted, throttled by its cgroup)
+// stamps the code late; the command completes OK, as it ran, with its
+// ground truth.
+func TestThrottleLaunchReturnsLate(t *testing.T) {
+	r := newRig(t, nil)
+	r.f.mu.Lock()
+	r.f.lateLaunch = 5 * time.Duration(recordWait)
+	r.f.mu.Unlock()
+	vm := r.attach(1, 1, make([]byte, 4096))
+	r.submit(vm, 0, abi.Command{Op: abi.OpThrottle, DurationNs: 1500}, 0)
+	r.submit(vm, 0, abi.Command{Op: abi.OpNop}, 1)
+	codes(t, wait(t, r.done, 2), abi.OK, abi.OK)
+	if ns, kernels, ok := r.b.GroundTruth(1); !ok || ns != 1500 || kernels != 1 {
+		t.Fatalf("ground truth %d ns, %d kernels, %v; want 1500, 1", ns, kernels, ok)
 	}
 }
 

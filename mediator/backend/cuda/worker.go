@@ -475,7 +475,9 @@ func (w *worker) issue(ch *wchan, seq uint64, rec *abi.Record) error {
 		// line is the mediator's since it read the last command's code,
 		// and taking it back is off the path from the ring to the launch
 		// (the completer waits for the stamp of a THROTTLE that ended
-		// first: completer.go, sweep).
+		// first: completer.go, sweep). A launch that fails stamps its
+		// code below, before the markers that end it are queued; a
+		// sticky failure queues none and ends the worker.
 		err := w.launchThrottle(ch, seq, c.DurationNs)
 		if err == nil {
 			w.setCode(ch, seq, abi.OK)
