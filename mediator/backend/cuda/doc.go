@@ -141,7 +141,11 @@
 // refused worker's kernels made while it was weighed. A refusal only
 // ever signals a proved worker; an unproved one is told to stop on its
 // socket and ends by itself once the kept descriptors close. An orphan's
-// exit status is its new parent's: its end is seen through its pidfd.
+// exit status is its new parent's: its end is seen through its pidfd. A
+// child let go of (dead already, or told to stop) is reaped once every
+// thread of it has exited (reapWhenEnded: a goroutine waits for its pidfd
+// to read ready; a SIGKILLed worker's first thread is a zombie before the
+// process can be waited for), and how it ended is logged.
 //
 // # Completions, the running-channel state and billing
 //

@@ -68,8 +68,9 @@ func (p *pidfdProc) same() error {
 }
 
 // release lets go of a process that was not proved a GPU worker: nothing
-// signals it. An exited child is reaped (through the pidfd: only that
-// process), so that it does not stay a zombie.
+// signals it. A child is reaped once it has ended, dead already or later
+// (reapWhenEnded: through the pidfd, only that process), so that it does
+// not stay a zombie.
 func (p *pidfdProc) release() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -77,10 +78,10 @@ func (p *pidfdProc) release() {
 		return
 	}
 	if p.child {
-		var info unix.Siginfo
-		_ = unix.Waitid(unix.P_PIDFD, p.fd, &info, unix.WEXITED|unix.WNOHANG, nil)
+		reapWhenEnded(p.fd, p.pid)
+	} else {
+		unix.Close(p.fd)
 	}
-	unix.Close(p.fd)
 	p.fd = -1
 }
 

@@ -1,44 +1,21 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/api/hostapi"
+	"github.com/sluice-gpu/sluice/internal/testlog"
 )
-
-// lockedBuffer is a log sink the daemon's goroutines may write at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestLifecycleLogged: the daemon logs a VM's creation, a guest joining and
 // leaving, the VM's deletion, and its restoration after a restart, each
 // line naming the VM.
 func TestLifecycleLogged(t *testing.T) {
-	var buf lockedBuffer
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
-	t.Cleanup(func() { slog.SetDefault(old) })
+	buf := testlog.Capture(t)
 
 	state := t.TempDir()
 	d := newDaemon(t, "virtual", state)

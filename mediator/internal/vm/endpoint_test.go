@@ -1,36 +1,17 @@
 package vm
 
 import (
-	"bytes"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/internal/testlog"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestRefusalsCountedAndLogged: connections refused by the endpoint are
 // counted by why, and logged with the VM's name and the peer's pid and uid,
@@ -39,10 +20,7 @@ func TestRefusalsCountedAndLogged(t *testing.T) {
 	every := refuseLogEvery
 	refuseLogEvery = time.Hour // the test's refusals all fall in one period
 	t.Cleanup(func() { refuseLogEvery = every })
-	var logs syncBuffer
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
-	t.Cleanup(func() { slog.SetDefault(old) })
+	logs := testlog.Capture(t)
 	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 64})
 	if err != nil {
 		t.Fatal(err)
