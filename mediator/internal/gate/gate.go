@@ -208,6 +208,7 @@ func (g *Gate) Remove(vm uint32) {
 	delete(g.latched, vm)
 	delete(g.budgets, vm)
 	if g.turns != nil {
+		delete(g.turns.think, vm)
 		g.settleLocked()
 	}
 }
