@@ -38,3 +38,28 @@ func TestTurnsDepth1FairShare(t *testing.T) {
 		}
 	})
 }
+
+// TestBusyNowCountsTheRunningCommand: under turns the holder's busy time
+// now counts what its command in flight has run (one VM at a time on the
+// GPU), never more than its estimate; a latched VM's is its completed
+// busy time alone.
+func TestBusyNowCountsTheRunningCommand(t *testing.T) {
+	w := newWorld(t, ArbitrationTurns, 5*time.Millisecond)
+	a := w.addVM(1, 1, 10*time.Millisecond, 1, 0, time.Hour)
+	w.addVM(2, 1, 10*time.Millisecond, 1, time.Millisecond, time.Hour)
+	w.run(ms(3))
+	if got, _ := w.g.BusyNowNs(1); got != ms(3) {
+		t.Fatalf("the holder's busy time now at 3 ms: %v, want 3ms (its first command's run so far)", time.Duration(got))
+	}
+	if got, _ := w.g.BusyNowNs(2); got != 0 {
+		t.Fatalf("the latched VM's busy time now: %v, want 0", time.Duration(got))
+	}
+	w.run(ms(13))
+	// a's first command ended at 10 ms and the turn passed to VM 2.
+	if got, _ := w.g.BusyNowNs(1); got != a.busy || got != ms(10) {
+		t.Fatalf("a's busy time now, latched: %v, want its completed 10ms", time.Duration(got))
+	}
+	if got, _ := w.g.BusyNowNs(2); got != ms(3) {
+		t.Fatalf("VM 2's busy time now 3 ms into its command: %v, want 3ms", time.Duration(got))
+	}
+}

@@ -188,6 +188,33 @@ func (g *Gate) BusyNs(vm uint32) (int64, bool) {
 	return b.BusyNs(), true
 }
 
+// BusyNowNs is BusyNs and, for the turn holder under turns, what its work
+// in flight has run so far: from when it last moved (its last completion,
+// or its forward onto nothing in flight: channel.Budget.LastProgress) to
+// now, at most its estimate (InFlight). With one VM at a time on the GPU
+// that time is the holder's, so the engine's period charges see a command
+// that spans periods in each of them, not whole in the one it completes in
+// (with periods shorter than a command, whole ones read as idle periods
+// and saturated ones alternately). Not while a hand-off's tail runs before
+// the holder's work. It may run ahead of the busy time the backend will
+// report (a launch's latency): the engine's charges never go back, and
+// the next ones catch up. False if the VM has no budget.
+func (g *Gate) BusyNowNs(vm uint32) (int64, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b, ok := g.budgets[vm]
+	if !ok {
+		return 0, false
+	}
+	busy := b.BusyNs()
+	if t := g.turns; t != nil && t.has && t.holder == vm && !t.tailed {
+		if q := b.InFlight(); q > 0 {
+			busy += min(max(t.cfg.Clock.Now()-b.LastProgress(), 0), q)
+		}
+	}
+	return busy, true
+}
+
 // Remove forgets a VM, releasing it first (its channels are not polled).
 // A turn it held ends.
 func (g *Gate) Remove(vm uint32) {
