@@ -176,19 +176,8 @@ func (g *Gate) Budget(vm uint32) (channel.BudgetStats, bool) {
 	return b.Stats(), true
 }
 
-// BusyNs is the busy time of a VM's completed commands (channel.Budget's
-// BusyNs); false if it has no budget.
-func (g *Gate) BusyNs(vm uint32) (int64, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	b, ok := g.budgets[vm]
-	if !ok {
-		return 0, false
-	}
-	return b.BusyNs(), true
-}
-
-// BusyNowNs is BusyNs and, for the turn holder under turns, what its work
+// BusyNowNs is the busy time of a VM's completed commands (channel.Budget's
+// BusyNs) and, for the turn holder under turns, what its work
 // in flight has run so far: from when it last moved (its last completion,
 // or its forward onto nothing in flight: channel.Budget.LastProgress) to
 // now, at most its estimate (InFlight). With one VM at a time on the GPU
