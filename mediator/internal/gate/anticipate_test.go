@@ -63,3 +63,113 @@ func TestBusyNowCountsTheRunningCommand(t *testing.T) {
 		t.Fatalf("VM 2's busy time now 3 ms into its command: %v, want 3ms", time.Duration(got))
 	}
 }
+
+// gpuIdle is how long the GPU had nothing to run so far (the command
+// running now counts as busy for what it ran).
+func (w *world) gpuIdle() int64 {
+	var busy int64
+	for _, v := range w.vms {
+		busy += v.busy
+	}
+	if len(w.queue) > 0 {
+		busy += w.now - w.queue[0].start
+	}
+	return w.now - busy
+}
+
+// TestTurnsSleepyNotAnticipated: a VM of 100 µs kernels that sleeps 1 ms
+// after each (a think time above ThinkCap) beside a VM that keeps 1 ms
+// kernels queued: its drains pass the turn at once, and the GPU never
+// idles for it (it would for a window at each drain if its sleeps were
+// learned as think time).
+func TestTurnsSleepyNotAnticipated(t *testing.T) {
+	forHandoff(t, func(t *testing.T, handoff time.Duration) {
+		w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
+		a := w.addVM(1, 1, 100*time.Microsecond, 1, 0, time.Hour)
+		a.refill = int64(time.Millisecond)
+		w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
+		w.g.SetBudget(ms(13))
+		w.run(ms(1000))
+		if len(a.ends) < 100 {
+			t.Fatalf("the sleepy VM ran %d kernels", len(a.ends))
+		}
+		if idle := w.gpuIdle(); idle != 0 {
+			t.Fatalf("the GPU idled %v beside a VM that always has work: a sleepy VM was anticipated", time.Duration(idle))
+		}
+	})
+}
+
+// TestTurnsAnticipationHostile: guests that game the anticipation.
+//
+//   - stops: thinks 5 µs after each of its 10 µs kernels, long enough to
+//     be known, then stops: the GPU idles its think times and one window
+//     (2 × 5 µs + ThinkSlackNs) after its last command, no more.
+//   - bursts: three commands 5 µs apart, then a 2 ms sleep, over and over:
+//     each sleep costs at most one window, and forgets the think time.
+//   - slow: 10 µs kernels 300 µs apart (just under ThinkCap), beside two
+//     VMs that keep 1 ms kernels queued: anticipated all the time, it idles
+//     the GPU 97% of its turns, but that idle is charged to it, so the
+//     other two still get a third of the time each (with the idle free it
+//     would get every other turn, and they a quarter each).
+func TestTurnsAnticipationHostile(t *testing.T) {
+	const kernel, think = 10 * time.Microsecond, 5 * time.Microsecond
+	window := 2*int64(think) + ThinkSlackNs
+	forHandoff(t, func(t *testing.T, handoff time.Duration) {
+		t.Run("stops", func(t *testing.T) {
+			w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
+			h := w.addVM(1, 1, kernel, 1, 0, 100*time.Millisecond)
+			h.refill = int64(think)
+			w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
+			w.g.SetBudget(ms(13))
+			w.run(ms(300))
+			if len(h.ends) < 100 {
+				t.Fatalf("the hostile VM ran %d kernels", len(h.ends))
+			}
+			bound := int64(think)*int64(len(h.ends)) + window
+			if idle := w.gpuIdle(); idle > bound {
+				t.Fatalf("the GPU idled %v, want at most the hostile VM's think time × its %d commands and one window (%v)",
+					time.Duration(idle), len(h.ends), time.Duration(bound))
+			}
+		})
+		t.Run("bursts", func(t *testing.T) {
+			w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
+			h := w.addVM(1, 1, kernel, 1, 0, time.Hour)
+			n := 0
+			h.thinks = func() int64 {
+				n++
+				if n%4 == 0 {
+					return int64(2 * time.Millisecond)
+				}
+				return int64(think)
+			}
+			w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
+			w.g.SetBudget(ms(13))
+			w.run(ms(1000))
+			if n < 100 {
+				t.Fatalf("the hostile VM ran %d kernels", n)
+			}
+			bound := int64(think)*int64(n) + window*int64(n/4+1)
+			if idle := w.gpuIdle(); idle > bound {
+				t.Fatalf("the GPU idled %v, want at most the hostile VM's short think times and one window per sleep (%v)",
+					time.Duration(idle), time.Duration(bound))
+			}
+		})
+		t.Run("slow", func(t *testing.T) {
+			w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
+			h := w.addVM(1, 1, kernel, 1, 0, time.Hour)
+			h.refill = int64(300 * time.Microsecond)
+			b := w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
+			c := w.addVM(3, 1, time.Millisecond, 4, 0, time.Hour)
+			w.g.SetBudget(ms(13))
+			w.run(ms(3000))
+			for _, v := range []*tvm{b, c} {
+				if share := float64(v.busy) / float64(w.now); share < 0.31 {
+					t.Errorf("vm %d got %.3f of the GPU's time beside the slow hostile VM, want its third (≥ 0.31)", v.id, share)
+				}
+			}
+			if w.violations != 0 {
+				t.Fatalf("%d overlapping submissions", w.violations)
+			}
+		})
+	})
+}

@@ -72,6 +72,9 @@ type tvm struct {
 	depth    int
 	stop     int64 // no new kernel from then on
 	refill   int64 // how long after a completion its guest writes the next kernel (0: inside it)
+	// thinks, when set, is the refill after each completion instead
+	// (called once per completion).
+	thinks func() int64
 	// runPct, when set, is how long its kernels run on the GPU, in percent
 	// of their length (the budget's cost): below 100 its costs overestimate.
 	runPct int64
@@ -284,8 +287,12 @@ func (w *world) completeHead() {
 func (v *tvm) deliverDone(j job) {
 	w := v.w
 	v.ch.Complete(channel.Completion{Index: uint32(j.tag), Op: j.op, Code: abi.OK, BusyNs: j.dur})
-	if v.refill > 0 {
-		w.at(w.now+v.refill, func() { v.ring(1) })
+	refill := v.refill
+	if v.thinks != nil {
+		refill = v.thinks()
+	}
+	if refill > 0 {
+		w.at(w.now+refill, func() { v.ring(1) })
 		return
 	}
 	v.ring(1)
