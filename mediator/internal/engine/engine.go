@@ -13,8 +13,9 @@
 // no more, and one that arrives then would wait behind it. Until the first
 // period the budget is DefaultBudgetNs. Under policy none nobody is bounded.
 //
-// SetArbitration switches between arbitration driver (the default),
-// turns and auto (mediator/internal/gate; under auto the gate switches
+// SetArbitration switches between arbitration driver (the engine's until
+// it is called; the daemon and the bench set DefaultFor's where none is
+// named), turns and auto (mediator/internal/gate; under auto the gate switches
 // between the other two at each period's end, after the period's charges
 // and holds, so that each period runs under one of them): under turns the scheduler picks each
 // turn's holder (sched.Scheduler.NextTurn) and is charged each turn's exact
@@ -208,7 +209,7 @@ func (e *Engine) OnPeriod(p accounting.Period) {
 	}
 	e.gate.SetBudget(e.budgetLocked(d.Policy))
 	e.gate.Apply(d.Hold)
-	e.gate.EndPeriod() // under auto: the next period's arbitration
+	e.gate.EndPeriod(Shares(d.Policy)) // under auto: the next period's arbitration
 	for id, st := range e.vms {
 		held := slices.Contains(d.Hold, id)
 		switch {

@@ -205,8 +205,12 @@ func (g *Gate) waitingChangedLocked(id uint32, latched bool) {
 
 // EndPeriod is the scheduling period's end: under auto it counts the VMs
 // backlogged since the last one and switches the arbitration as they call
-// for (see above). It does nothing under driver or turns.
-func (g *Gate) EndPeriod() {
+// for (see above). shares says that the scheduling policy in force shares
+// the GPU between VMs that all want it (dfq, cap): under another (none:
+// nobody is scheduled; timeslice: the scheduler releases one VM at a time)
+// turns serve no share, and auto puts the driver's arbitration in force at
+// once. It does nothing under driver or turns.
+func (g *Gate) EndPeriod(shares bool) {
 	g.mu.Lock()
 	defer g.unlock()
 	a := g.auto
@@ -245,7 +249,7 @@ func (g *Gate) EndPeriod() {
 		a.stats.TurnsPeriods++
 	}
 	want := ArbitrationDriver
-	if n >= 2 && !long {
+	if n >= 2 && !long && shares {
 		want = ArbitrationTurns
 	}
 	if want == in {
@@ -257,7 +261,7 @@ func (g *Gate) EndPeriod() {
 	if in == ArbitrationTurns {
 		need = a.cfg.Auto.Leave
 	}
-	if a.streak < need {
+	if a.streak < need && shares {
 		return
 	}
 	a.streak = 0

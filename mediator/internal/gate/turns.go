@@ -24,8 +24,11 @@ const (
 )
 
 // DefaultArbitration is the arbitration of a daemon or bench spec that
-// names none.
-const DefaultArbitration = ArbitrationDriver
+// names none, where turns make sense (engine.DefaultFor keeps the driver's
+// elsewhere): auto, which runs turns where they bill exactly and share
+// fairly (two or more VMs backlogged) and the driver's time slicing where
+// that serves closed loops better.
+const DefaultArbitration = ArbitrationAuto
 
 // DefaultQuantum is the turn quantum of a zero setting: how long a turn
 // lasts, once a second VM waits, before the holder is latched and drains.
