@@ -8,9 +8,12 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/internal/channel"
 )
 
-// Arbitration auto runs turns while at least two VMs are backlogged and
-// the driver's time slicing otherwise, switching at scheduling-period
-// boundaries (EndPeriod, which the engine calls at each period's end).
+// Arbitration auto runs turns while at least two VMs are backlogged under
+// a scheduling policy that shares the GPU (dfq, cap) and the driver's time
+// slicing otherwise, switching at scheduling-period boundaries (EndPeriod,
+// which the engine calls at each period's end). It is the default of a
+// daemon or bench spec that names no arbitration where turns make sense
+// (DefaultArbitration, engine.DefaultFor).
 //
 // Why: when several VMs keep the GPU saturated, the driver's time slicing
 // bills the context switches to the VMs (the completion spans of

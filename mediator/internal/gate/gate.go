@@ -13,7 +13,7 @@
 //
 // # Arbitration
 //
-// Under arbitration driver (the default) the VMs the scheduler does not
+// Under arbitration driver the VMs the scheduler does not
 // hold all forward at once, and the GPU's driver time-slices between their
 // contexts. Under arbitration turns (SetTurns, turns.go) the gate also
 // decides whose work is on the GPU: at most one VM at a time, the turn
@@ -27,9 +27,12 @@
 // (ChargeTurn). Turns engage only when a
 // second VM has work: a VM alone keeps the turn, unlatched, for as long as
 // it likes, and the first doorbell on an idle GPU gets the turn at once.
-// Under arbitration auto (SetTurns, auto.go) the gate switches between the
-// two at each scheduling period's end (EndPeriod): turns while at least two
-// VMs are backlogged.
+// A drained holder may keep the idle turn a moment, for its think time
+// (anticipate.go). Under arbitration auto (SetTurns, auto.go) the gate
+// switches between the two at each scheduling period's end (EndPeriod):
+// turns while at least two VMs are backlogged under a policy that shares
+// the GPU. Auto is the default where turns make sense (DefaultArbitration,
+// engine.DefaultFor).
 //
 // Channels are polled (released work forwarded) after Gate.mu is released,
 // in VM id order, so that a backend completing inside Submit may call back
