@@ -164,7 +164,7 @@ type turnState struct {
 	idle       bool   // an anticipation runs
 	waited     bool   // this idle spell had its anticipation
 	agen       uint64 // the anticipation timer's generation
-	idleFrom   int64  // when the idle turn began (the holder's drain), or was last charged to
+	idleFrom   int64  // when the idle turn began (the anticipation's start), or was last charged to
 	idleStarts uint64 // the holder's budget's Starts then: it came back when they move
 	idleNs     int64  // the holder's idle turn time not charged yet
 	think      map[uint32]*thinker
@@ -376,7 +376,8 @@ func (g *Gate) inFlightLocked(id uint32) bool {
 // command runs past the quantum is not extended for free, and over a turn
 // the charge adds up to the busy time the backend reported (the estimate
 // only moves it between charges). Gaps the holder leaves between its
-// commands are not charged.
+// commands are not charged, except the idle turn it kept (an anticipation,
+// anticipate.go: what the others waited for it).
 func (g *Gate) chargeLocked() {
 	t := g.turns
 	b := g.budgets[t.holder]
