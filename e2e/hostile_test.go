@@ -161,8 +161,9 @@ var _ = Describe("Hostile guests", Label("process", "hostile"), func() {
 	// on the GPU, so a hostile VM's queued kernels no longer run beside the
 	// normal VM's, and the scheduler is charged exact busy time. Measured
 	// (sim, wall clock): accounted share 48.5% (true 48.9%), p99 28 ms
-	// against a bound of 81 ms. Under the default arbitration (driver) it
-	// measured 30-44%: the spec stays on turns.
+	// against a bound of 81 ms. Under the driver arbitration it measured
+	// 30-44%: the spec stays on turns (not the default, auto, which could
+	// leave them).
 	It("keeps the GPU fair against deep queues of long kernels on every channel", func() {
 		setupWith(turns)
 		procs := startHostile(d, hostile, nil, "run", "throttle", "--kernel", "10ms", "--depth", "256",

@@ -273,9 +273,10 @@ type Stats struct {
 	// TurnOverruns counts the turns passed beside a holder command that
 	// ran far past its turn, where the GPU time-slices between VMs.
 	TurnOverruns uint64 `json:"turn_overruns,omitempty"`
-	// ArbitrationAuto: sluiced --arbitration auto, which switches between
-	// driver and turns at period boundaries (Arbitration is the one in
-	// force); ArbitrationSwitches counts its switches.
+	// ArbitrationAuto: sluiced --arbitration auto (the default under
+	// policies dfq and cap), which switches between driver and turns at
+	// period boundaries (Arbitration is the one in force);
+	// ArbitrationSwitches counts its switches.
 	ArbitrationAuto     bool      `json:"arbitration_auto,omitempty"`
 	ArbitrationSwitches uint64    `json:"arbitration_switches,omitempty"`
 	Now                 int64     `json:"now_ns"`      // the backend's clock

@@ -128,7 +128,7 @@ func newLogaControl(s spec.Spec, sm gpu, hosts []*host) (*logaControl, error) {
 			return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
 		}
 	}
-	if a := gate.Arbitration(s.Tuning.Arbitration); a == gate.ArbitrationTurns || a == gate.ArbitrationAuto {
+	if a := gate.Arbitration(s.Arbitration()); a == gate.ArbitrationTurns || a == gate.ArbitrationAuto {
 		l.q.direct = true // the gate releases VMs at completions and timers too
 		clk := gate.Clock{Now: sm.Clock().Now, After: sm.After}
 		cfg := gate.TurnConfig{QuantumNs: int64(s.Tuning.Quantum), Clock: clk, Preempts: backend.TimeSlices(sm),

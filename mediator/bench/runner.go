@@ -424,7 +424,7 @@ func (r *runner) result(o Options) (*Result, error) {
 		res.Kernels += v.Kernels
 		res.VMs[i] = v
 	}
-	switch a := gate.Arbitration(r.s.Tuning.Arbitration); a {
+	switch a := gate.Arbitration(r.s.Arbitration()); a {
 	case gate.ArbitrationTurns:
 		res.Arbitration = string(a)
 	case gate.ArbitrationAuto:

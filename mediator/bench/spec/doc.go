@@ -56,12 +56,13 @@
 // inflight_budget is the estimated GPU time each VM may keep forwarded and not completed over all its channels (at
 // least one command; the mediator's default is half the scheduling period; a negative duration such as -1s:
 // no bound). It applies with accounting loga and loga-segment-average under policies other than none.
-// arbitration is who decides whose work is on the GPU: driver (the default: every VM forwards at once and the
-// GPU's own scheduling shares it out) or turns (one VM at a time has work on the GPU, for a quantum once another
+// arbitration is who decides whose work is on the GPU: driver (every VM forwards at once and the GPU's own
+// scheduling shares it out) or turns (one VM at a time has work on the GPU, for a quantum once another
 // waits, the scheduler picking the next; docs/architecture.md, "Accounting and scheduling") or auto (turns while at
 // least two VMs each had work outstanding for 90% of the last scheduling period, driver otherwise; the result's
-// arbitration_in_force, arbitration_switches and each VM's outstanding say what it did); quantum is the turn quantum (default 5ms). They
-// apply with accounting loga and loga-segment-average.
+// arbitration_in_force, arbitration_switches and each VM's outstanding say what it did); left out, auto under
+// policies dfq and cap and driver under none and timeslice (Spec.Arbitration); quantum is the turn quantum
+// (default 5ms). They apply with accounting loga and loga-segment-average.
 //
 // Weight is the VM's share under policy dfq (and timeslice). Cap is the VM's maximum share of the GPU; it applies
 // only under policy cap and is accepted but ignored under other policies (Warnings reports it). Under policy cap a

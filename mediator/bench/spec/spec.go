@@ -125,9 +125,10 @@ type Tuning struct {
 	// completed (0: the mediator's default, derived from the period;
 	// negative: no bound).
 	InflightBudget time.Duration `yaml:"inflight_budget,omitempty"`
-	// Arbitration is who decides whose work is on the GPU: "driver" (""
-	// too: every VM's at once), "turns" (one VM at a time) or "auto"
-	// (turns while at least two VMs are backlogged, driver otherwise).
+	// Arbitration is who decides whose work is on the GPU: "driver" (every
+	// VM's at once), "turns" (one VM at a time) or "auto" (turns while at
+	// least two VMs are backlogged, driver otherwise); "": the default
+	// (Spec.Arbitration).
 	Arbitration string `yaml:"arbitration,omitempty"`
 	// Quantum is how long a turn lasts while another VM waits (0: the
 	// mediator's default).
@@ -162,6 +163,30 @@ type Workload struct {
 
 // InFlight is how many kernels the workload keeps in flight: Depth, at least 1.
 func (w Workload) InFlight() int { return max(w.Depth, 1) }
+
+// Arbitration is the arbitration the spec runs under: the one its tuning
+// names, or the mediator's default (the engine's DefaultFor, which the
+// bench's tests hold this to): auto where a policy that shares the GPU
+// (dfq, cap) runs on LoGA's accounting, driver elsewhere (policy none or
+// timeslice; accounting off or NEON's sampling, which arbitrate nothing).
+// Not a default WithDefaults fills in: a spec that names none is written
+// back naming none.
+func (s Spec) Arbitration() string {
+	if s.Tuning.Arbitration != "" {
+		return s.Tuning.Arbitration
+	}
+	p, a := s.Policy, s.Accounting
+	if p == "" {
+		p = DefaultPolicy
+	}
+	if a == "" {
+		a = DefaultAccounting
+	}
+	if (p == PolicyDFQ || p == PolicyCap) && (a == AccountingLoGA || a == AccountingLoGASegmentAverage) {
+		return "auto"
+	}
+	return "driver"
+}
 
 // WithDefaults returns s with defaults in place of zero values: empty backend, clock, policy and accounting, and
 // zero weight, channels and count. Seed is left alone because 0 is a valid seed. The VMs are copied.

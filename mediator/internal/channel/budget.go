@@ -63,7 +63,9 @@ import (
 // gate watches it, so that the next holder's commands can be queued behind
 // that work before it ends (the gate's hand-off); Unmeasured counts the
 // commands in flight whose cost is no estimate, behind which that bound
-// bounds nothing.
+// bounds nothing. Starts and DrainedAt tell when InFlight last moved from
+// and to zero: the gate learns from them how long a VM thinks between a
+// completion and its next command (its anticipation).
 //
 // Under arbitration auto the budget also counts the time the VM had work
 // outstanding (Track, Occupancy: occupancy.go), at InFlight's transitions
@@ -86,9 +88,12 @@ type Budget struct {
 	deadline atomic.Int64 // the limit is at most deadline − now; 0: none
 	now      atomic.Pointer[func() int64]
 	hook     atomic.Pointer[BudgetHook]
-	mark     atomic.Int64 // when what is in flight began to run at the latest (EndBound)
-	watch    atomic.Bool  // the hook's Progress is called at each completion
-	blind    atomic.Int64 // commands in flight whose cost estimates nothing (Unmeasured)
+	mark     atomic.Int64  // when what is in flight began to run at the latest (EndBound)
+	watch    atomic.Bool   // the hook's Progress is called at each completion
+	blind    atomic.Int64  // commands in flight whose cost estimates nothing (Unmeasured)
+	starts   atomic.Uint64 // InFlight's moves from zero (Starts)
+	startAt  atomic.Int64  // when the last one was, on the clock
+	drainAt  atomic.Int64  // when InFlight last moved to zero, on the clock (DrainedAt)
 
 	mu      sync.Mutex
 	waiters []*Channel
@@ -252,12 +257,29 @@ func (b *Budget) NotBefore(t int64) {
 }
 
 // stamp moves EndBound's start to now (a completion, or a command forwarded
-// onto nothing in flight).
-func (b *Budget) stamp() {
-	if now := b.now.Load(); now != nil {
-		b.NotBefore((*now)())
+// onto nothing in flight) and returns now (0 without a clock).
+func (b *Budget) stamp() int64 {
+	now := b.now.Load()
+	if now == nil {
+		return 0
 	}
+	t := (*now)()
+	b.NotBefore(t)
+	return t
 }
+
+// Starts counts InFlight's moves from zero (a command forwarded onto
+// nothing in flight) and tells when the last one was, on the clock of
+// SetClock (0 without one). With DrainedAt it tells the gate how long a VM
+// had nothing in flight between two commands: its think time.
+func (b *Budget) Starts() (n uint64, at int64) {
+	n = b.starts.Load()
+	return n, b.startAt.Load()
+}
+
+// DrainedAt is when InFlight last moved to zero (the completion that
+// drained the VM), on the clock of SetClock; 0 without one or before.
+func (b *Budget) DrainedAt() int64 { return b.drainAt.Load() }
 
 // SetDeadline bounds the limit to deadline − now() (at least one command
 // goes, as ever); deadline 0 removes the bound. now, when not nil, sets the
@@ -316,7 +338,8 @@ func (b *Budget) reserve(cost int64) bool {
 		}
 		if b.queued.CompareAndSwap(q, q+cost) {
 			if q == 0 {
-				b.stamp() // it runs from now at the latest (EndBound)
+				b.startAt.Store(b.stamp()) // it runs from now at the latest (EndBound)
+				b.starts.Add(1)
 				b.transition()
 			}
 			return true
@@ -356,8 +379,9 @@ func (b *Budget) reserveOrWait(c *Channel, cost int64, blind bool) bool {
 // room. It must be called without a channel's mu held.
 func (b *Budget) refund(cost, blind int64) {
 	if cost != 0 {
-		b.stamp() // what is left runs from now at the latest (EndBound)
+		t := b.stamp() // what is left runs from now at the latest (EndBound)
 		if b.queued.Add(-cost) == 0 {
+			b.drainAt.Store(t)
 			b.transition()
 		}
 	}

@@ -120,3 +120,36 @@ func TestBudgetEndBound(t *testing.T) {
 		t.Fatalf("drained: EndBound %d, progress %d, drained %d; want 0, 1, 1", e, progress, drained)
 	}
 }
+
+// TestBudgetStartsAndDrainedAt: Starts counts the forwards onto nothing in
+// flight and tells the last one's time, DrainedAt the last completion that
+// left nothing in flight, on the clock (0 without one): the gate's think
+// time of a VM is from the one to the next of the other.
+func TestBudgetStartsAndDrainedAt(t *testing.T) {
+	r := newVMRig(t, 10_000*us)
+	k := abi.Command{Op: abi.OpThrottle, DurationNs: 1_000 * us}
+	r.write(0, k)
+	if n, at := r.b.Starts(); n != 1 || at != 0 {
+		t.Fatalf("Starts %d at %d without a clock, want 1 at 0", n, at)
+	}
+	for r.complete(0) {
+	}
+	now := int64(100 * us)
+	r.b.SetClock(func() int64 { return now })
+	r.write(0, k, k)
+	now = 1_100 * us
+	r.complete(0) // one left: no drain
+	if n, at := r.b.Starts(); n != 2 || at != 100*us || r.b.DrainedAt() != 0 {
+		t.Fatalf("Starts %d at %d, drained at %d: want 2 at 0.1ms, no drain yet", n, at, r.b.DrainedAt())
+	}
+	now = 2_100 * us
+	r.complete(0)
+	if d := r.b.DrainedAt(); d != 2_100*us {
+		t.Fatalf("DrainedAt %d, want 2.1ms", d)
+	}
+	now = 2_130 * us
+	r.write(0, k)
+	if n, at := r.b.Starts(); n != 3 || at != 2_130*us {
+		t.Fatalf("Starts %d at %d, want 3 at 2.13ms (30 µs after the drain)", n, at)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-gpu/sluice/internal/sockfile"
 	"github.com/sluice-gpu/sluice/mediator/internal/accounting"
 	"github.com/sluice-gpu/sluice/mediator/internal/apiserver"
+	"github.com/sluice-gpu/sluice/mediator/internal/engine"
 	"github.com/sluice-gpu/sluice/mediator/internal/gate"
 	"github.com/sluice-gpu/sluice/mediator/internal/sched"
 	"github.com/sluice-gpu/sluice/mediator/internal/spin"
@@ -83,12 +84,15 @@ type Config struct {
 	// threshold); negative: no bound. No VM is bounded under policy none.
 	InflightBudget time.Duration
 	// Arbitration is who decides whose work is on the GPU: "driver"
-	// (default: every VM the scheduler does not hold forwards at once, and
-	// the GPU's driver time-slices between their contexts) or "turns" (one
-	// VM at a time has work on the GPU; docs/architecture.md, "Accounting
-	// and scheduling") or "auto" (turns while at least two VMs are
-	// backlogged, driver otherwise, switched at period boundaries). Turns
-	// and auto need the wall clock.
+	// (every VM the scheduler does not hold forwards at once, and the
+	// GPU's driver time-slices between their contexts) or "turns" (one VM
+	// at a time has work on the GPU; docs/architecture.md, "Accounting and
+	// scheduling") or "auto" (turns while at least two VMs are backlogged
+	// under a policy that shares the GPU, driver otherwise, switched at
+	// period boundaries). Turns and auto need the wall clock. Default ""
+	// (ArbitrationFor): auto, or driver where turns make no sense (the
+	// policy at start is none or timeslice, accounting is off, or the clock
+	// is virtual: engine.DefaultFor).
 	Arbitration string
 	// Quantum is how long a turn lasts once another VM waits, before the
 	// holder is latched and drains (0: gate.DefaultQuantum, 5ms).
@@ -153,21 +157,20 @@ const DefaultDoorbellLimit = 200_000
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Socket:      "/run/sluice/sluiced.sock",
-		StateDir:    "/var/lib/sluice",
-		Backend:     "sim",
-		Clock:       "wall",
-		SocketMode:  0o660,
-		Layout:      abi.DefaultLayoutConfig(),
-		Limits:      abi.DefaultLimits(),
-		MaxCommand:  time.Duration(abi.DefaultLimits().MaxThrottleNs),
-		MaxVMs:      256,
-		MaxPeers:    4,
-		Policy:      "dfq",
-		Arbitration: string(gate.DefaultArbitration),
-		Accounting:  accounting.Config{Method: accounting.MethodLoga},
-		Syscalls:    syscalls.DefaultConfig(),
-		Proxy:       ProxyConfig{MaxFiles: 256},
+		Socket:     "/run/sluice/sluiced.sock",
+		StateDir:   "/var/lib/sluice",
+		Backend:    "sim",
+		Clock:      "wall",
+		SocketMode: 0o660,
+		Layout:     abi.DefaultLayoutConfig(),
+		Limits:     abi.DefaultLimits(),
+		MaxCommand: time.Duration(abi.DefaultLimits().MaxThrottleNs),
+		MaxVMs:     256,
+		MaxPeers:   4,
+		Policy:     "dfq",
+		Accounting: accounting.Config{Method: accounting.MethodLoga},
+		Syscalls:   syscalls.DefaultConfig(),
+		Proxy:      ProxyConfig{MaxFiles: 256},
 
 		DoorbellSpin:  spin.DefaultConfig(),
 		DoorbellLimit: DefaultDoorbellLimit,
@@ -221,8 +224,7 @@ func (c *Config) Validate() error {
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	c.Arbitration = string(a)
-	if a != gate.ArbitrationDriver && c.Clock != "wall" {
+	if c.Arbitration != "" && a != gate.ArbitrationDriver && c.Clock != "wall" {
 		return fmt.Errorf("config: arbitration %s needs the wall clock (sluicectl bench runs it on a virtual one)", a)
 	}
 	if c.Quantum < 0 || c.Quantum > time.Minute {
@@ -271,6 +273,17 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("config: proxy max files %d: want 16..%d", c.Proxy.MaxFiles, 1<<20)
 	}
 	return nil
+}
+
+// ArbitrationFor is the arbitration in force from the start under the
+// scheduling policy p (the one at start: Policy, or the one persisted at
+// run time, which wins): the one named, or where none is,
+// engine.DefaultFor's.
+func (c *Config) ArbitrationFor(p sched.Policy) gate.Arbitration {
+	if c.Arbitration != "" {
+		return gate.Arbitration(c.Arbitration)
+	}
+	return engine.DefaultFor(p, c.Accounting.Method != accounting.MethodOff && c.Clock == "wall")
 }
 
 // checkAccountingPolicy refuses a scheduling policy that accounting off

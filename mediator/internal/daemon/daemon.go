@@ -160,7 +160,7 @@ func (d *Daemon) startScheduling(persisted string) error {
 		return err
 	}
 	d.engine.SetBudget(int64(d.cfg.InflightBudget)) // 0: derived from the period; negative: none
-	if a := gate.Arbitration(d.cfg.Arbitration); a != gate.ArbitrationDriver {
+	if a := d.cfg.ArbitrationFor(policy); a != gate.ArbitrationDriver {
 		clk := gate.Clock{Now: d.be.Clock().Now, After: func(delay int64, fn func()) {
 			time.AfterFunc(time.Duration(delay), fn)
 		}}

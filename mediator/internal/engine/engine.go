@@ -13,15 +13,20 @@
 // no more, and one that arrives then would wait behind it. Until the first
 // period the budget is DefaultBudgetNs. Under policy none nobody is bounded.
 //
-// SetArbitration switches between arbitration driver (the default),
-// turns and auto (mediator/internal/gate; under auto the gate switches
+// SetArbitration switches between arbitration driver (the engine's until
+// it is called; the daemon and the bench set DefaultFor's where none is
+// named), turns and auto (mediator/internal/gate; under auto the gate switches
 // between the other two at each period's end, after the period's charges
 // and holds, so that each period runs under one of them): under turns the scheduler picks each
 // turn's holder (sched.Scheduler.NextTurn) and is charged each turn's exact
 // GPU time, and its policy's holds stay in force. Under turns the
 // scheduler's period charges are exact too: the busy time the backend
-// reported for each VM's commands completed in the period (with one VM at
-// a time on the GPU nothing of it overlaps another VM's), not the poller's
+// reported for each VM's commands completed in the period, and what the
+// turn holder's command in flight has run so far (gate.BusyNowNs: with one
+// VM at a time on the GPU nothing of it overlaps another VM's; a command
+// longer than a period is charged in each period it runs in, not whole in
+// the one it ends in, which read as an idle period before a saturated one
+// and made dfq forgive the lags), not the poller's
 // extrapolated sample, which sees whichever VM held the turn in its short
 // poll phase and so would make dfq hold VMs on noise (measured: a normal
 // VM beside a deep queue of 10 ms kernels was held 39% of a 10 s run on
@@ -76,7 +81,7 @@ type Engine struct {
 
 type vmStat struct {
 	name      string
-	exact     int64   // the VM's busy time at the last period's end (budget's BusyNs)
+	exact     int64   // the VM's busy time at the last period's end (the gate's BusyNowNs), at most
 	accounted int64   // sum of the charges (extrapolated; exact under turns)
 	share     float64 // of the last poll phase
 	heldNs    int64   // time spent held (non-poll phases it was held for)
@@ -179,13 +184,16 @@ func (e *Engine) OnPeriod(p accounting.Period) {
 	charges := make([]sched.Charge, 0, len(e.vms))
 	for id, st := range e.vms {
 		busy := p.Busy[id]
-		if b, ok := e.gate.BusyNs(id); ok {
+		if b, ok := e.gate.BusyNowNs(id); ok {
 			if turns == gate.ArbitrationTurns {
 				// One VM at a time on the GPU: its completions' busy
-				// time is exactly its GPU time, not a sample.
-				busy = b - st.exact
+				// time, and what the holder's command has run so far,
+				// is exactly its GPU time, not a sample. It never goes
+				// back: a running command counted ahead of its
+				// completion is netted by the next charges.
+				busy = max(b-st.exact, 0)
 			}
-			st.exact = b
+			st.exact = max(st.exact, b)
 		}
 		st.accounted += busy
 		st.share = p.Share[id]
@@ -201,7 +209,7 @@ func (e *Engine) OnPeriod(p accounting.Period) {
 	}
 	e.gate.SetBudget(e.budgetLocked(d.Policy))
 	e.gate.Apply(d.Hold)
-	e.gate.EndPeriod() // under auto: the next period's arbitration
+	e.gate.EndPeriod(Shares(d.Policy)) // under auto: the next period's arbitration
 	for id, st := range e.vms {
 		held := slices.Contains(d.Hold, id)
 		switch {

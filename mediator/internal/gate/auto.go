@@ -8,9 +8,12 @@ import (
 	"github.com/sluice-gpu/sluice/mediator/internal/channel"
 )
 
-// Arbitration auto runs turns while at least two VMs are backlogged and
-// the driver's time slicing otherwise, switching at scheduling-period
-// boundaries (EndPeriod, which the engine calls at each period's end).
+// Arbitration auto runs turns while at least two VMs are backlogged under
+// a scheduling policy that shares the GPU (dfq, cap) and the driver's time
+// slicing otherwise, switching at scheduling-period boundaries (EndPeriod,
+// which the engine calls at each period's end). It is the default of a
+// daemon or bench spec that names no arbitration where turns make sense
+// (DefaultArbitration, engine.DefaultFor).
 //
 // Why: when several VMs keep the GPU saturated, the driver's time slicing
 // bills the context switches to the VMs (the completion spans of
@@ -205,8 +208,12 @@ func (g *Gate) waitingChangedLocked(id uint32, latched bool) {
 
 // EndPeriod is the scheduling period's end: under auto it counts the VMs
 // backlogged since the last one and switches the arbitration as they call
-// for (see above). It does nothing under driver or turns.
-func (g *Gate) EndPeriod() {
+// for (see above). shares says that the scheduling policy in force shares
+// the GPU between VMs that all want it (dfq, cap): under another (none:
+// nobody is scheduled; timeslice: the scheduler releases one VM at a time)
+// turns serve no share, and auto puts the driver's arbitration in force at
+// once. It does nothing under driver or turns.
+func (g *Gate) EndPeriod(shares bool) {
 	g.mu.Lock()
 	defer g.unlock()
 	a := g.auto
@@ -245,7 +252,7 @@ func (g *Gate) EndPeriod() {
 		a.stats.TurnsPeriods++
 	}
 	want := ArbitrationDriver
-	if n >= 2 && !long {
+	if n >= 2 && !long && shares {
 		want = ArbitrationTurns
 	}
 	if want == in {
@@ -257,7 +264,7 @@ func (g *Gate) EndPeriod() {
 	if in == ArbitrationTurns {
 		need = a.cfg.Auto.Leave
 	}
-	if a.streak < need {
+	if a.streak < need && shares {
 		return
 	}
 	a.streak = 0

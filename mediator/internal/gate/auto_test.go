@@ -23,7 +23,7 @@ func newAutoWorld(t *testing.T, start Arbitration, cfg AutoConfig) *world {
 	}
 	var tick func()
 	tick = func() {
-		w.g.EndPeriod()
+		w.g.EndPeriod(true)
 		w.at(w.now+int64(autoPeriod), tick)
 	}
 	w.at(int64(autoPeriod), tick)
@@ -71,6 +71,45 @@ func TestAutoSaturatingEntersTurns(t *testing.T) {
 	}
 	if s := w.g.Auto(); s.InForce != ArbitrationTurns || s.Switches != 1 || s.Periods != 50 || s.TurnsPeriods != 49 {
 		t.Fatalf("after 1 s: %+v, want turns since the first period (49 of 50) and no other switch", s)
+	}
+}
+
+// TestAutoPolicySharesNothing: under a policy that shares nothing (the
+// engine's EndPeriod(false): policy none or timeslice) auto leaves turns
+// at the period's end, without waiting for the hysteresis, and does not
+// enter them however backlogged the VMs are; back under one that shares,
+// it enters them again.
+func TestAutoPolicySharesNothing(t *testing.T) {
+	w := newWorld(t, ArbitrationDriver, 0)
+	if err := w.g.SetTurns(ArbitrationAuto, TurnConfig{Picker: w.s, Clock: w.clock()}); err != nil {
+		t.Fatal(err)
+	}
+	w.addVM(1, 1, time.Millisecond, 4, 0, time.Hour)
+	w.addVM(2, 1, 300*time.Microsecond, 8, 0, time.Hour)
+	shares := true
+	var tick func()
+	tick = func() {
+		w.g.EndPeriod(shares)
+		w.at(w.now+int64(autoPeriod), tick)
+	}
+	w.at(int64(autoPeriod), tick)
+	w.run(ms(30))
+	if s := w.g.Auto(); s.InForce != ArbitrationTurns {
+		t.Fatalf("two saturating VMs under a policy that shares: %+v, want turns", s)
+	}
+	shares = false
+	w.run(ms(50))
+	if s := w.g.Auto(); s.InForce != ArbitrationDriver || s.Switches != 2 {
+		t.Fatalf("one period under a policy that shares nothing: %+v, want the driver at once (2 switches)", s)
+	}
+	w.run(ms(200))
+	if s := w.g.Auto(); s.InForce != ArbitrationDriver || s.Switches != 2 || s.Backlogged != 2 {
+		t.Fatalf("two backlogged VMs under a policy that shares nothing: %+v, want the driver throughout", s)
+	}
+	shares = true
+	w.run(ms(230))
+	if s := w.g.Auto(); s.InForce != ArbitrationTurns || s.Switches != 3 {
+		t.Fatalf("back under a policy that shares: %+v, want turns again", s)
 	}
 }
 
@@ -181,7 +220,7 @@ func TestAutoSwitchUnderLoad(t *testing.T) {
 			Auto: AutoConfig{Threshold: []float64{0.01, 1}[rng.IntN(2)], Enter: 1, Leave: 1}}
 		switch rng.IntN(4) {
 		case 0:
-			w.g.EndPeriod()
+			w.g.EndPeriod(true)
 		case 1:
 			must(t, w.g.SetTurns(ArbitrationAuto, cfg))
 		case 2:
@@ -235,7 +274,7 @@ func TestAutoLongCommandsStayDriver(t *testing.T) {
 		w.addVM(2, 1, 100*time.Microsecond, 4, 0, time.Hour)
 		for i := int64(1); i <= 10; i++ {
 			w.run(i * ms(20))
-			w.g.EndPeriod()
+			w.g.EndPeriod(true)
 		}
 		s := w.g.Auto()
 		want, switches := ArbitrationDriver, uint64(0)

@@ -13,7 +13,7 @@
 //
 // # Arbitration
 //
-// Under arbitration driver (the default) the VMs the scheduler does not
+// Under arbitration driver the VMs the scheduler does not
 // hold all forward at once, and the GPU's driver time-slices between their
 // contexts. Under arbitration turns (SetTurns, turns.go) the gate also
 // decides whose work is on the GPU: at most one VM at a time, the turn
@@ -27,9 +27,12 @@
 // (ChargeTurn). Turns engage only when a
 // second VM has work: a VM alone keeps the turn, unlatched, for as long as
 // it likes, and the first doorbell on an idle GPU gets the turn at once.
-// Under arbitration auto (SetTurns, auto.go) the gate switches between the
-// two at each scheduling period's end (EndPeriod): turns while at least two
-// VMs are backlogged.
+// A drained holder may keep the idle turn a moment, for its think time
+// (anticipate.go). Under arbitration auto (SetTurns, auto.go) the gate
+// switches between the two at each scheduling period's end (EndPeriod):
+// turns while at least two VMs are backlogged under a policy that shares
+// the GPU. Auto is the default where turns make sense (DefaultArbitration,
+// engine.DefaultFor).
 //
 // Channels are polled (released work forwarded) after Gate.mu is released,
 // in VM id order, so that a backend completing inside Submit may call back
@@ -176,16 +179,32 @@ func (g *Gate) Budget(vm uint32) (channel.BudgetStats, bool) {
 	return b.Stats(), true
 }
 
-// BusyNs is the busy time of a VM's completed commands (channel.Budget's
-// BusyNs); false if it has no budget.
-func (g *Gate) BusyNs(vm uint32) (int64, bool) {
+// BusyNowNs is the busy time of a VM's completed commands (channel.Budget's
+// BusyNs) and, for the turn holder under turns, what its work
+// in flight has run so far: from when it last moved (its last completion,
+// or its forward onto nothing in flight: channel.Budget.LastProgress) to
+// now, at most its estimate (InFlight). With one VM at a time on the GPU
+// that time is the holder's, so the engine's period charges see a command
+// that spans periods in each of them, not whole in the one it completes in
+// (with periods shorter than a command, whole ones read as idle periods
+// and saturated ones alternately). Not while a hand-off's tail runs before
+// the holder's work. It may run ahead of the busy time the backend will
+// report (a launch's latency): the engine's charges never go back, and
+// the next ones catch up. False if the VM has no budget.
+func (g *Gate) BusyNowNs(vm uint32) (int64, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	b, ok := g.budgets[vm]
 	if !ok {
 		return 0, false
 	}
-	return b.BusyNs(), true
+	busy := b.BusyNs()
+	if t := g.turns; t != nil && t.has && t.holder == vm && !t.tailed {
+		if q := b.InFlight(); q > 0 {
+			busy += min(max(t.cfg.Clock.Now()-b.LastProgress(), 0), q)
+		}
+	}
+	return busy, true
 }
 
 // Remove forgets a VM, releasing it first (its channels are not polled).
@@ -208,6 +227,7 @@ func (g *Gate) Remove(vm uint32) {
 	delete(g.latched, vm)
 	delete(g.budgets, vm)
 	if g.turns != nil {
+		delete(g.turns.think, vm)
 		g.settleLocked()
 	}
 }

@@ -24,8 +24,11 @@ const (
 )
 
 // DefaultArbitration is the arbitration of a daemon or bench spec that
-// names none.
-const DefaultArbitration = ArbitrationDriver
+// names none, where turns make sense (engine.DefaultFor keeps the driver's
+// elsewhere): auto, which runs turns where they bill exactly and share
+// fairly (two or more VMs backlogged) and the driver's time slicing where
+// that serves closed loops better.
+const DefaultArbitration = ArbitrationAuto
 
 // DefaultQuantum is the turn quantum of a zero setting: how long a turn
 // lasts, once a second VM waits, before the holder is latched and drains.
@@ -156,10 +159,15 @@ type turnState struct {
 	pre       int64 // its work in flight charged ahead at the last charge
 	gen       uint64
 	granted   uint64
-	// Anticipation: the drained holder keeps the idle turn a moment.
-	idle   bool   // an anticipation runs
-	waited bool   // this idle spell had its anticipation
-	agen   uint64 // the anticipation timer's generation
+	// Anticipation (anticipate.go): the drained holder keeps the idle
+	// turn a moment.
+	idle       bool   // an anticipation runs
+	waited     bool   // this idle spell had its anticipation
+	agen       uint64 // the anticipation timer's generation
+	idleFrom   int64  // when the idle turn began (the anticipation's start), or was last charged to
+	idleStarts uint64 // the holder's budget's Starts then: it came back when they move
+	idleNs     int64  // the holder's idle turn time not charged yet
+	think      map[uint32]*thinker
 	// Overrun: a latched holder's work in flight ran past its grace.
 	overrunArmed bool // the grace timer of this turn's latch runs
 	overrun      bool // the grace is over: the turn passes beside that work
@@ -291,7 +299,8 @@ func (g *Gate) hookLocked(id uint32) {
 		return
 	}
 	fn := func() { g.event(t) }
-	b.SetHook(&channel.BudgetHook{Drained: fn, Knocked: knock, Progress: fn})
+	drained := func() { g.drained(t, id) }
+	b.SetHook(&channel.BudgetHook{Drained: drained, Knocked: knock, Progress: fn})
 	b.SetClock(t.cfg.Clock.Now)
 }
 
@@ -306,6 +315,7 @@ func (g *Gate) knocked(id uint32) {
 		}
 	}
 	if g.turns != nil {
+		g.thinkKnockedLocked(id)
 		g.settleLocked()
 	}
 }
@@ -366,7 +376,8 @@ func (g *Gate) inFlightLocked(id uint32) bool {
 // command runs past the quantum is not extended for free, and over a turn
 // the charge adds up to the busy time the backend reported (the estimate
 // only moves it between charges). Gaps the holder leaves between its
-// commands are not charged.
+// commands are not charged, except the idle turn it kept (an anticipation,
+// anticipate.go: what the others waited for it).
 func (g *Gate) chargeLocked() {
 	t := g.turns
 	b := g.budgets[t.holder]
@@ -374,8 +385,9 @@ func (g *Gate) chargeLocked() {
 		return
 	}
 	busy, q := b.BusyNs(), b.InFlight()
+	idle := g.idleChargeLocked()
 	if t.contended {
-		t.cfg.Picker.ChargeTurn(t.holder, busy-t.base+q-t.pre)
+		t.cfg.Picker.ChargeTurn(t.holder, busy-t.base+q-t.pre+idle)
 	}
 	t.base, t.pre = busy, q
 }
@@ -413,50 +425,6 @@ func (g *Gate) uncontendLocked() {
 		b.SetDeadline(0, nil)
 		g.wakes = append(g.wakes, b)
 	}
-}
-
-// anticipateLocked decides whether holder h, drained while others wait,
-// keeps the idle turn for a quantum/AnticipationDiv (once per idle spell)
-// before it passes, and starts that wait. It does when h is behind every
-// waiting VM (it would get the turn back next) and a waiting VM's recent
-// commands ran a quantum or more (channel.Budget.Longest): a guest that
-// refills its ring a few microseconds after each completion empties it for
-// an instant, and passing the turn then commits the GPU to a long command
-// of another VM while the VM that is owed time waits behind it (a normal
-// VM beside one of 500 ms kernels got 34-48% and a p99 of 500 ms). The
-// wait idles the GPU, so it is spent only where the command it avoids is
-// much longer.
-func (g *Gate) anticipateLocked(h uint32, others []uint32) bool {
-	t := g.turns
-	if t.waited || !t.contended {
-		return false
-	}
-	long := false
-	for _, id := range others {
-		if b := g.budgets[id]; b != nil && b.Longest() >= t.cfg.QuantumNs {
-			long = true
-			break
-		}
-	}
-	if !long || !t.cfg.Picker.Behind(h, others) {
-		return false
-	}
-	t.idle, t.waited = true, true
-	t.agen++
-	agen := t.agen
-	t.cfg.Clock.After(t.cfg.QuantumNs/AnticipationDiv, func() { g.anticipated(t, agen) })
-	return true
-}
-
-// anticipated ends an anticipation that the holder did not use.
-func (g *Gate) anticipated(t *turnState, agen uint64) {
-	g.mu.Lock()
-	defer g.unlock()
-	if g.turns != t || t.agen != agen || !t.idle {
-		return
-	}
-	t.idle = false
-	g.settleLocked()
 }
 
 // overrunLocked starts, once per latch, the grace a latched holder's work in
@@ -650,8 +618,8 @@ func (g *Gate) settleLocked() {
 		h := t.holder
 		others := g.candidatesLocked(h, true)
 		busy := g.inFlightLocked(h) || g.pendingLocked(h)
-		if busy {
-			t.idle, t.waited = false, false
+		if g.idleEndedLocked(h, busy) || busy {
+			t.waited = false // its next drain may be anticipated
 		}
 		switch {
 		case t.ending:
@@ -712,7 +680,7 @@ func (g *Gate) settleLocked() {
 	}
 	g.grantOwedLocked(next)
 	t.holder, t.has, t.ending, t.contended = next, true, false, false
-	t.idle, t.waited = false, false
+	t.idle, t.waited, t.idleNs = false, false, 0
 	t.overrunArmed, t.overrun = false, false
 	t.handoffAt = 0
 	t.granted++

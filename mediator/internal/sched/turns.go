@@ -8,7 +8,9 @@ import "time"
 // GPU time in turns over its weight (ChargeTurn: the gate charges the busy
 // time the backend reported for the VM's commands, which is the turn's
 // whole GPU time since no other VM had work on the GPU, with its work in
-// flight charged ahead at a quantum's end), relative to the VM given the
+// flight charged ahead at a quantum's end, and the idle turn the VM kept
+// between its commands while others waited: the gate's anticipation),
+// relative to the VM given the
 // last turn. NextTurn gives the turn to the waiting VM with the least lag
 // (ties: the next one in id order after the last holder) and re-bases every
 // lag on it; a VM behind it (idle, or waiting less long) keeps being

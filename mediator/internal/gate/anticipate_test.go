@@ -1,0 +1,211 @@
+package gate
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestTurnsDepth1FairShare: a closed loop of depth one (one 100 µs kernel
+// in flight, the next written think after each completion) beside a VM
+// that keeps four 1 ms kernels queued. Passing the turn at each of its
+// drains would give it one kernel per turn of the other's (a share of
+// about 2%); the drained holder, behind and known to think briefly, keeps
+// the idle turn for its think time and gets its half, less the think time
+// it is charged.
+func TestTurnsDepth1FairShare(t *testing.T) {
+	forHandoff(t, func(t *testing.T, handoff time.Duration) {
+		for _, think := range []time.Duration{0, 10 * time.Microsecond} {
+			t.Run(fmt.Sprintf("think=%v", think), func(t *testing.T) {
+				w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
+				a := w.addVM(1, 1, 100*time.Microsecond, 1, 0, time.Hour)
+				a.refill = int64(think)
+				b := w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
+				w.g.SetBudget(ms(13))
+				w.run(ms(2000))
+				// a is charged its kernels and its think time: its half of
+				// the turns' time holds 100/(100+think) of kernels.
+				k := float64(a.kernelNs) / float64(a.kernelNs+int64(think))
+				want := k / (1 + k)
+				share := float64(a.busy) / float64(a.busy+b.busy)
+				if share < want-0.02 || share > want+0.02 {
+					t.Fatalf("the depth-1 VM's share %.3f beside 1 ms kernels, want %.3f ± 0.02", share, want)
+				}
+				if w.violations != 0 {
+					t.Fatalf("%d overlapping submissions", w.violations)
+				}
+			})
+		}
+	})
+}
+
+// TestBusyNowCountsTheRunningCommand: under turns the holder's busy time
+// now counts what its command in flight has run (one VM at a time on the
+// GPU), never more than its estimate; a latched VM's is its completed
+// busy time alone.
+func TestBusyNowCountsTheRunningCommand(t *testing.T) {
+	w := newWorld(t, ArbitrationTurns, 5*time.Millisecond)
+	a := w.addVM(1, 1, 10*time.Millisecond, 1, 0, time.Hour)
+	w.addVM(2, 1, 10*time.Millisecond, 1, time.Millisecond, time.Hour)
+	w.run(ms(3))
+	if got, _ := w.g.BusyNowNs(1); got != ms(3) {
+		t.Fatalf("the holder's busy time now at 3 ms: %v, want 3ms (its first command's run so far)", time.Duration(got))
+	}
+	if got, _ := w.g.BusyNowNs(2); got != 0 {
+		t.Fatalf("the latched VM's busy time now: %v, want 0", time.Duration(got))
+	}
+	w.run(ms(13))
+	// a's first command ended at 10 ms and the turn passed to VM 2.
+	if got, _ := w.g.BusyNowNs(1); got != a.busy || got != ms(10) {
+		t.Fatalf("a's busy time now, latched: %v, want its completed 10ms", time.Duration(got))
+	}
+	if got, _ := w.g.BusyNowNs(2); got != ms(3) {
+		t.Fatalf("VM 2's busy time now 3 ms into its command: %v, want 3ms", time.Duration(got))
+	}
+}
+
+// gpuIdle is how long the GPU had nothing to run so far (the command
+// running now counts as busy for what it ran).
+func (w *world) gpuIdle() int64 {
+	var busy int64
+	for _, v := range w.vms {
+		busy += v.busy
+	}
+	if len(w.queue) > 0 {
+		busy += w.now - w.queue[0].start
+	}
+	return w.now - busy
+}
+
+// TestTurnsSleepyNotAnticipated: a VM of 100 µs kernels that sleeps 1 ms
+// after each (a think time above ThinkCap) beside a VM that keeps 1 ms
+// kernels queued: its drains pass the turn at once, and the GPU never
+// idles for it (it would for a window at each drain if its sleeps were
+// learned as think time).
+func TestTurnsSleepyNotAnticipated(t *testing.T) {
+	forHandoff(t, func(t *testing.T, handoff time.Duration) {
+		w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
+		a := w.addVM(1, 1, 100*time.Microsecond, 1, 0, time.Hour)
+		a.refill = int64(time.Millisecond)
+		w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
+		w.g.SetBudget(ms(13))
+		w.run(ms(1000))
+		if len(a.ends) < 100 {
+			t.Fatalf("the sleepy VM ran %d kernels", len(a.ends))
+		}
+		if idle := w.gpuIdle(); idle != 0 {
+			t.Fatalf("the GPU idled %v beside a VM that always has work: a sleepy VM was anticipated", time.Duration(idle))
+		}
+	})
+}
+
+// TestTurnsAnticipationHostile: guests that game the anticipation.
+//
+//   - stops: thinks 5 µs after each of its 10 µs kernels, long enough to
+//     be known, then stops: the GPU idles its think times and one window
+//     (2 × 5 µs + ThinkSlackNs) after its last command, no more.
+//   - bursts: three commands 5 µs apart, then a 2 ms sleep, over and over:
+//     each sleep costs at most one window, and forgets the think time.
+//   - slow: 10 µs kernels 300 µs apart (just under ThinkCap), beside two
+//     VMs that keep 1 ms kernels queued: anticipated all the time, it idles
+//     the GPU 97% of its turns, but that idle is charged to it, so the
+//     other two still get a third of the time each (with the idle free it
+//     would get every other turn, and they a quarter each).
+func TestTurnsAnticipationHostile(t *testing.T) {
+	const kernel, think = 10 * time.Microsecond, 5 * time.Microsecond
+	window := 2*int64(think) + ThinkSlackNs
+	forHandoff(t, func(t *testing.T, handoff time.Duration) {
+		t.Run("stops", func(t *testing.T) {
+			w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
+			h := w.addVM(1, 1, kernel, 1, 0, 100*time.Millisecond)
+			h.refill = int64(think)
+			w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
+			w.g.SetBudget(ms(13))
+			w.run(ms(300))
+			if len(h.ends) < 100 {
+				t.Fatalf("the hostile VM ran %d kernels", len(h.ends))
+			}
+			bound := int64(think)*int64(len(h.ends)) + window
+			if idle := w.gpuIdle(); idle > bound {
+				t.Fatalf("the GPU idled %v, want at most the hostile VM's think time × its %d commands and one window (%v)",
+					time.Duration(idle), len(h.ends), time.Duration(bound))
+			}
+		})
+		t.Run("bursts", func(t *testing.T) {
+			w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
+			h := w.addVM(1, 1, kernel, 1, 0, time.Hour)
+			n := 0
+			h.thinks = func() int64 {
+				n++
+				if n%4 == 0 {
+					return int64(2 * time.Millisecond)
+				}
+				return int64(think)
+			}
+			w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
+			w.g.SetBudget(ms(13))
+			w.run(ms(1000))
+			if n < 100 {
+				t.Fatalf("the hostile VM ran %d kernels", n)
+			}
+			bound := int64(think)*int64(n) + window*int64(n/4+1)
+			if idle := w.gpuIdle(); idle > bound {
+				t.Fatalf("the GPU idled %v, want at most the hostile VM's short think times and one window per sleep (%v)",
+					time.Duration(idle), time.Duration(bound))
+			}
+		})
+		t.Run("slow", func(t *testing.T) {
+			w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
+			h := w.addVM(1, 1, kernel, 1, 0, time.Hour)
+			h.refill = int64(300 * time.Microsecond)
+			b := w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
+			c := w.addVM(3, 1, time.Millisecond, 4, 0, time.Hour)
+			w.g.SetBudget(ms(13))
+			w.run(ms(3000))
+			for _, v := range []*tvm{b, c} {
+				if share := float64(v.busy) / float64(w.now); share < 0.31 {
+					t.Errorf("vm %d got %.3f of the GPU's time beside the slow hostile VM, want its third (≥ 0.31)", v.id, share)
+				}
+			}
+			if w.violations != 0 {
+				t.Fatalf("%d overlapping submissions", w.violations)
+			}
+		})
+	})
+}
+
+// TestTurnsDepthsMix: the H100's depths mix (seven VMs of 100 µs kernels
+// keeping 1, 2, 4 … 64 in flight), with a GPU's latencies: a command
+// reaches the GPU 10 µs after its Submit, its completion the channel 5 µs
+// after it ends, and the depth-1 guest writes its next one 5 µs later.
+// Passing the turn at its every drain gave the depth-1 VM 1.9% of the GPU
+// (2% on the H100); anticipated for its think time, it gets its seventh
+// less what it thinks and waits for its launches, the others theirs, and
+// the GPU stays busy but for those waits.
+func TestTurnsDepthsMix(t *testing.T) {
+	const lat = 10_000
+	w := newHandoffWorld(t, 5*time.Millisecond, DefaultHandoff, true)
+	w.launch = lat
+	w.deliver = func() int64 { return lat / 2 }
+	var vs []*tvm
+	for i, d := range []int{1, 2, 4, 8, 16, 32, 64} {
+		v := w.addVM(uint32(i+1), 1, 100*time.Microsecond, d, 0, time.Hour)
+		v.refill = lat / 2
+		vs = append(vs, v)
+	}
+	w.g.SetBudget(ms(13))
+	w.run(ms(2000))
+	var total int64
+	for _, v := range vs {
+		total += v.busy
+	}
+	if busy := float64(total) / float64(w.now); busy < 0.96 {
+		t.Errorf("GPU busy %.3f, want ≥ 0.96 (the depth-1 VM's waits are 20 µs of its 120 µs a command, a seventh of the time)", busy)
+	}
+	for _, v := range vs {
+		share := float64(v.busy) / float64(total)
+		if want := 1.0 / 7; share < want-0.01 || share > want+0.01 {
+			t.Errorf("depth %d: share %.3f, want %.3f ± 0.01", v.depth, share, want)
+		}
+	}
+}
