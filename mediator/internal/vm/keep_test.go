@@ -3,7 +3,9 @@ package vm
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -330,4 +332,128 @@ func filledBuffer(t *testing.T, v *VM, data []byte) (run func(...abi.Command) er
 		return got
 	}
 	return run, readBack
+}
+
+// gapStore is a memStore that looks, after every change, whether each of
+// names is stored (once watch is set), and notes every change that left
+// one out: a crash then would leave a successor without it.
+type gapStore struct {
+	*memStore
+	names []string
+	watch atomic.Bool
+	gaps  []string // guarded by memStore.mu
+}
+
+func (s *gapStore) Store(name string, fds ...int) error {
+	err := s.memStore.Store(name, fds...)
+	s.check("store " + name)
+	return err
+}
+
+func (s *gapStore) Remove(name string) error {
+	err := s.memStore.Remove(name)
+	s.check("remove " + name)
+	return err
+}
+
+func (s *gapStore) check(op string) {
+	if !s.watch.Load() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.names {
+		if len(s.fds[n]) != 1 {
+			s.gaps = append(s.gaps, fmt.Sprintf("after %s: %s has %d descriptors", op, n, len(s.fds[n])))
+		}
+	}
+}
+
+// The sim's device files stay stored, whole, at every instant of a
+// hand-over and of a successor's adoption, whether it adopts them from
+// the hand-over or from the store after a crash: the VM goes on in the
+// very files stored, and nothing removes them to store them again (a
+// crash in between would leave the next successor without them).
+func TestDeviceStoredThroughAdoption(t *testing.T) {
+	for _, how := range []string{"hand-over", "crash"} {
+		t.Run(how, func(t *testing.T) {
+			l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := []string{"vm/g/device/sim/0", "vm/g/device/sim/1"}
+			store := &gapStore{memStore: &memStore{fds: map[string][]int{}}, names: names}
+			cfg := Config{Name: "g", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/g.sock", Store: store}
+			old, err := sim.New(backend.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer old.Close()
+			v, err := New(cfg, old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v.Close()
+			data := bytes.Repeat([]byte("stored through "), 3000)
+			_, readBack := filledBuffer(t, v, data)
+			store.watch.Store(true)
+			h, err := v.Export(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if how == "crash" { // the successor has what the store passes it
+				if h, err = FromStore("g", abi.Vectors(1), store.passed()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if h.Device == nil || !h.DeviceStored {
+				t.Fatalf("the device state handed over: %+v, stored %v", h.Device, h.DeviceStored)
+			}
+			succBE, err := sim.New(backend.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer succBE.Close()
+			cfg.Adopt = &h
+			succ, err := New(cfg, succBE)
+			if err != nil {
+				t.Fatalf("adopting: %v", err)
+			}
+			defer succ.Close()
+			store.watch.Store(false)
+			if !bytes.Equal(readBack("after the adoption"), data) {
+				t.Error("the buffer read back after the adoption differs")
+			}
+			store.mu.Lock()
+			gaps := store.gaps
+			store.mu.Unlock()
+			for _, g := range gaps {
+				t.Errorf("a crash here loses the device state: %s", g)
+			}
+		})
+	}
+}
+
+// A VM created afresh that fails to start after its backend attached it
+// (its socket cannot be made) leaves no device files in the store.
+func TestFailedStartUnstoresDeviceState(t *testing.T) {
+	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &memStore{fds: map[string][]int{}}
+	cfg := Config{Name: "f", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/no/such/dir/f.sock", Store: store}
+	be, err := sim.New(backend.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	if _, err := New(cfg, be); err == nil {
+		t.Fatal("a vm whose socket cannot be made started")
+	}
+	for name := range store.passed() {
+		if strings.HasPrefix(name, "vm/f/device/") {
+			t.Errorf("%s stays stored after the vm failed to start", name)
+		}
+	}
 }
