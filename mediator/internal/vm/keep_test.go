@@ -19,16 +19,9 @@ import (
 // same after it, through the successor's backend (another sim, as a
 // successor process opens its own), and its handle is still in use.
 func TestExportKeepsDeviceState(t *testing.T) {
-	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{Name: "k", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/k.sock", Epoch: 3}
-	old, err := sim.New(backend.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Close()
+	cfg := oneChannel(t, "k", nil)
+	cfg.Epoch = 3
+	old := newSim(t)
 	v, err := New(cfg, old)
 	if err != nil {
 		t.Fatal(err)
@@ -47,11 +40,7 @@ func TestExportKeepsDeviceState(t *testing.T) {
 	if h.Device == nil || h.Device.Backend != "sim" || len(h.Device.FDs) != 2 {
 		t.Fatalf("kept device state %+v, want the sim's", h.Device)
 	}
-	succBE, err := sim.New(backend.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer succBE.Close()
+	succBE := newSim(t)
 	cfg.Adopt = &h
 	succ, err := New(cfg, succBE)
 	if err != nil {
@@ -118,12 +107,8 @@ func (b *storingBackend) Attach(spec backend.VMSpec) (backend.VM, error) {
 // kept state without data, and the backend that adopts it stores it again
 // under the same names: one copy stays stored.
 func TestBackendStoresItsDeviceState(t *testing.T) {
-	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := &memStore{fds: map[string][]int{}}
-	cfg := Config{Name: "d", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/d.sock", Store: store}
+	cfg := oneChannel(t, "d", store)
 	v, err := New(cfg, &storingBackend{backendOf: backendOf{&instantGPU{}}})
 	if err != nil {
 		t.Fatal(err)
@@ -158,12 +143,8 @@ func TestBackendStoresItsDeviceState(t *testing.T) {
 // successor would find the old one first), and a VM deleted takes its
 // device state out of the store.
 func TestStoreKeptReplaces(t *testing.T) {
-	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := &memStore{fds: map[string][]int{}}
-	cfg := Config{Name: "r", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/r.sock", Store: store}
+	cfg := oneChannel(t, "r", store)
 	v, err := New(cfg, &storingBackend{backendOf: backendOf{&instantGPU{}}})
 	if err != nil {
 		t.Fatal(err)
@@ -236,17 +217,9 @@ func crash(t *testing.T, v *VM, store *memStore) map[string][]int {
 // them (they stay stored, under the same names), and deleting the VM
 // takes them out.
 func TestStoreLiveDeviceState(t *testing.T) {
-	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := &memStore{fds: map[string][]int{}}
-	cfg := Config{Name: "d", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/d.sock", Store: store}
-	old, err := sim.New(backend.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Close()
+	cfg := oneChannel(t, "d", store)
+	old := newSim(t)
 	v, err := New(cfg, old)
 	if err != nil {
 		t.Fatal(err)
@@ -270,11 +243,7 @@ func TestStoreLiveDeviceState(t *testing.T) {
 	if h.Device == nil || len(h.Device.FDs) != 2 {
 		t.Fatalf("the device state from the store: %+v", h.Device)
 	}
-	succBE, err := sim.New(backend.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer succBE.Close()
+	succBE := newSim(t)
 	cfg.Adopt = &h
 	succ, err := New(cfg, succBE)
 	if err != nil {
@@ -377,18 +346,10 @@ func (s *gapStore) check(op string) {
 func TestDeviceStoredThroughAdoption(t *testing.T) {
 	for _, how := range []string{"hand-over", "crash"} {
 		t.Run(how, func(t *testing.T) {
-			l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
-			if err != nil {
-				t.Fatal(err)
-			}
 			names := []string{"vm/g/device/sim/0", "vm/g/device/sim/1"}
 			store := &gapStore{memStore: &memStore{fds: map[string][]int{}}, names: names}
-			cfg := Config{Name: "g", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/g.sock", Store: store}
-			old, err := sim.New(backend.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer old.Close()
+			cfg := oneChannel(t, "g", store)
+			old := newSim(t)
 			v, err := New(cfg, old)
 			if err != nil {
 				t.Fatal(err)
@@ -409,11 +370,7 @@ func TestDeviceStoredThroughAdoption(t *testing.T) {
 			if h.Device == nil || !h.DeviceStored {
 				t.Fatalf("the device state handed over: %+v, stored %v", h.Device, h.DeviceStored)
 			}
-			succBE, err := sim.New(backend.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer succBE.Close()
+			succBE := newSim(t)
 			cfg.Adopt = &h
 			succ, err := New(cfg, succBE)
 			if err != nil {
@@ -437,17 +394,10 @@ func TestDeviceStoredThroughAdoption(t *testing.T) {
 // A VM created afresh that fails to start after its backend attached it
 // (its socket cannot be made) leaves no device files in the store.
 func TestFailedStartUnstoresDeviceState(t *testing.T) {
-	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := &memStore{fds: map[string][]int{}}
-	cfg := Config{Name: "f", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/no/such/dir/f.sock", Store: store}
-	be, err := sim.New(backend.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
+	cfg := oneChannel(t, "f", store)
+	cfg.Socket = t.TempDir() + "/no/such/dir/f.sock"
+	be := newSim(t)
 	if _, err := New(cfg, be); err == nil {
 		t.Fatal("a vm whose socket cannot be made started")
 	}
@@ -456,4 +406,27 @@ func TestFailedStartUnstoresDeviceState(t *testing.T) {
 			t.Errorf("%s stays stored after the vm failed to start", name)
 		}
 	}
+}
+
+// oneChannel is the configuration of VM name, of one channel, with its
+// socket in a directory of the test's, storing its descriptors in store
+// (nil: none).
+func oneChannel(t *testing.T, name string, store FDStore) Config {
+	t.Helper()
+	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{Name: name, ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/" + name + ".sock", Store: store}
+}
+
+// newSim is a sim backend, closed when the test ends.
+func newSim(t *testing.T) backend.Backend {
+	t.Helper()
+	be, err := sim.New(backend.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	return be
 }
