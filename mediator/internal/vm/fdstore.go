@@ -310,8 +310,9 @@ func (v *VM) storedBy(be string) bool {
 }
 
 // unstoreDevice takes a kept device state out of the store once it is
-// adopted (or refused): the VM's buffers change from then on, and a
-// successor after a crash must not take the old ones for them.
+// refused, or adopted by a backend that goes on in none of it (the VM's
+// buffers change from then on, and a successor after a crash must not
+// take the old ones for them); and what the backend's RemoveKept names.
 func (v *VM) unstoreDevice(k backend.Kept) error {
 	v.devMu.Lock()
 	defer v.devMu.Unlock()
