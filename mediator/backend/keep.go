@@ -28,8 +28,9 @@ type Keeper interface {
 // last command that completed, or one in flight whole), so that a
 // successor started after a crash attaches the VM with them
 // (VMSpec.Adopt) as with a Keep's. The mediator keeps them in its fd
-// store while the VM lives. A VM attached with them goes on in the same
-// files: storing them again stores nothing new.
+// store while the VM lives, and leaves them there while a successor
+// adopts them. A VM attached with them goes on in the same files:
+// storing them again stores nothing new.
 type Persister interface {
 	// Stored is the VM's descriptors, its own (the caller neither keeps
 	// nor closes them: a store takes duplicates); no FDs while it has

@@ -88,6 +88,23 @@ type devFile struct {
 // segMin is a fresh segment's least capacity (a variable for tests).
 var segMin uint64 = 64 << 10
 
+// maxBuffers bounds the buffers one VM may hold (an ALLOC past it fails
+// with ErrNoMemory, as one past the memory does): each buffer's last page
+// may take a slot of its own however small the buffer, so the arena's
+// reserve counts one for each (arenaReserve). A variable for tests.
+var maxBuffers = 1 << 16
+
+// makeDevFile makes a VM's device files (newDevFile; a variable for
+// tests, which make it fail).
+var makeDevFile = newDevFile
+
+// heapDevFile is the device state of a VM whose files could not be made:
+// given up from the start, its state (view, mods) kept in the heap alone,
+// for Keep to write into fresh files.
+func heapDevFile() *devFile {
+	return &devFile{meta: -1, arena: -1, view: map[uint32]*buffer{}, mods: map[uint32]struct{}{}, broken: true}
+}
+
 func (d *devFile) at(committed bool) {
 	if d.hook != nil {
 		d.hook(committed)
@@ -140,11 +157,15 @@ func (d *devFile) mapFiles(memory uint64) error {
 	return nil
 }
 
-// arenaReserve is the arena's address space for memory bytes of buffers:
-// twice that (a command's new pages before its old ones are released),
-// and a little more.
+// arenaReserve is the arena's address space for memory bytes of buffers,
+// in slots: the pages of the buffers (memory/pageSize, and the last page
+// of each of up to maxBuffers buffers, whatever their sizes), the pages a
+// command writes anew before the ones they replace are released (one
+// buffer's: memory/pageSize and one), and a little more. Slots never run
+// out then, up to arenaReserveMax.
 func arenaReserve(memory uint64) uint64 {
-	return min(memory/pageSize*2*pageSize+64*pageSize, arenaReserveMax)
+	slots := 2*(memory/pageSize) + uint64(maxBuffers) + 64
+	return min(slots, arenaReserveMax/pageSize) * pageSize
 }
 
 // close unmaps and closes the files.
@@ -258,39 +279,40 @@ func (d *devFile) record(r devRecord) {
 
 // alloc records an ALLOC that started: b is under handle h.
 func (d *devFile) alloc(h uint32, b *buffer) {
-	if d == nil {
-		return
-	}
 	d.view[h] = b
 	d.record(devRecord{kind: recAlloc, handle: h, a: b.size})
 }
 
-// free records a FREE: the buffer's pages are released.
-func (d *devFile) freeBuf(h uint32) {
-	if d == nil {
+// freeBuf records a FREE of b, under handle h: its pages are released. A
+// buffer the state does not have (a timed-out ALLOC's, which other
+// channels may have written before the timeout ended) has its pages
+// released and nothing recorded.
+func (d *devFile) freeBuf(h uint32, b *buffer) {
+	if d.view[h] != b {
+		if b.dev == d {
+			d.release(b)
+		}
 		return
 	}
-	if b := d.view[h]; b != nil {
-		d.release(b)
-		delete(d.view, h)
-	}
+	d.release(b)
+	delete(d.view, h)
 	d.record(devRecord{kind: recFree, handle: h})
 }
 
 // module records a LOAD_MODULE.
 func (d *devFile) module(h uint32) {
-	if d == nil {
-		return
-	}
 	d.mods[h] = struct{}{}
 	d.record(devRecord{kind: recModule, handle: h})
 }
 
 // reset records the loss of every buffer and module (a command ran past
-// the VM's limit).
-func (d *devFile) reset() {
-	if d == nil {
-		return
+// the VM's limit): bufs, the VM's buffers when it did. Those the state
+// does not have (timed-out ALLOCs') have their pages released too.
+func (d *devFile) reset(bufs map[uint32]*buffer) {
+	for h, b := range bufs {
+		if d.view[h] != b && b.dev == d {
+			d.release(b)
+		}
 	}
 	for _, b := range d.view {
 		d.release(b)
@@ -314,7 +336,7 @@ func (d *devFile) release(b *buffer) {
 // appended to the active segment, or, when it is full, with the whole
 // state compacted into the other; then releases what it replaced.
 func (d *devFile) commit() {
-	if d == nil || len(d.tx) == 0 && len(d.dirty) == 0 && len(d.drop) == 0 && len(d.gone) == 0 {
+	if len(d.tx) == 0 && len(d.dirty) == 0 && len(d.drop) == 0 && len(d.gone) == 0 {
 		return
 	}
 	for _, dp := range d.dirty {
@@ -386,7 +408,7 @@ func (d *devFile) punch(slots []uint32) {
 func (d *devFile) compact() {
 	snap := d.snapshot(nil)
 	o := 1 - d.active
-	if d.seg[o].cap < uint64(len(snap)) {
+	if d.seg[o].off < devHeader || d.seg[o].cap < uint64(len(snap)) { // never placed (adoption unplaces one unusable), or too small
 		c := 2*uint64(len(snap)) + segMin
 		off := d.metaSize
 		if err := d.growMeta(off + c); err != nil {
@@ -403,8 +425,12 @@ func (d *devFile) compact() {
 	d.at(true)
 }
 
-// snapshot appends the records of the state, compacted, to out.
-func (d *devFile) snapshot(out []byte) []byte {
+// snapshot appends the records of the state, compacted, to out, each
+// page's as pageRef says.
+func (d *devFile) snapshot(out []byte) []byte { return d.snapshotWith(out, pageRef) }
+
+// snapshotWith is snapshot, each page's record saying ref(page).
+func (d *devFile) snapshotWith(out []byte, ref func(*page) uint64) []byte {
 	for _, h := range slices.Sorted(maps.Keys(d.mods)) {
 		out = devRecord{kind: recModule, handle: h}.append(out)
 	}
@@ -412,7 +438,7 @@ func (d *devFile) snapshot(out []byte) []byte {
 		b := d.view[h]
 		out = devRecord{kind: recAlloc, handle: h, a: b.size}.append(out)
 		for _, i := range slices.Sorted(maps.Keys(b.pages)) {
-			out = devRecord{kind: recPage, handle: h, a: i, b: pageRef(b.pages[i])}.append(out)
+			out = devRecord{kind: recPage, handle: h, a: i, b: ref(b.pages[i])}.append(out)
 		}
 	}
 	return out

@@ -62,21 +62,26 @@ type devBuf struct {
 	pages map[uint64]uint64 // index: refFill|value or refSlot|slot
 }
 
-// decodeDev replays records (whole records, copied out of the file) from
-// an empty state, for an arena of slots slots. Anything a run of the sim
-// cannot have written is an error.
-func decodeDev(records []byte, slots uint64) (*devState, error) {
+// decodeDev replays records (whole records, in the file: each is copied
+// out before it is looked at) from an empty state, for an arena of slots
+// slots and memory bytes of device memory. Anything a run of the sim
+// cannot have written is an error, found as soon as it is replayed: the
+// state decoded never holds more than memory bytes of buffers nor more
+// than maxBuffers of them, so its pages (at most one a page of a buffer)
+// are bounded too, whatever the records' length.
+func decodeDev(records []byte, slots, memory uint64) (*devState, error) {
 	if len(records)%recLen != 0 {
 		return nil, fmt.Errorf("%d bytes of records, not a whole number", len(records))
 	}
 	st := &devState{bufs: map[uint32]*devBuf{}, mods: map[uint32]struct{}{}}
+	var r [recLen]byte
 	for at := 0; at < len(records); at += recLen {
-		r := records[at : at+recLen]
+		copy(r[:], records[at:])
 		rec := devRecord{kind: r[0], handle: le.Uint32(r[4:]), a: le.Uint64(r[8:]), b: le.Uint64(r[16:])}
-		if !bytes.Equal(r[1:4], []byte{0, 0, 0}) {
+		if r[1]|r[2]|r[3] != 0 {
 			return nil, fmt.Errorf("record %d: padding not zero", at/recLen)
 		}
-		if err := st.apply(rec, slots); err != nil {
+		if err := st.apply(rec, slots, memory); err != nil {
 			return nil, fmt.Errorf("record %d: %w", at/recLen, err)
 		}
 	}
@@ -84,7 +89,7 @@ func decodeDev(records []byte, slots uint64) (*devState, error) {
 }
 
 // apply checks one record against the state and applies it.
-func (st *devState) apply(r devRecord, slots uint64) error {
+func (st *devState) apply(r devRecord, slots, memory uint64) error {
 	buf := st.bufs[r.handle]
 	if r.kind != recPage && r.b != 0 || r.kind != recAlloc && r.kind != recPage && r.a != 0 {
 		return errors.New("fields not zero")
@@ -94,12 +99,14 @@ func (st *devState) apply(r devRecord, slots uint64) error {
 		if buf != nil || r.handle == 0 || r.a == 0 || r.a > math.MaxInt {
 			return fmt.Errorf("buffer %d of %d bytes: a zero or live handle, or a bad size", r.handle, r.a)
 		}
-		sum, carry := bits.Add64(st.used, r.a, 0)
-		if carry != 0 {
-			return errors.New("the buffers' sizes overflow")
+		if sum, carry := bits.Add64(st.used, r.a, 0); carry != 0 || sum > memory {
+			return fmt.Errorf("buffer %d: the buffers' sizes are more than the %d bytes of memory", r.handle, memory)
 		}
-		st.used = sum
-		st.bufs[r.handle] = &devBuf{size: r.a, pages: map[uint64]uint64{}}
+		if len(st.bufs) >= maxBuffers {
+			return fmt.Errorf("buffer %d: more than %d buffers", r.handle, maxBuffers)
+		}
+		st.used += r.a
+		st.bufs[r.handle] = &devBuf{size: r.a}
 	case recFree:
 		if buf == nil {
 			return fmt.Errorf("FREE of buffer %d, not live", r.handle)
@@ -134,6 +141,9 @@ func (st *devState) apply(r devRecord, slots uint64) error {
 		default:
 			return fmt.Errorf("page %d of buffer %d: tag %#x", r.a, r.handle, r.b>>56)
 		}
+		if buf.pages == nil {
+			buf.pages = map[uint64]uint64{}
+		}
 		buf.pages[r.a] = r.b
 	case recReset:
 		if r.handle != 0 {
@@ -149,8 +159,9 @@ func (st *devState) apply(r devRecord, slots uint64) error {
 }
 
 // committedRecords checks a meta file's header, m (its first bytes up to
-// its size), and returns a copy of the active segment's committed
-// records, the claim counter, the segments and the commit word.
+// its size), and returns the active segment's committed records (in m:
+// decodeDev copies each out), the claim counter, the segments and the
+// commit word.
 func committedRecords(m []byte) (recs []byte, ringCtr, commit uint64, segs [2][2]uint64, err error) {
 	if len(m) < devHeader || !bytes.Equal(m[:8], []byte(devMagic)) || le.Uint64(m[hdrVersion:]) != devVersion {
 		return nil, 0, 0, segs, errors.New("not a sim device file of this version")
@@ -165,5 +176,5 @@ func committedRecords(m []byte) (recs []byte, ringCtr, commit uint64, segs [2][2
 	if off < devHeader || off > size || capa > size-off || used > capa {
 		return nil, 0, 0, segs, fmt.Errorf("segment %d at %d, %d of %d bytes, outside the file's %d", active, off, used, capa, size)
 	}
-	return bytes.Clone(m[off : off+used]), ringCtr, commit, segs, nil
+	return m[off : off+used], ringCtr, commit, segs, nil
 }

@@ -154,14 +154,20 @@ func (s *Sim) engineDoneLocked(e Engine) {
 		return
 	}
 	if code == abi.ErrTimedOut {
-		s.timedOutLocked(ch.vm, ch.idx, ch.q.front().cmd.Op)
+		if reset := s.timedOutLocked(ch.vm, ch, ch.q.front().cmd.Op); reset != nil {
+			fx = reset // it moved no data
+		}
 	}
 	ch.running = false
 	if fx != nil && !fx.done {
-		// Wall clock (the virtual timeline waits for it): the engine is
-		// free on time, the completion waits for the data.
+		// Wall clock (the virtual timeline waits for a movement), or the
+		// loss after a timeout: the engine is free on time, the
+		// completion waits for the effect.
 		fx.parked, fx.code, fx.start, fx.end = true, code, en.start, en.end
 		ch.parked = fx
+		if !s.wall {
+			s.parkedFx++ // the virtual timeline waits for it
+		}
 		return
 	}
 	ch.lastEnd = en.end

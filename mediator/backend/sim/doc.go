@@ -41,7 +41,9 @@
 // start, on either clock) is ended there with it. The VM's buffers and
 // modules are then dropped, as a GPU's context is (later commands naming
 // them fail with ErrBadHandle); unlike on a GPU, the VM's other commands
-// go on. Timeouts counts these.
+// go on. The loss is the timed-out command's effect: its completion waits
+// until the VM's mover has recorded it (below), and with the virtual
+// clock the timeline waits with it. Timeouts counts these.
 //
 // # Programs
 //
@@ -99,7 +101,8 @@
 // and a VM's quota (VMSpec.MemoryQuota, SetMemoryQuota) the size of its
 // own: an ALLOC past either fails with ErrNoMemory. A quota lowered below
 // the VM's use takes nothing back; its ALLOCs fail until it has freed
-// enough.
+// enough. A VM holds at most 65536 buffers (maxBuffers): an ALLOC past
+// them fails with ErrNoMemory too.
 //
 // A buffer is backed lazily, in 64 KiB pages: an ALLOC takes no host
 // memory, a page nobody wrote reads as zeros, a MEMSET of whole pages
@@ -137,7 +140,10 @@
 //
 // A VM's device state lives, from its Attach on, in two memfds, its
 // device files (devfile.go has the format): the arena, whose 64 KiB slots
-// back the buffers' data pages, and the meta file: the request ring's
+// back the buffers' data pages (its address space is reserved for twice
+// the memory's pages and one slot for each buffer's last page, however
+// small the buffer, which the buffer cap bounds: slots never run out
+// short of a reserve of 1 TiB), and the meta file: the request ring's
 // claim counter (the very word the VM's programs claim on) and a log of
 // records (ALLOC, FREE, LOAD_MODULE, a page's slot, fill value or zeros,
 // the loss of every buffer and module after a timeout). The mover records
@@ -155,13 +161,17 @@
 // (backend.Keeper) closes the VM as Close does (the movement under way
 // finishes and is recorded; the rest are dropped, to run again in the
 // successor) and hands them over. Attach with VMSpec.Adopt takes them
-// over: it replays a copy of the committed records, checked whole
-// (handles non-zero and unique, FREEs of live buffers, pages inside their
-// buffers, slots inside the arena, fills of whole pages, at most
-// maxModules modules, the buffers within the sim's free memory), or
-// refuses them with backend.ErrBadKept, and the VM goes on in the same
-// files. A VM whose files cannot be made or grown keeps its state in the
-// heap, with a warning, and gives its files up (a successor refuses them).
+// over: it replays the committed records, each copied out of the file
+// and checked as it is replayed (handles non-zero and unique, FREEs of
+// live buffers, pages inside their buffers, slots inside the arena, fills
+// of whole pages, at most maxModules modules and maxBuffers buffers, the
+// buffers within the memory at every record; the buffers in the end
+// within the sim's free memory), or refuses them with
+// backend.ErrBadKept, and the VM goes on in the same files. A VM whose
+// files cannot be made or grown keeps its state in the heap, with a
+// warning, and gives its files up (a successor after a crash refuses
+// them); Keep then writes its state, quiescent, into fresh files, so a
+// hand-over loses nothing.
 //
 // # Clocks and driving
 //

@@ -84,6 +84,9 @@ func (s *Sim) movedLocked(fx *effect) {
 // finishParkedLocked completes the parked command of fx's channel.
 func (s *Sim) finishParkedLocked(fx *effect) {
 	ch := fx.ch
+	if !s.wall {
+		s.parkedFx--
+	}
 	fx.parked = false
 	ch.parked = nil
 	ch.lastEnd = fx.end

@@ -19,7 +19,7 @@ var (
 // as with Keep's. None where the VM keeps its state in none (its files
 // could not be made, or it gave them up).
 func (v *simVM) Stored() backend.Kept {
-	if v.dev == nil || v.dev.broken {
+	if v.dev == nil || v.dev.broken { // nil: closed
 		return backend.Kept{Backend: "sim"}
 	}
 	return backend.Kept{Backend: "sim", FDs: []int{v.dev.meta, v.dev.arena}}
@@ -27,36 +27,89 @@ func (v *simVM) Stored() backend.Kept {
 
 // Keep closes the VM as Close does and hands its device files over: what
 // its commands committed (a movement under way finishes first; the rest
-// are dropped and run again in the successor). The completions Close
-// delivers are the caller's to drop.
+// are dropped and run again in the successor). A VM whose files were
+// given up, or never made, has its state written into fresh ones (it is
+// quiescent now). The completions Close delivers are the caller's to
+// drop.
 func (v *simVM) Keep() (backend.Kept, error) {
 	var d *devFile
-	err := v.close(func() { d, v.dev = v.dev, nil })
+	var ringCtr uint64
+	err := v.close(func() { d, v.dev, ringCtr = v.dev, nil, v.ringCtr.Load() })
 	if err != nil {
 		return backend.Kept{}, fmt.Errorf("keeping VM %d: %w", v.id, err)
 	}
-	if d == nil || d.broken {
-		if d != nil {
-			d.close()
+	if d.broken {
+		nd, err := d.refile(v.s.p.Memory, ringCtr)
+		d.close()
+		if err != nil {
+			return backend.Kept{}, fmt.Errorf("keeping VM %d: writing its device state into fresh files: %w", v.id, err)
 		}
-		return backend.Kept{}, fmt.Errorf("keeping VM %d: its device state is in no file", v.id)
+		d = nd
 	}
 	d.unmap() // its programs and mover have ended
 	return backend.Kept{Backend: "sim", FDs: []int{d.meta, d.arena}}, nil
 }
 
+// refile writes the state (view, mods: the VM is quiescent) and the
+// claim counter into fresh files, for a VM whose files were given up or
+// never made: each page's data is copied into a slot of the new arena
+// (a page buffers share stays shared), fills and zeros stay what they
+// are. Its arena has room (arenaReserve) as the VM's had.
+func (d *devFile) refile(memory, ringCtr uint64) (_ *devFile, err error) {
+	nd, err := makeDevFile(memory)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			nd.close()
+		}
+	}()
+	slots := map[*page]uint32{}
+	full := false
+	snap := d.snapshotWith(nil, func(p *page) uint64 {
+		if p == nil || isFill(p) {
+			return pageRef(p)
+		}
+		s, ok := slots[p]
+		if !ok {
+			if s, ok = nd.slot(); !ok {
+				full = true
+				return refHeap
+			}
+			copy(nd.am[uint64(s)*pageSize:], p.b)
+			slots[p] = s
+		}
+		return refSlot | uint64(s)
+	})
+	if full {
+		return nil, fmt.Errorf("the fresh arena's %d bytes are all in use", nd.arenaSize)
+	}
+	if n := uint64(len(snap)); n > nd.seg[0].cap {
+		if err := nd.growMeta(devHeader + n); err != nil {
+			return nil, err
+		}
+		nd.seg[0].cap = n
+		nd.writeSegs()
+	}
+	copy(nd.mm[nd.seg[0].off:], snap)
+	nd.ringCtr.Store(ringCtr)
+	nd.commitWord().Store(uint64(len(snap))) // segment 0
+	return nd, nil
+}
+
 // openDev makes a VM's device files, or adopts the ones kept for it
-// (nil, with an empty state, where none can be made: the VM then keeps
-// its state in the heap alone).
+// (where none can be made, a heapDevFile with an empty state: the VM then
+// keeps its state in the heap alone).
 func (s *Sim) openDev(a *backend.Kept) (*devFile, *kept, error) {
 	if a != nil {
 		return adoptDev(a, s.p.Memory)
 	}
 	k := &kept{bufs: map[uint32]*buffer{}, mods: map[uint32]struct{}{}}
-	d, err := newDevFile(s.p.Memory)
+	d, err := makeDevFile(s.p.Memory)
 	if err != nil {
 		slog.Warn("sim: a VM's device state is kept in no file; a successor after a crash starts it afresh", "err", err)
-		return nil, k, nil
+		return heapDevFile(), k, nil
 	}
 	return d, k, nil
 }
@@ -103,7 +156,7 @@ func adoptDev(a *backend.Kept, memory uint64) (_ *devFile, _ *kept, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := decodeDev(recs, d.arenaSize/pageSize)
+	st, err := decodeDev(recs, d.arenaSize/pageSize, memory)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -196,9 +196,13 @@ func TestKeptClaimCounterBounded(t *testing.T) {
 
 // checkDevState fails unless st, which decodeDev accepted, is within its
 // bounds: handles non-zero, pages inside their buffers, slots inside the
-// arena, fills whole pages, the use the buffers' sizes.
-func checkDevState(t *testing.T, st *devState, slots uint64) {
+// arena, fills whole pages, the use the buffers' sizes, within memory, at
+// most maxBuffers buffers.
+func checkDevState(t *testing.T, st *devState, slots, memory uint64) {
 	t.Helper()
+	if st.used > memory || len(st.bufs) > maxBuffers {
+		t.Fatalf("%d bytes in %d buffers accepted, for %d bytes and %d buffers", st.used, len(st.bufs), memory, maxBuffers)
+	}
 	var used uint64
 	for h, b := range st.bufs {
 		if h == 0 || b.size == 0 {
@@ -243,19 +247,19 @@ func TestKeptCorruptRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := decodeDev(recs, slots); err != nil {
+	if _, err := decodeDev(recs, slots, 16<<20); err != nil {
 		t.Fatalf("the kept records do not decode: %v", err)
 	}
 	refused := 0
 	for i := range recs {
 		c := bytes.Clone(recs)
 		c[i] ^= 0xff
-		st, err := decodeDev(c, slots)
+		st, err := decodeDev(c, slots, 16<<20)
 		if err != nil {
 			refused++
 			continue
 		}
-		checkDevState(t, st, slots)
+		checkDevState(t, st, slots, 16<<20)
 	}
 	if refused == 0 {
 		t.Error("no corrupted record byte was refused")
@@ -269,6 +273,41 @@ func TestKeptCorruptRecords(t *testing.T) {
 	le.PutUint64(c[hdrCommit:], le.Uint64(c[hdrCommit:])+uint64(len(m))) // committed past the file
 	if _, _, _, _, err := committedRecords(c); err == nil {
 		t.Error("a commit word past the file decodes")
+	}
+}
+
+// TestDecodeDevBoundsWhileReplaying: a log that goes past the memory or
+// past maxBuffers buffers at any record is refused there, even where
+// what follows frees it (a successor's memory for the replay stays
+// bounded by what a run of the sim can hold).
+func TestDecodeDevBoundsWhileReplaying(t *testing.T) {
+	defer func(old int) { maxBuffers = old }(maxBuffers)
+	maxBuffers = 4
+	recs := func(rs ...devRecord) []byte {
+		var out []byte
+		for _, r := range rs {
+			out = r.append(out)
+		}
+		return out
+	}
+	const memory = 1 << 20
+	over := recs(devRecord{kind: recAlloc, handle: 1, a: memory}, devRecord{kind: recAlloc, handle: 2, a: 1},
+		devRecord{kind: recFree, handle: 1}, devRecord{kind: recFree, handle: 2})
+	if _, err := decodeDev(over, 8, memory); err == nil {
+		t.Error("a log past the memory, then freed, decodes")
+	}
+	if _, err := decodeDev(over[:recLen], 8, memory); err != nil {
+		t.Errorf("a buffer of the whole memory: %v", err)
+	}
+	var many []devRecord
+	for h := uint32(1); h <= 5; h++ {
+		many = append(many, devRecord{kind: recAlloc, handle: h, a: 1})
+	}
+	if _, err := decodeDev(recs(many...), 8, memory); err == nil {
+		t.Error("5 buffers decode, with at most 4")
+	}
+	if _, err := decodeDev(recs(many[:4]...), 8, memory); err != nil {
+		t.Errorf("4 buffers: %v", err)
 	}
 }
 
@@ -309,10 +348,10 @@ func FuzzDecodeDev(f *testing.F) {
 		if len(got) > len(recs) {
 			t.Fatalf("%d bytes of records out of %d", len(got), len(recs))
 		}
-		st, err := decodeDev(got, 8)
+		st, err := decodeDev(got, 8, 1<<20)
 		if err != nil {
 			return
 		}
-		checkDevState(t, st, 8)
+		checkDevState(t, st, 8, 1<<20)
 	})
 }

@@ -40,16 +40,14 @@ func execAlloc(s *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
 	if c.Size == 0 {
 		return abi.ErrBadRecord
 	}
-	if c.Size > s.p.Memory-s.memUsed || c.Size > math.MaxInt || !v.fitsLocked(c.Size) {
+	if c.Size > s.p.Memory-s.memUsed || c.Size > math.MaxInt || !v.fitsLocked(c.Size) || len(v.bufs) >= maxBuffers {
 		return abi.ErrNoMemory
 	}
 	h, b, d := c.Handle, newDevBuffer(c.Size, c.Handle, v.dev), v.dev // no backing until written
 	v.bufs[h] = b
 	s.memUsed += c.Size
 	v.memUsed += c.Size
-	if d != nil {
-		s.moving = func() { d.alloc(h, b) }
-	}
+	s.moving = func() { d.alloc(h, b) }
 	return abi.OK
 }
 
@@ -68,9 +66,7 @@ func execFree(s *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
 	s.memUsed -= b.size
 	v.memUsed -= b.size
 	h, d := c.Handle, v.dev
-	if d != nil {
-		s.moving = func() { d.freeBuf(h) }
-	}
+	s.moving = func() { d.freeBuf(h, b) }
 	return abi.OK
 }
 

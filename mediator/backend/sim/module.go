@@ -47,9 +47,7 @@ func execLoadModule(s *Sim, v *simVM, c *abi.Command) abi.ErrorCode {
 	}
 	v.mods[c.Handle] = struct{}{}
 	h, d := c.Handle, v.dev
-	if d != nil {
-		s.moving = func() { d.module(h) }
-	}
+	s.moving = func() { d.module(h) }
 	return abi.OK
 }
 

@@ -64,8 +64,13 @@ func (s *Sim) programDone(e Engine, l *launch, code abi.ErrorCode, d int64) {
 
 // heldLocked reports whether the virtual timeline is held: by a program
 // (the next event, if any, lies beyond Now, where time cannot go until the
-// program ends) or by data still moving (movingLocked).
+// program ends), by data still moving (movingLocked), or by a command
+// that ended with an effect not done yet (the loss after a timeout):
+// nothing happens until its completion, as if it had been at once.
 func (s *Sim) heldLocked() bool {
+	if !s.wall && s.parkedFx > 0 {
+		return true
+	}
 	if len(s.events) == 0 {
 		return s.holds > 0
 	}

@@ -93,6 +93,7 @@ type Sim struct {
 	// movement, without the lock.
 	beforeMove func()
 	holds      int        // virtual clock: programs running, which hold the timeline
+	parkedFx   int        // virtual clock: commands ended whose effect is not done (effects.go), which hold it too
 	progEnd    *sync.Cond // on mu: broadcast when a program ends
 }
 
@@ -187,9 +188,7 @@ func (s *Sim) Attach(spec backend.VMSpec) (backend.VM, error) {
 		return nil, fmt.Errorf("attaching VM %d: %w", spec.ID, err)
 	}
 	refuse := func(err error) (backend.VM, error) {
-		if d != nil {
-			d.close()
-		}
+		d.close()
 		return nil, fmt.Errorf("attaching VM %d: %w", spec.ID, err)
 	}
 	if spec.RingHead != nil {
@@ -215,8 +214,8 @@ func (s *Sim) Attach(spec backend.VMSpec) (backend.VM, error) {
 	}
 	v := &simVM{s: s, id: spec.ID, heap: spec.Heap, area: area, complete: spec.Complete, quota: spec.MemoryQuota, maxCmd: spec.MaxCommandNs,
 		bufs: k.bufs, mods: k.mods, memUsed: k.used, drained: make(chan struct{}, 1), dev: d, ringCtr: new(atomic.Uint64)}
-	if d != nil {
-		v.ringCtr = d.ringCtr
+	if d.ringCtr != nil {
+		v.ringCtr = d.ringCtr // in the meta file
 	}
 	v.ringCtr.Store(k.ringCtr)
 	s.memUsed += k.used

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -177,6 +178,7 @@ func FromStore(name string, vectors int, stored map[string][]int) (Handover, err
 	}
 	h.Server.Shm = shm
 	h.Device = deviceFromStore(name, stored)
+	h.DeviceStored = h.Device != nil
 	for _, key := range taken {
 		for _, fd := range stored[key][1:] { // one file stored twice (systemd keeps one)
 			unix.Close(fd)
@@ -226,38 +228,98 @@ func (v *VM) positions() []channel.Position {
 // under a name it has to those it holds, and a successor would find the
 // old one first). Only a state whose descriptors say it all (no Data)
 // can be stored.
+//
+// A state whose files are the very ones stored under its names already
+// (regular files, by device and inode: the sim's device files, stored
+// when the VM attached, kept by Keep, adopted by a successor) is left as
+// it is: removing and storing them again would leave a crash in between
+// a successor without them.
 func (v *VM) storeDevice(k backend.Kept) error {
 	if len(k.Data) != 0 {
 		return fmt.Errorf("backend %s's kept state has data besides its descriptors", k.Backend)
 	}
+	ids := fileIDs(k.FDs)
 	v.devMu.Lock()
 	defer v.devMu.Unlock()
-	n := max(len(k.FDs), v.devStored[k.Backend])
-	if err := removeDevice(v.cfg.Store, v.cfg.Name, k.Backend, n); err != nil {
+	prev := v.devStored[k.Backend]
+	if ids != nil && slices.Equal(prev.ids, ids) {
+		return nil // stored already
+	}
+	if err := removeDevice(v.cfg.Store, v.cfg.Name, k.Backend, max(len(k.FDs), prev.n)); err != nil {
 		return fmt.Errorf("removing what was stored before: %w", err)
 	}
 	if v.devStored == nil {
-		v.devStored = map[string]int{}
+		v.devStored = map[string]storedDevice{}
 	}
-	v.devStored[k.Backend] = len(k.FDs) // what a failure leaves is removed with it
+	v.devStored[k.Backend] = storedDevice{n: len(k.FDs)} // what a failure leaves is removed with it
 	for i, fd := range k.FDs {
 		if err := v.cfg.Store.Store(storeName(v.cfg.Name, "device", k.Backend, strconv.Itoa(i)), fd); err != nil {
 			return err
 		}
 	}
+	v.devStored[k.Backend] = storedDevice{n: len(k.FDs), ids: ids}
 	return nil
 }
 
+// storedDevice is a device state's names in the store: how many, and
+// the files under them where they are regular files (fileIDs).
+type storedDevice struct {
+	n   int
+	ids []fileID
+}
+
+// fileID is a file's device and inode.
+type fileID struct{ dev, ino uint64 }
+
+// fileIDs identifies the files fds are open on: nil unless each is a
+// regular file (an eventfd's or a pidfd's inode may be shared with other
+// files of its kind, so only a regular file is known by its inode).
+func fileIDs(fds []int) []fileID {
+	ids := make([]fileID, len(fds))
+	for i, fd := range fds {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return nil
+		}
+		ids[i] = fileID{dev: st.Dev, ino: st.Ino}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return ids
+}
+
+// adoptedDevice notes that k, a state adopted from the store (the names
+// are the predecessor's), is stored: the VM goes on in those very files.
+func (v *VM) adoptedDevice(k backend.Kept) {
+	v.devMu.Lock()
+	defer v.devMu.Unlock()
+	if v.devStored == nil {
+		v.devStored = map[string]storedDevice{}
+	}
+	v.devStored[k.Backend] = storedDevice{n: len(k.FDs), ids: fileIDs(k.FDs)}
+}
+
+// storedBy reports whether the VM's backend stored a state of backend be
+// (StoreKept) since the VM began.
+func (v *VM) storedBy(be string) bool {
+	v.devMu.Lock()
+	defer v.devMu.Unlock()
+	_, ok := v.devStored[be]
+	return ok
+}
+
 // unstoreDevice takes a kept device state out of the store once it is
-// adopted (or refused): the VM's buffers change from then on, and a
-// successor after a crash must not take the old ones for them.
+// refused, or adopted by a backend that goes on in none of it (the VM's
+// buffers change from then on, and a successor after a crash must not
+// take the old ones for them); and what the backend's RemoveKept names.
 func (v *VM) unstoreDevice(k backend.Kept) error {
 	v.devMu.Lock()
 	defer v.devMu.Unlock()
 	if err := removeDevice(v.cfg.Store, v.cfg.Name, k.Backend, len(k.FDs)); err != nil {
 		return err
 	}
-	if v.devStored[k.Backend] <= len(k.FDs) {
+	if v.devStored[k.Backend].n <= len(k.FDs) {
 		delete(v.devStored, k.Backend)
 	}
 	return nil
@@ -269,8 +331,8 @@ func (v *VM) unstoreDevices() error {
 	v.devMu.Lock()
 	defer v.devMu.Unlock()
 	var err error
-	for be, n := range v.devStored {
-		err = errors.Join(err, removeDevice(v.cfg.Store, v.cfg.Name, be, n))
+	for be, st := range v.devStored {
+		err = errors.Join(err, removeDevice(v.cfg.Store, v.cfg.Name, be, st.n))
 	}
 	clear(v.devStored)
 	return err

@@ -27,6 +27,10 @@ type Handover struct {
 	// Device is the VM's device state the backend kept (backend.Keeper):
 	// its buffers, modules and handles; nil where it kept none.
 	Device *backend.Kept `json:"device,omitempty"`
+	// DeviceStored says Device is in the fd store under the VM's names
+	// (FromStore's, or stored when it was kept): a successor that goes on
+	// in those very files (a backend.Persister) leaves them stored.
+	DeviceStored bool `json:"device_stored,omitempty"`
 	// SysRing is the memfd the syscall forwarder stores its request
 	// ring's head in (0: none; a VM with an fd store has one).
 	SysRing int `json:"sys_ring,omitempty"`
@@ -94,7 +98,7 @@ func (v *VM) Export(wait time.Duration) (Handover, error) {
 		}
 		h.SyscallHead = v.sys.RingHead()
 	}
-	h.Device = v.keepDevice()
+	h.Device, h.DeviceStored = v.keepDevice()
 	if v.sysRing.fd >= 0 {
 		if err := ivshmem.Inheritable(v.sysRing.fd); err != nil {
 			return Handover{}, fmt.Errorf("exporting vm %q: %w", v.cfg.Name, err)
@@ -121,13 +125,13 @@ func (v *VM) Export(wait time.Duration) (Handover, error) {
 
 // keepDevice has the backend keep the VM's device state for the
 // successor (backend.Keeper), and puts it in the fd store when the VM has
-// one (a successor started after a crash finds it there); nil where the
-// backend keeps none or could not: the successor then starts the VM's
-// device state afresh.
-func (v *VM) keepDevice() *backend.Kept {
+// one (a successor started after a crash finds it there; stored says it
+// is); nil where the backend keeps none or could not: the successor then
+// starts the VM's device state afresh.
+func (v *VM) keepDevice() (_ *backend.Kept, stored bool) {
 	k, ok := v.gpu.(backend.Keeper)
 	if !ok {
-		return nil
+		return nil, false
 	}
 	kept, err := k.Keep()
 	v.gpu = nil // closed: Close has nothing of it left to close
@@ -140,44 +144,61 @@ func (v *VM) keepDevice() *backend.Kept {
 	}
 	if err != nil {
 		slog.Warn("hand-over: the vm's device state is not kept; its buffers and modules are lost", "vm", v.cfg.Name, "err", err)
-		return nil
+		return nil, false
 	}
 	if v.cfg.Store != nil && len(kept.Data) == 0 {
 		if err := v.storeDevice(kept); err != nil {
 			slog.Warn("fd store: the vm's kept device state is not stored; a crash now would lose its buffers", "vm", v.cfg.Name, "err", err)
+		} else {
+			stored = true
 		}
 	}
-	return &kept
+	return &kept, stored
 }
 
 // adoptDevice attaches the VM to the backend with the device state the
 // predecessor kept, or, where the backend refuses it
-// (backend.ErrBadKept), afresh. The kept descriptors are taken out of the
-// fd store first (a backend that keeps its live state there, the cuda
-// backend's worker, stores it again under the same names as it attaches),
-// and closed once Attach returns, either way.
-func (v *VM) adoptDevice(be backend.Backend, spec backend.VMSpec, kept *backend.Kept) (backend.VM, error) {
+// (backend.ErrBadKept), afresh. The kept descriptors are closed once
+// Attach returns, either way. They stay in the fd store while the
+// backend adopts them, so that a crash meanwhile leaves them there for
+// the next successor: a backend.Persister goes on in those very files
+// (they stay stored, and New's storeDevice finds them stored already); a
+// backend that stores its live state itself (the cuda backend's worker,
+// StoreKept) stores it in their place as it attaches. Only a state
+// refused, or one that neither kind goes on in, is taken out. stored says
+// kept is in the store (Handover.DeviceStored).
+func (v *VM) adoptDevice(be backend.Backend, spec backend.VMSpec, kept *backend.Kept, stored bool) (backend.VM, error) {
 	defer func() {
 		for _, fd := range kept.FDs {
 			unix.Close(fd)
 		}
 	}()
-	if v.cfg.Store != nil {
+	unstore := func() {
+		if v.cfg.Store == nil {
+			return
+		}
 		if err := v.unstoreDevice(*kept); err != nil {
-			slog.Warn("fd store: a kept device state adopted stays stored", "vm", v.cfg.Name, "err", err)
+			slog.Warn("fd store: a kept device state the vm does not go on in stays stored", "vm", v.cfg.Name, "err", err)
 		}
 	}
 	spec.Adopt = kept
 	gpu, err := be.Attach(spec)
 	if errors.Is(err, backend.ErrBadKept) {
 		slog.Warn("the device state kept for the vm is refused; its buffers and modules are lost", "vm", v.cfg.Name, "err", err)
+		unstore()
 		spec.Adopt = nil
 		return be.Attach(spec)
 	}
-	if err == nil {
-		slog.Info("vm device state adopted", "vm", v.cfg.Name, "backend", kept.Backend)
+	if err != nil {
+		return nil, err
 	}
-	return gpu, err
+	slog.Info("vm device state adopted", "vm", v.cfg.Name, "backend", kept.Backend)
+	if _, live := gpu.(backend.Persister); live && stored && v.cfg.Store != nil {
+		v.adoptedDevice(*kept)
+	} else if !live && !v.storedBy(kept.Backend) {
+		unstore()
+	}
+	return gpu, nil
 }
 
 // idle reports whether no channel has a record in flight.

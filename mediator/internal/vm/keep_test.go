@@ -3,7 +3,9 @@ package vm
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,16 +19,9 @@ import (
 // same after it, through the successor's backend (another sim, as a
 // successor process opens its own), and its handle is still in use.
 func TestExportKeepsDeviceState(t *testing.T) {
-	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{Name: "k", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/k.sock", Epoch: 3}
-	old, err := sim.New(backend.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Close()
+	cfg := oneChannel(t, "k", nil)
+	cfg.Epoch = 3
+	old := newSim(t)
 	v, err := New(cfg, old)
 	if err != nil {
 		t.Fatal(err)
@@ -45,11 +40,7 @@ func TestExportKeepsDeviceState(t *testing.T) {
 	if h.Device == nil || h.Device.Backend != "sim" || len(h.Device.FDs) != 2 {
 		t.Fatalf("kept device state %+v, want the sim's", h.Device)
 	}
-	succBE, err := sim.New(backend.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer succBE.Close()
+	succBE := newSim(t)
 	cfg.Adopt = &h
 	succ, err := New(cfg, succBE)
 	if err != nil {
@@ -116,12 +107,8 @@ func (b *storingBackend) Attach(spec backend.VMSpec) (backend.VM, error) {
 // kept state without data, and the backend that adopts it stores it again
 // under the same names: one copy stays stored.
 func TestBackendStoresItsDeviceState(t *testing.T) {
-	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := &memStore{fds: map[string][]int{}}
-	cfg := Config{Name: "d", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/d.sock", Store: store}
+	cfg := oneChannel(t, "d", store)
 	v, err := New(cfg, &storingBackend{backendOf: backendOf{&instantGPU{}}})
 	if err != nil {
 		t.Fatal(err)
@@ -156,12 +143,8 @@ func TestBackendStoresItsDeviceState(t *testing.T) {
 // successor would find the old one first), and a VM deleted takes its
 // device state out of the store.
 func TestStoreKeptReplaces(t *testing.T) {
-	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := &memStore{fds: map[string][]int{}}
-	cfg := Config{Name: "r", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/r.sock", Store: store}
+	cfg := oneChannel(t, "r", store)
 	v, err := New(cfg, &storingBackend{backendOf: backendOf{&instantGPU{}}})
 	if err != nil {
 		t.Fatal(err)
@@ -234,17 +217,9 @@ func crash(t *testing.T, v *VM, store *memStore) map[string][]int {
 // them (they stay stored, under the same names), and deleting the VM
 // takes them out.
 func TestStoreLiveDeviceState(t *testing.T) {
-	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := &memStore{fds: map[string][]int{}}
-	cfg := Config{Name: "d", ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/d.sock", Store: store}
-	old, err := sim.New(backend.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Close()
+	cfg := oneChannel(t, "d", store)
+	old := newSim(t)
 	v, err := New(cfg, old)
 	if err != nil {
 		t.Fatal(err)
@@ -268,11 +243,7 @@ func TestStoreLiveDeviceState(t *testing.T) {
 	if h.Device == nil || len(h.Device.FDs) != 2 {
 		t.Fatalf("the device state from the store: %+v", h.Device)
 	}
-	succBE, err := sim.New(backend.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer succBE.Close()
+	succBE := newSim(t)
 	cfg.Adopt = &h
 	succ, err := New(cfg, succBE)
 	if err != nil {
@@ -330,4 +301,132 @@ func filledBuffer(t *testing.T, v *VM, data []byte) (run func(...abi.Command) er
 		return got
 	}
 	return run, readBack
+}
+
+// gapStore is a memStore that looks, after every change, whether each of
+// names is stored (once watch is set), and notes every change that left
+// one out: a crash then would leave a successor without it.
+type gapStore struct {
+	*memStore
+	names []string
+	watch atomic.Bool
+	gaps  []string // guarded by memStore.mu
+}
+
+func (s *gapStore) Store(name string, fds ...int) error {
+	err := s.memStore.Store(name, fds...)
+	s.check("store " + name)
+	return err
+}
+
+func (s *gapStore) Remove(name string) error {
+	err := s.memStore.Remove(name)
+	s.check("remove " + name)
+	return err
+}
+
+func (s *gapStore) check(op string) {
+	if !s.watch.Load() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.names {
+		if len(s.fds[n]) != 1 {
+			s.gaps = append(s.gaps, fmt.Sprintf("after %s: %s has %d descriptors", op, n, len(s.fds[n])))
+		}
+	}
+}
+
+// The sim's device files stay stored, whole, at every instant of a
+// hand-over and of a successor's adoption, whether it adopts them from
+// the hand-over or from the store after a crash: the VM goes on in the
+// very files stored, and nothing removes them to store them again (a
+// crash in between would leave the next successor without them).
+func TestDeviceStoredThroughAdoption(t *testing.T) {
+	for _, how := range []string{"hand-over", "crash"} {
+		t.Run(how, func(t *testing.T) {
+			names := []string{"vm/g/device/sim/0", "vm/g/device/sim/1"}
+			store := &gapStore{memStore: &memStore{fds: map[string][]int{}}, names: names}
+			cfg := oneChannel(t, "g", store)
+			old := newSim(t)
+			v, err := New(cfg, old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v.Close()
+			data := bytes.Repeat([]byte("stored through "), 3000)
+			_, readBack := filledBuffer(t, v, data)
+			store.watch.Store(true)
+			h, err := v.Export(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if how == "crash" { // the successor has what the store passes it
+				if h, err = FromStore("g", abi.Vectors(1), store.passed()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if h.Device == nil || !h.DeviceStored {
+				t.Fatalf("the device state handed over: %+v, stored %v", h.Device, h.DeviceStored)
+			}
+			succBE := newSim(t)
+			cfg.Adopt = &h
+			succ, err := New(cfg, succBE)
+			if err != nil {
+				t.Fatalf("adopting: %v", err)
+			}
+			defer succ.Close()
+			store.watch.Store(false)
+			if !bytes.Equal(readBack("after the adoption"), data) {
+				t.Error("the buffer read back after the adoption differs")
+			}
+			store.mu.Lock()
+			gaps := store.gaps
+			store.mu.Unlock()
+			for _, g := range gaps {
+				t.Errorf("a crash here loses the device state: %s", g)
+			}
+		})
+	}
+}
+
+// A VM created afresh that fails to start after its backend attached it
+// (its socket cannot be made) leaves no device files in the store.
+func TestFailedStartUnstoresDeviceState(t *testing.T) {
+	store := &memStore{fds: map[string][]int{}}
+	cfg := oneChannel(t, "f", store)
+	cfg.Socket = t.TempDir() + "/no/such/dir/f.sock"
+	be := newSim(t)
+	if _, err := New(cfg, be); err == nil {
+		t.Fatal("a vm whose socket cannot be made started")
+	}
+	for name := range store.passed() {
+		if strings.HasPrefix(name, "vm/f/device/") {
+			t.Errorf("%s stays stored after the vm failed to start", name)
+		}
+	}
+}
+
+// oneChannel is the configuration of VM name, of one channel, with its
+// socket in a directory of the test's, storing its descriptors in store
+// (nil: none).
+func oneChannel(t *testing.T, name string, store FDStore) Config {
+	t.Helper()
+	l, err := abi.NewLayout(abi.LayoutConfig{RegionSize: 1 << 20, Channels: 1, RingEntries: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{Name: name, ID: 1, Weight: 1, Layout: l, Limits: abi.DefaultLimits(), Socket: t.TempDir() + "/" + name + ".sock", Store: store}
+}
+
+// newSim is a sim backend, closed when the test ends.
+func newSim(t *testing.T) backend.Backend {
+	t.Helper()
+	be, err := sim.New(backend.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	return be
 }

@@ -119,8 +119,8 @@ type VM struct {
 
 	bell bellState // the doorbell goroutine's (doorbell.go)
 
-	devMu     sync.Mutex     // orders the backend's StoreKept and RemoveKept
-	devStored map[string]int // the descriptors of device state stored, by backend (fdstore.go)
+	devMu     sync.Mutex              // orders the backend's StoreKept and RemoveKept
+	devStored map[string]storedDevice // the device state stored, by backend (fdstore.go)
 }
 
 // New creates the region, attaches the VM to the backend and starts
@@ -128,9 +128,18 @@ type VM struct {
 func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 	v := &VM{cfg: cfg, created: time.Now(), memfd: -1, sysRing: sysRing{fd: -1}}
 	defer func() {
-		if err != nil {
-			v.release()
+		if err == nil {
+			return
 		}
+		if cfg.Store != nil && cfg.Adopt == nil {
+			// A VM created afresh leaves nothing stored (the device files
+			// it stored once attached); an adopted one's state stays
+			// stored as its predecessor left it, for another try.
+			if uerr := v.unstoreDevices(); uerr != nil {
+				slog.Warn("fd store: a vm that failed to start stays stored", "vm", cfg.Name, "err", uerr)
+			}
+		}
+		v.release()
 	}()
 	l := cfg.Layout
 	if a := cfg.Adopt; a != nil {
@@ -179,7 +188,7 @@ func New(cfg Config, be backend.Backend) (_ *VM, err error) {
 		spec.SyscallFile = &backend.FileRange{FD: v.memfd, Offset: int64(l.SyscallOff)}
 	}
 	if a := cfg.Adopt; a != nil && a.Device != nil {
-		v.gpu, err = v.adoptDevice(be, spec, a.Device)
+		v.gpu, err = v.adoptDevice(be, spec, a.Device, a.DeviceStored)
 	} else {
 		v.gpu, err = be.Attach(spec)
 	}
