@@ -286,3 +286,30 @@ func TestAutoLongCommandsStayDriver(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoWatchesTwoOrMore: auto counts the VMs' occupancy (and reads the
+// clock at their starts and drains) only while two VMs or more are there;
+// a VM alone, which auto leaves to the driver whatever it does, pays no
+// clock reads for it.
+func TestAutoWatchesTwoOrMore(t *testing.T) {
+	w := newAutoWorld(t, ArbitrationDriver, AutoConfig{})
+	w.addVM(1, 1, time.Millisecond, 4, 0, time.Hour)
+	w.run(ms(10))
+	if o, _ := w.g.Occupancy(1); o.OutstandingNs != 0 {
+		t.Fatalf("a VM alone: occupancy %+v counted, want none", o)
+	}
+	from := w.now
+	w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
+	w.run(ms(15))
+	for id := range uint32(2) {
+		if o, _ := w.g.Occupancy(id + 1); o.OutstandingNs < (w.now-from)*9/10 {
+			t.Fatalf("VM %d beside another: occupancy %v in %v, want it counted", id+1, time.Duration(o.OutstandingNs), time.Duration(w.now-from))
+		}
+	}
+	w.g.Remove(2)
+	before, _ := w.g.Occupancy(1)
+	w.run(ms(25))
+	if o, _ := w.g.Occupancy(1); o != before {
+		t.Fatalf("alone again: occupancy %+v, then %+v, want no more counted", before, o)
+	}
+}

@@ -147,8 +147,11 @@ func (g *Gate) Add(vm uint32, chans []Channel) {
 			break
 		}
 	}
-	g.trackLocked(vm)
+	if g.auto != nil && g.auto.watching {
+		g.trackLocked(vm)
+	}
 	g.hookLocked(vm)
+	g.watchLocked() // a second VM: auto watches them all
 	if g.turns != nil {
 		g.syncLocked(vm)
 		g.settleLocked()
@@ -226,6 +229,7 @@ func (g *Gate) Remove(vm uint32) {
 	delete(g.held, vm)
 	delete(g.latched, vm)
 	delete(g.budgets, vm)
+	g.watchLocked() // one VM left alone: auto stops watching
 	if g.turns != nil {
 		delete(g.turns.think, vm)
 		g.settleLocked()

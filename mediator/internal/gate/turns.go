@@ -294,7 +294,9 @@ func (g *Gate) hookLocked(id uint32) {
 	if t == nil {
 		if g.auto != nil {
 			b.SetHook(&channel.BudgetHook{Knocked: knock})
-			b.SetClock(g.auto.cfg.Clock.Now) // LastProgress, for the long commands
+			if g.auto.watching {
+				b.SetClock(g.auto.cfg.Clock.Now) // LastProgress, for the long commands
+			}
 		}
 		return
 	}
