@@ -46,7 +46,13 @@ type Result struct {
 	// backend gpu_busy_ns is the sum of the VMs' ground truths (the union of
 	// each VM's kernels' own %globaltimer intervals).
 	GPUOverheadNs int64 `json:"gpu_overhead_ns"`
-	Kernels       int64 `json:"kernels"` // completed by all VMs
+	// SwitchOverheadNs is what the backend billed to no VM as switching
+	// between VMs' contexts (the cuda backend: a fraction,
+	// switch_overhead_fraction, of the time in which several VMs ran at
+	// once); 0 on a backend that does not estimate it.
+	SwitchOverheadNs       int64   `json:"switch_overhead_ns,omitempty"`
+	SwitchOverheadFraction float64 `json:"switch_overhead_fraction,omitempty"`
+	Kernels                int64   `json:"kernels"` // completed by all VMs
 	// JainIndex is Jain's index of true GPU time ÷ weight over the VMs that
 	// demand more than their fair share (JainVMs); 1 with fewer than two.
 	JainIndex float64  `json:"jain_index"`
@@ -190,6 +196,9 @@ func WriteText(w io.Writer, r *Result) error {
 		fmt.Fprintf(&b, ", estimate error max %.3f%%", 100**r.EstimateErrorMax)
 	}
 	fmt.Fprintf(&b, "\nGPU overhead %s (no VM's kernel running: switches, gaps, idle)", ms(r.GPUOverheadNs))
+	if r.SwitchOverheadFraction > 0 {
+		fmt.Fprintf(&b, ", of which billed to no VM as context switches %s (%.2f%% of the time VMs overlapped)", ms(r.SwitchOverheadNs), 100*r.SwitchOverheadFraction)
+	}
 	fmt.Fprintf(&b, "\npoller CPU %s (%.3f%% of a core), %d periods", ms(r.PollerCPUNs), 100*r.PollerCPUFraction, r.Periods)
 	if r.SamplingNs > 0 {
 		fmt.Fprintf(&b, ", sampling %s", ms(r.SamplingNs))

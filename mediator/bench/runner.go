@@ -93,11 +93,20 @@ type runner struct {
 	snap     *snapshot
 }
 
+// switchCounter is a backend that bills part of the time in which several
+// VMs ran at once to none of them, as switching between their contexts
+// (the cuda backend's SwitchOverhead): how much, and the fraction.
+type switchCounter interface {
+	SwitchOverhead() (ns int64, fraction float64)
+}
+
 // snapshot is every figure at W, taken on the timeline.
 type snapshot struct {
 	at         int64
 	busy       []int64
 	gpuBusy    int64
+	switchNs   int64   // the backend's switch overhead (switchCounter)
+	switchF    float64 // its fraction
 	billed     []int64
 	kernels    []int64
 	turnaround []int64
@@ -240,6 +249,9 @@ func (r *runner) takeSnapshot() *snapshot {
 		latP50: make([]int64, n), latP99: make([]int64, n),
 	}
 	sn.gpuBusy = r.gpu.Busy()
+	if sc, ok := r.gpu.(switchCounter); ok {
+		sn.switchNs, sn.switchF = sc.SwitchOverhead()
+	}
 	// Commands running at W count from their start, as the exact meter
 	// reads them from the backend's status, where the truth counts them.
 	running := map[uint32]int64{}
@@ -372,6 +384,7 @@ func (r *runner) result(o Options) (*Result, error) {
 		MaxVMsInFlight: r.occ.max.Load(),
 		DurationNs:     w - r.t0, GPUBusyNs: sn.gpuBusy, PollerCPUNs: st.cpuNs, EstimatorNs: st.estimatorNs,
 		Periods: st.periods, MeanPeriodNs: st.meanPeriodNs, SamplingNs: st.samplingNs,
+		SwitchOverheadNs: sn.switchNs, SwitchOverheadFraction: sn.switchF,
 		VMs: make([]VMResult, len(r.hosts)),
 	}
 	if d := w - r.t0; d > 0 {

@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"math"
+
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/internal/spin"
 	"github.com/sluice-gpu/sluice/mediator/backend"
@@ -303,8 +305,10 @@ func (b *Backend) rest(now int64) { b.running, b.lastSweep = b.running[:0], now 
 // interval that a late sweep made long (the completer descheduled, a
 // collection) bills what ran at its ends, not the launch gaps and idle
 // time in it. A command's credits add up to its GPU time
-// (Completion.GPUNs), and the bills of one interval to the part of it in
-// which something ran, however many VMs ran.
+// (Completion.GPUNs), and the bills of one interval, with the switch
+// overhead taken from a half at whose end several VMs ran (f of it, see
+// switchcost.go), to the part of it in which something ran, however many
+// VMs ran.
 func (b *Backend) credit(dt int64) {
 	if dt <= 0 || len(b.running)+len(b.now1) == 0 {
 		return
@@ -339,12 +343,29 @@ func (b *Backend) credit(dt int64) {
 		}
 	}
 	// half is what one end's VMs share: ends[end] a VM's part of it.
+	// Where several VMs ran at an end, the GPU time-sliced between their
+	// contexts: f of that half went to switching, which is nobody's
+	// (switchcost.go), and the VMs share the rest.
 	half := float64(dt) / 2
+	var shared [2]float64
+	f := math.Float64frombits(b.switchF.Load())
+	for end := range 2 {
+		shared[end] = half
+		if vms[end] >= 2 && f > 0 {
+			shared[end] = half * (1 - f)
+			b.switchOwed += half * f
+		}
+	}
+	if b.switchOwed >= 1 {
+		whole := math.Floor(b.switchOwed)
+		b.switchNs.Add(int64(whole))
+		b.switchOwed -= whole
+	}
 	vmPart := func(v *cudaVM, end int) float64 {
 		if v.creditChans[end] == 0 {
 			return 0
 		}
-		return half / float64(vms[end])
+		return shared[end] / float64(vms[end])
 	}
 	chanCredit := func(ch *channel) float64 {
 		var c float64

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"strconv"
@@ -94,6 +95,14 @@ type Backend struct {
 	creditGen uint64   // credit's, numbering its splits
 	late      []lateRef
 
+	// The switch overhead (switchcost.go): f's bits, whether Open
+	// measures it, and the time credit billed to nobody for it (switchOwed
+	// its fractions of a nanosecond: the completer's).
+	switchF    atomic.Uint64
+	switchAuto bool
+	switchNs   atomic.Int64
+	switchOwed float64
+
 	hops *backendHops // the hop diagnostic (HopsEnv); nil: off
 
 	clock func() int64 // the tests' timeline in place of the wall clock; nil: the wall clock
@@ -109,18 +118,34 @@ var (
 // "gap" (see DefaultGapNs; its old key gap_ns, in nanoseconds, still
 // works), "stall_check", "restart_delay" and "worker_spin" (see
 // DefaultStallCheck, DefaultRestartDelay and DefaultWorkerSpin; worker_spin
-// 0: never spin). The clock is always the wall
-// clock. Each VM's context lives in a GPU worker process of its own.
+// 0: never spin), and "switch_overhead": the fraction of the time in
+// which several VMs run at once that goes to switching between their
+// contexts and is billed to none of them, "auto" (the default: measured
+// here, once, see switchcost.go) or a number in [0, 0.5). The clock is
+// always the wall clock. Each VM's context lives in a GPU worker process
+// of its own.
 func Open(opts backend.Options) (backend.Backend, error) {
 	lib, err := loadLibcuda(opts.Params["library"])
 	if err != nil {
 		return nil, err
 	}
+	params := opts.Params
+	if _, set := params["switch_overhead"]; !set {
+		params = maps.Clone(params)
+		if params == nil {
+			params = map[string]string{}
+		}
+		params["switch_overhead"] = "auto"
+	}
+	opts.Params = params
 	b, err := open(lib, opts, spawnProcess)
 	if err != nil {
 		return nil, err
 	}
 	b.needFiles = true
+	if b.switchAuto {
+		b.calibrate()
+	}
 	return b, nil
 }
 
@@ -176,8 +201,12 @@ func open(d driver, opts backend.Options, spawn spawner) (*Backend, error) {
 			if err == nil && b.workerSpin < 0 {
 				err = fmt.Errorf("must not be negative")
 			}
+		case "switch_overhead":
+			var f float64
+			f, b.switchAuto, err = parseSwitchOverhead(v)
+			b.setSwitchOverhead(f)
 		default:
-			return nil, fmt.Errorf("%w: unknown option %q (have device, library, gap, stall_check, restart_delay, worker_spin)", backend.ErrInvalid, k)
+			return nil, fmt.Errorf("%w: unknown option %q (have device, library, gap, stall_check, restart_delay, worker_spin, switch_overhead)", backend.ErrInvalid, k)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: option %s=%q: %v", backend.ErrInvalid, k, v, err)

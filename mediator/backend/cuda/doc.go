@@ -182,7 +182,13 @@
 // commands it ran in the interval, those that started and ended unseen
 // included. A command's sum is its Completion.GPUNs (GPUMeasured: zero for
 // a command no sweep saw run). The bills of all VMs add up to the time the
-// GPU was busy with any of them at the sweeps, context switches included.
+// GPU was busy with any of them at the sweeps, less the switch overhead:
+// of a half at whose end several VMs ran, a fraction f (the option
+// switch_overhead; by default measured once at Open by two probe VMs that
+// spin at once, switchcost.go) is billed to nobody and counted apart
+// (Backend.SwitchOverhead). f is the switch cost between the probe's small
+// contexts, not that of every kernel's state: it takes out the switches'
+// fixed part.
 //
 // # The hop diagnostic
 //

@@ -545,3 +545,27 @@ func TestGPUKeepAdopt(t *testing.T) {
 func TestGPUCrashAdopt(t *testing.T) {
 	adoptCrashed(t, gpuBackend(t, nil), "gpu")
 }
+
+// TestGPUSwitchOverhead: on a real GPU the calibration's two probe
+// contexts run at once, and the part of their span that neither ran (the
+// switches between them) is a sane fraction; Open (switch_overhead auto
+// by default) measured one too.
+func TestGPUSwitchOverhead(t *testing.T) {
+	b := gpuBackend(t, nil)
+	_, opened := b.SwitchOverhead()
+	t.Logf("measured at Open: f %.4f", opened)
+	for i := range 3 {
+		start := time.Now()
+		f, err := b.measureSwitchOverhead(probeNs, probeWait)
+		if err != nil {
+			t.Fatalf("calibration %d: %v", i, err)
+		}
+		t.Logf("calibration %d: f %.4f in %v", i, f, time.Since(start))
+		if f < 0 || f >= maxSwitchOverhead {
+			t.Errorf("calibration %d: f %g, want in [0, %g)", i, f, maxSwitchOverhead)
+		}
+	}
+	if opened < 0 || opened >= maxSwitchOverhead {
+		t.Errorf("f %g at Open, want in [0, %g)", opened, maxSwitchOverhead)
+	}
+}
