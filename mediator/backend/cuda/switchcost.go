@@ -21,7 +21,9 @@ import (
 // opens (calibrate): two probe VMs each run one spinning THROTTLE kernel at
 // the same time, and f is the part of the union of their spans in which
 // neither kernel ran, by their own %globaltimer (the steps longer than the
-// gap, when a context was switched out).
+// gap, when a context was switched out). It assumes the probes have the
+// GPU to themselves: other contexts busy meanwhile (another process's, a
+// predecessor's kept workers) inflate it, and an operator sets it there.
 
 // Calibration's bounds.
 const (
