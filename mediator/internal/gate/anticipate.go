@@ -33,8 +33,17 @@ package gate
 // window (bounded by the quantum/AnticipationDiv), charged to it, and a
 // think time above ThinkCap (a sleep) forgets what was learned, so a guest
 // that alternates short and long pauses is anticipated at most once per
-// ThinkLearn short ones. A turn still ends at its quantum, anticipating or
-// not (expire).
+// ThinkLearn short ones.
+//
+// A turn ends at its quantum, anticipating or not (expire): the holder,
+// charged its busy time and its idle turn, keeps the turn only if it has
+// work and is still behind every waiting VM. Records a guest wrote without
+// ringing its doorbell do not keep a turn: with nothing in flight the gate
+// polls the holder's channels for them once (holderBusyLocked), so they are
+// forwarded or its channel fails on them, and a holder whose pending
+// records that poll did not forward passes the turn; the time it holds the
+// contended turn with records pending and nothing in flight is charged to
+// it as idle turn time.
 
 const (
 	// ThinkSlackNs is the margin of a think-time anticipation over twice
@@ -227,6 +236,11 @@ func (g *Gate) idleChargeLocked() int64 {
 		now := t.cfg.Clock.Now()
 		t.idleNs += max(now-t.idleFrom, 0)
 		t.idleFrom = now
+	}
+	if t.pend {
+		now := t.cfg.Clock.Now()
+		t.idleNs += max(now-t.pendFrom, 0)
+		t.pendFrom = now
 	}
 	ns := t.idleNs
 	t.idleNs = 0

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"github.com/sluice-gpu/sluice/api/abi"
 	"testing"
 	"time"
 )
@@ -207,5 +208,56 @@ func TestTurnsDepthsMix(t *testing.T) {
 		if want := 1.0 / 7; share < want-0.01 || share > want+0.01 {
 			t.Errorf("depth %d: share %.3f, want %.3f ± 0.01", v.depth, share, want)
 		}
+	}
+}
+
+// TestTurnsUnrungPutDoesNotStarve: a holder that learns a short think
+// time, then, in each anticipation, writes its next command and advances
+// its ring's put without ringing the doorbell, beside two VMs that keep
+// 1 ms kernels queued, under turns and under auto. Its records are pending
+// and nothing forwards them: the gate polls its channels for them, so
+// pending alone keeps no turn, and the other two share the GPU (before,
+// the holder kept the turn with nothing in flight and the others got
+// nothing from 100 ms on).
+func TestTurnsUnrungPutDoesNotStarve(t *testing.T) {
+	for _, a := range []Arbitration{ArbitrationTurns, ArbitrationAuto} {
+		t.Run(string(a), func(t *testing.T) {
+			w := newWorld(t, a, 5*time.Millisecond)
+			h := w.addVM(1, 1, 10*time.Microsecond, 1, 0, time.Hour)
+			h.thinks = func() int64 {
+				if w.now < ms(100) {
+					return int64(5 * time.Microsecond)
+				}
+				w.at(w.now+int64(5*time.Microsecond), func() {
+					rec := abi.EncodeCommand(abi.Command{Op: abi.OpThrottle, DurationNs: uint64(h.kernelNs)})
+					h.region.CopyIn(h.layout.RecordOff(0, h.put), rec[:])
+					h.put++
+					h.region.Store32(h.layout.ChannelOff(0)+abi.ChPut, h.put) // and no doorbell
+				})
+				return int64(time.Hour)
+			}
+			b := w.addVM(2, 1, time.Millisecond, 4, time.Microsecond, time.Hour)
+			c := w.addVM(3, 1, time.Millisecond, 4, time.Microsecond, time.Hour)
+			w.g.SetBudget(ms(13))
+			if a == ArbitrationAuto {
+				for p := int64(1); p <= 40; p++ {
+					w.at(p*ms(26), func() { w.g.EndPeriod(true) })
+				}
+			}
+			w.run(ms(100))
+			busyB, busyC := b.busy, c.busy
+			w.run(ms(1000))
+			for _, v := range []struct {
+				id   uint32
+				busy int64
+			}{{2, b.busy - busyB}, {3, c.busy - busyC}} {
+				if v.busy < ms(900*0.4) {
+					t.Errorf("vm %d ran %v of the 900 ms after the holder stopped ringing, want ≥ 360ms", v.id, time.Duration(v.busy))
+				}
+			}
+			if a == ArbitrationTurns && w.violations != 0 { // auto starts under the driver's
+				t.Fatalf("%d overlapping submissions", w.violations)
+			}
+		})
 	}
 }

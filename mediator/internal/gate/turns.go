@@ -167,6 +167,12 @@ type turnState struct {
 	idleFrom   int64  // when the idle turn began (the anticipation's start), or was last charged to
 	idleStarts uint64 // the holder's budget's Starts then: it came back when they move
 	idleNs     int64  // the holder's idle turn time not charged yet
+	// Pending records with nothing in flight (holderBusyLocked): the gate
+	// polled the holder's channels for them once.
+	polled     bool   // a poll for them was made
+	pollStarts uint64 // the holder's budget's Starts then: unchanged, it forwarded nothing
+	pend       bool   // a contended spell of records pending, nothing in flight runs
+	pendFrom   int64  // since then
 	think      map[uint32]*thinker
 	// Overrun: a latched holder's work in flight ran past its grace.
 	overrunArmed bool // the grace timer of this turn's latch runs
@@ -354,7 +360,7 @@ func (g *Gate) expire(t *turnState, gen uint64) {
 		g.uncontendLocked() // the others went away
 		return
 	}
-	if g.pendingLocked(h) || g.inFlightLocked(h) {
+	if g.holderBusyLocked(h) {
 		cands = append(cands, h)
 	}
 	if next, ok := t.cfg.Picker.NextTurn(cands); ok && next == h {
@@ -363,6 +369,59 @@ func (g *Gate) expire(t *turnState, gen uint64) {
 	}
 	t.ending = true
 	g.settleLocked()
+}
+
+// holderBusyLocked reports whether holder h has work: in flight, or records
+// pending (channel.Channel.Pending: the guest advanced its put) that no
+// poll was made for yet. A guest may advance its put and never ring: then
+// nothing forwards its records, and pending alone would keep its turn (and
+// it a candidate at the quantum's end) with the GPU idle. So the gate polls
+// its channels for them (after mu; Gate.resettle settles again once
+// polled): they are forwarded, or its channel fails on them, and pending
+// records a poll forwarded nothing of no longer keep the turn.
+func (g *Gate) holderBusyLocked(h uint32) bool {
+	t := g.turns
+	if g.inFlightLocked(h) {
+		return true
+	}
+	if !g.pendingLocked(h) {
+		return false
+	}
+	var n uint64
+	if b := g.budgets[h]; b != nil {
+		n, _ = b.Starts()
+	}
+	if t.polled && t.pollStarts == n {
+		return false
+	}
+	t.polled, t.pollStarts = true, n
+	for _, c := range g.vms[h] {
+		g.polls = append(g.polls, pollEntry{h, c})
+	}
+	g.resettle = t
+	return true
+}
+
+// pendSpellLocked starts (on) or ends a spell of the contended holder h
+// with records pending and nothing in flight: the time until its records
+// are forwarded (its budget's Starts move) or the spell ends is charged to
+// it with its idle turn (idleChargeLocked), so that a holder does not stay
+// behind the others by keeping the turn with nothing on the GPU.
+func (g *Gate) pendSpellLocked(h uint32, on bool) {
+	t := g.turns
+	if t.pend && !on {
+		end := t.cfg.Clock.Now()
+		if b := g.budgets[h]; b != nil {
+			if n, at := b.Starts(); n != t.pollStarts {
+				end = min(at, end)
+			}
+		}
+		t.idleNs += max(end-t.pendFrom, 0)
+		t.pend = false
+	}
+	if on && !t.pend && t.contended {
+		t.pend, t.pendFrom = true, t.cfg.Clock.Now()
+	}
 }
 
 // inFlightLocked reports whether a VM has work forwarded and not completed.
@@ -619,16 +678,18 @@ func (g *Gate) settleLocked() {
 	if t.has {
 		h := t.holder
 		others := g.candidatesLocked(h, true)
-		busy := g.inFlightLocked(h) || g.pendingLocked(h)
-		if g.idleEndedLocked(h, busy) || busy {
+		busy := g.holderBusyLocked(h)
+		stuck := !busy && g.pendingLocked(h) // polled for, nothing went
+		if g.idleEndedLocked(h, busy || stuck) || busy {
 			t.waited = false // its next drain may be anticipated
 		}
+		g.pendSpellLocked(h, busy && !g.inFlightLocked(h))
 		switch {
 		case t.ending:
 		case g.held[h]:
 			t.ending = true // the scheduler holds it
 		case len(others) > 0 && !busy:
-			if t.idle || g.anticipateLocked(h, others) {
+			if !stuck && (t.idle || g.anticipateLocked(h, others)) {
 				return // the holder may come back at once
 			}
 			t.ending = true // nothing left to do while others wait
@@ -683,6 +744,7 @@ func (g *Gate) settleLocked() {
 	g.grantOwedLocked(next)
 	t.holder, t.has, t.ending, t.contended = next, true, false, false
 	t.idle, t.waited, t.idleNs = false, false, 0
+	t.polled, t.pend = false, false
 	t.overrunArmed, t.overrun = false, false
 	t.handoffAt = 0
 	t.granted++
