@@ -16,7 +16,8 @@ package gate
 // a running mean (thinker). A holder behind every waiting VM (Picker.Behind:
 // it would get the turn back next) whose think time is known and short
 // keeps the idle turn for twice its mean and ThinkSlackNs from its drain,
-// at most a quantum/AnticipationDiv.
+// at most a quantum/AnticipationDiv, while it idled no more of its turn
+// than it used (anticipateLocked).
 //
 // A waiting VM's recent commands ran a quantum or more
 // (channel.Budget.Longest): passing the turn commits the GPU to a long
@@ -96,6 +97,15 @@ func (th *thinker) window(limit int64) int64 {
 	return min(2*th.mean+ThinkSlackNs, limit)
 }
 
+// expected is how long the VM is expected to think: its mean think time
+// once known, else 0.
+func (th *thinker) expected() int64 {
+	if th == nil || th.n < ThinkLearn {
+		return 0
+	}
+	return th.mean
+}
+
 // thinkerLocked is VM id's thinker, made on first use.
 func (g *Gate) thinkerLocked(id uint32) *thinker {
 	t := g.turns
@@ -173,13 +183,22 @@ func (g *Gate) anticipationLocked(h uint32, others []uint32) int64 {
 
 // anticipateLocked decides whether holder h, drained while others wait,
 // keeps the idle turn (once per idle spell) and starts that wait: when it
-// is behind every waiting VM and anticipationLocked's window from its drain
-// has not run out.
+// is behind every waiting VM, anticipationLocked's window from its drain
+// has not run out, and the idle turn time it had in this turn and its
+// expected think time (its mean, once known) are no more than its busy
+// time in this turn. The last bounds what anticipation costs the GPU by
+// what it gains: a VM that thinks longer than its commands run (10 µs
+// kernels 300 µs apart beside VMs that keep the GPU busy idled 30% of the
+// GPU, anticipated at every drain) is not anticipated, and a holder idles
+// about half of its turn at most, one think time's jitter more.
 func (g *Gate) anticipateLocked(h uint32, others []uint32) bool {
 	t := g.turns
 	b := g.budgets[h]
 	if t.waited || !t.contended || b == nil {
 		return false
+	}
+	if t.turnIdle+t.think[h].expected() > b.BusyNs()-t.turnBusy {
+		return false // it would idle more of this turn than it used
 	}
 	now := t.cfg.Clock.Now()
 	left := b.DrainedAt() + g.anticipationLocked(h, others) - now
@@ -222,10 +241,17 @@ func (g *Gate) idleEndedLocked(h uint32, over bool) bool {
 			return false
 		}
 	}
-	t.idleNs += max(end-t.idleFrom, 0)
+	t.addIdle(end - t.idleFrom)
 	t.idle = false
 	t.agen++
 	return true
+}
+
+// addIdle counts ns of idle turn time: to charge, and of this turn's.
+func (t *turnState) addIdle(ns int64) {
+	ns = max(ns, 0)
+	t.idleNs += ns
+	t.turnIdle += ns
 }
 
 // idleChargeLocked is the holder's idle turn time to charge now (an
@@ -234,12 +260,12 @@ func (g *Gate) idleChargeLocked() int64 {
 	t := g.turns
 	if t.idle {
 		now := t.cfg.Clock.Now()
-		t.idleNs += max(now-t.idleFrom, 0)
+		t.addIdle(now - t.idleFrom)
 		t.idleFrom = now
 	}
 	if t.pend {
 		now := t.cfg.Clock.Now()
-		t.idleNs += max(now-t.pendFrom, 0)
+		t.addIdle(now - t.pendFrom)
 		t.pendFrom = now
 	}
 	ns := t.idleNs

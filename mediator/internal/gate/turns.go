@@ -167,6 +167,8 @@ type turnState struct {
 	idleFrom   int64  // when the idle turn began (the anticipation's start), or was last charged to
 	idleStarts uint64 // the holder's budget's Starts then: it came back when they move
 	idleNs     int64  // the holder's idle turn time not charged yet
+	turnIdle   int64  // its idle turn time in this turn
+	turnBusy   int64  // its BusyNs when it got the turn
 	// Pending records with nothing in flight (holderBusyLocked): the gate
 	// polled the holder's channels for them once.
 	polled     bool   // a poll for them was made
@@ -416,7 +418,7 @@ func (g *Gate) pendSpellLocked(h uint32, on bool) {
 				end = min(at, end)
 			}
 		}
-		t.idleNs += max(end-t.pendFrom, 0)
+		t.addIdle(end - t.pendFrom)
 		t.pend = false
 	}
 	if on && !t.pend && t.contended {
@@ -745,6 +747,10 @@ func (g *Gate) settleLocked() {
 	t.holder, t.has, t.ending, t.contended = next, true, false, false
 	t.idle, t.waited, t.idleNs = false, false, 0
 	t.polled, t.pend = false, false
+	t.turnIdle, t.turnBusy = 0, 0
+	if b := g.budgets[next]; b != nil {
+		t.turnBusy = b.BusyNs()
+	}
 	t.overrunArmed, t.overrun = false, false
 	t.handoffAt = 0
 	t.granted++
