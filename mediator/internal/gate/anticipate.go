@@ -255,9 +255,15 @@ func (t *turnState) addIdle(ns int64) {
 }
 
 // idleChargeLocked is the holder's idle turn time to charge now (an
-// anticipation that still runs counts up to now), and zeroes it.
+// anticipation that still runs counts up to now; one the holder came back
+// from, up to its return), and zeroes it.
 func (g *Gate) idleChargeLocked() int64 {
 	t := g.turns
+	if g.idleEndedLocked(t.holder, false) {
+		// The holder came back: its idle turn ended then, not now, and
+		// its next drain may be anticipated.
+		t.waited = false
+	}
 	if t.idle {
 		now := t.cfg.Clock.Now()
 		t.addIdle(now - t.idleFrom)

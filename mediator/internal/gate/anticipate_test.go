@@ -301,3 +301,54 @@ func TestAutoSlowThinkerConservesWork(t *testing.T) {
 		})
 	}
 }
+
+// TestTurnsIdleChargedOnce: a depth-1 VM of 300 µs kernels thinking 200 µs
+// beside one of 1 ms kernels, with a quantum (5.13 ms) that often ends
+// while the depth-1 holder came back from an anticipation: that idle turn
+// is charged once, so the charges add up to no more than the run's time,
+// and the depth-1 VM's to no more than its busy time and all the GPU's
+// idle (charged twice, it was 31 ms over in 3 s).
+func TestTurnsIdleChargedOnce(t *testing.T) {
+	w := newWorld(t, ArbitrationTurns, 5*time.Millisecond)
+	log := &chargeLog{Picker: w.s, charged: map[uint32]int64{}}
+	if err := w.g.SetTurns(ArbitrationTurns, TurnConfig{QuantumNs: ms(5.13), Picker: log, Clock: w.clock()}); err != nil {
+		t.Fatal(err)
+	}
+	h := w.addVM(1, 1, 300*time.Microsecond, 1, 0, time.Hour)
+	h.refill = int64(200 * time.Microsecond)
+	b := w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
+	w.g.SetBudget(ms(13))
+	w.run(ms(3000))
+	if total := log.charged[1] + log.charged[2]; total > w.now {
+		t.Errorf("charged %v in a run of %v", time.Duration(total), time.Duration(w.now))
+	}
+	if idle := w.gpuIdle(); log.charged[1] > h.busy+idle {
+		t.Errorf("the depth-1 VM was charged %v, more than its busy time %v and all the GPU's idle %v",
+			time.Duration(log.charged[1]), time.Duration(h.busy), time.Duration(idle))
+	}
+	if b.busy == 0 || len(h.ends) < 100 {
+		t.Fatalf("the VMs ran %v and %d kernels", time.Duration(b.busy), len(h.ends))
+	}
+}
+
+// TestTurnsUncontendEndsAnticipation: an anticipating holder whose last
+// waiting VM goes away is alone: its idle spell ends there, so that no
+// stale anticipation, made for the VM that left, keeps the turn from a VM
+// that comes later or is charged to the holder in a later contended turn.
+func TestTurnsUncontendEndsAnticipation(t *testing.T) {
+	w := newWorld(t, ArbitrationTurns, 5*time.Millisecond)
+	h := w.addVM(1, 1, 10*time.Microsecond, 1, 0, time.Hour)
+	h.refill = int64(5 * time.Microsecond)
+	w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
+	w.g.SetBudget(ms(13))
+	for w.now < ms(100) && !(w.g.turns.idle && w.g.turns.holder == 1) {
+		w.run(w.now + 1000)
+	}
+	if !w.g.turns.idle {
+		t.Fatal("the depth-1 holder was never anticipated")
+	}
+	w.g.Remove(2)
+	if tu := w.g.turns; tu.contended || tu.idle {
+		t.Fatalf("alone, the holder's turn is contended %v, anticipating %v; want neither", tu.contended, tu.idle)
+	}
+}

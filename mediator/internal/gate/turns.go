@@ -478,10 +478,18 @@ func (g *Gate) contendLocked() {
 	t.cfg.Clock.After(t.cfg.QuantumNs, func() { g.expire(t, gen) })
 }
 
-// uncontendLocked stops the quantum: nobody else waits any more.
+// uncontendLocked stops the quantum: nobody else waits any more. The
+// holder is charged until now; an idle spell it is in ends.
 func (g *Gate) uncontendLocked() {
 	t := g.turns
 	g.chargeLocked()
+	if t.idle {
+		// Nobody waits for it any more: the anticipation (charged up to
+		// now) ends, and its timer with it.
+		t.idle = false
+		t.agen++
+	}
+	t.pend = false
 	t.contended = false
 	t.gen++
 	if b := g.budgets[t.holder]; b != nil {
