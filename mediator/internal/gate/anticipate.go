@@ -206,19 +206,55 @@ func (g *Gate) anticipateLocked(h uint32, others []uint32) bool {
 		return false
 	}
 	t.idle, t.waited = true, true
-	t.idleFrom = now
+	t.idleFrom, t.idleEnd = now, now+left
 	t.idleStarts, _ = b.Starts()
-	t.agen++
-	agen := t.agen
-	t.cfg.Clock.After(left, func() { g.anticipated(t, agen) })
+	g.armAnticipationLocked(now)
 	return true
 }
 
-// anticipated ends an anticipation the holder did not use.
-func (g *Gate) anticipated(t *turnState, agen uint64) {
+// armAnticipationLocked arms the timer that ends the anticipation at
+// t.idleEnd: the clock's reusable timer (Clock.Timer) reset to it, or
+// with After, one unless one armed already fires by then (at most one
+// armed at a time but for an end earlier than the armed one's; one that
+// fires early for a later anticipation arms the next: anticipated). A
+// depth-1 VM is anticipated at nearly every drain and comes back within
+// the window; a timer made for each was one per command (in the daemon a
+// goroutine and Gate.mu each).
+func (g *Gate) armAnticipationLocked(now int64) {
+	t := g.turns
+	if t.cfg.Clock.Timer != nil {
+		if t.antReset == nil {
+			t.antReset = t.cfg.Clock.Timer(func() { g.anticipated(t, 0) })
+		}
+		t.antReset(t.idleEnd - now)
+		return
+	}
+	if t.antAt > now && t.antAt <= t.idleEnd {
+		return
+	}
+	at := t.idleEnd
+	t.antAt = at
+	t.cfg.Clock.After(at-now, func() { g.anticipated(t, at) })
+}
+
+// anticipated is the anticipation timer armed for at (0: the reusable
+// one): it ends an
+// anticipation the holder did not use, or arms the timer again for one
+// that ends later.
+func (g *Gate) anticipated(t *turnState, at int64) {
 	g.mu.Lock()
 	defer g.unlock()
-	if g.turns != t || t.agen != agen || !t.idle {
+	if g.turns != t {
+		return
+	}
+	if t.antAt == at {
+		t.antAt = 0 // it fired
+	}
+	if !t.idle {
+		return
+	}
+	if now := t.cfg.Clock.Now(); now < t.idleEnd {
+		g.armAnticipationLocked(now)
 		return
 	}
 	g.idleEndedLocked(t.holder, true)
@@ -243,7 +279,6 @@ func (g *Gate) idleEndedLocked(h uint32, over bool) bool {
 	}
 	t.addIdle(end - t.idleFrom)
 	t.idle = false
-	t.agen++
 	return true
 }
 

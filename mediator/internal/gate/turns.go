@@ -109,6 +109,30 @@ const MaxHandoff = time.Millisecond
 type Clock struct {
 	Now   func() int64
 	After func(delay int64, fn func())
+	// Timer, when set, makes a reusable timer for fn: each call of reset
+	// schedules fn delay ns from now in place of what the last one
+	// scheduled (a time.Timer's Reset; fn may still run for the replaced
+	// one if it was due). The anticipation uses it: a depth-1 VM is
+	// anticipated at nearly every drain, and a timer made for each was one
+	// per command (on the wall clock a goroutine each); a reused one fires
+	// only when the holder does not come back. Nil: After, one armed at a
+	// time (cheap on a virtual timeline).
+	Timer func(fn func()) (reset func(delay int64))
+}
+
+// WallClock is a Clock on now whose timers are Go timers.
+func WallClock(now func() int64) Clock {
+	return Clock{
+		Now: now,
+		After: func(delay int64, fn func()) {
+			time.AfterFunc(time.Duration(delay), fn)
+		},
+		Timer: func(fn func()) func(int64) {
+			tm := time.AfterFunc(time.Hour, fn)
+			tm.Stop()
+			return func(delay int64) { tm.Reset(time.Duration(delay)) }
+		},
+	}
 }
 
 // TurnConfig configures arbitration turns.
@@ -161,14 +185,16 @@ type turnState struct {
 	granted   uint64
 	// Anticipation (anticipate.go): the drained holder keeps the idle
 	// turn a moment.
-	idle       bool   // an anticipation runs
-	waited     bool   // this idle spell had its anticipation
-	agen       uint64 // the anticipation timer's generation
-	idleFrom   int64  // when the idle turn began (the anticipation's start), or was last charged to
-	idleStarts uint64 // the holder's budget's Starts then: it came back when they move
-	idleNs     int64  // the holder's idle turn time not charged yet
-	turnIdle   int64  // its idle turn time in this turn
-	turnBusy   int64  // its BusyNs when it got the turn
+	idle       bool              // an anticipation runs
+	waited     bool              // this idle spell had its anticipation
+	idleEnd    int64             // when the anticipation ends
+	antAt      int64             // when the armed anticipation timer fires; 0: none armed
+	antReset   func(delay int64) // the reusable anticipation timer (Clock.Timer), made on first use
+	idleFrom   int64             // when the idle turn began (the anticipation's start), or was last charged to
+	idleStarts uint64            // the holder's budget's Starts then: it came back when they move
+	idleNs     int64             // the holder's idle turn time not charged yet
+	turnIdle   int64             // its idle turn time in this turn
+	turnBusy   int64             // its BusyNs when it got the turn
 	// Pending records with nothing in flight (holderBusyLocked): the gate
 	// polled the holder's channels for them once.
 	polled     bool   // a poll for them was made
@@ -487,7 +513,6 @@ func (g *Gate) uncontendLocked() {
 		// Nobody waits for it any more: the anticipation (charged up to
 		// now) ends, and its timer with it.
 		t.idle = false
-		t.agen++
 	}
 	t.pend = false
 	t.contended = false
