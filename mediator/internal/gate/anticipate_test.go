@@ -118,20 +118,7 @@ func TestTurnsAnticipationHostile(t *testing.T) {
 	window := 2*int64(think) + ThinkSlackNs
 	forHandoff(t, func(t *testing.T, handoff time.Duration) {
 		t.Run("stops", func(t *testing.T) {
-			w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
-			h := w.addVM(1, 1, kernel, 1, 0, 100*time.Millisecond)
-			h.refill = int64(think)
-			w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
-			w.g.SetBudget(ms(13))
-			w.run(ms(300))
-			if len(h.ends) < 100 {
-				t.Fatalf("the hostile VM ran %d kernels", len(h.ends))
-			}
-			bound := int64(think)*int64(len(h.ends)) + window
-			if idle := w.gpuIdle(); idle > bound {
-				t.Fatalf("the GPU idled %v, want at most the hostile VM's think time × its %d commands and one window (%v)",
-					time.Duration(idle), len(h.ends), time.Duration(bound))
-			}
+			runStopper(newHandoffWorld(t, 5*time.Millisecond, handoff, false), think)
 		})
 		t.Run("bursts", func(t *testing.T) {
 			w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
@@ -392,23 +379,32 @@ func TestAnticipationTimerReused(t *testing.T) {
 		if err := w.g.SetTurns(ArbitrationTurns, TurnConfig{QuantumNs: ms(5), Picker: w.s, Clock: clk, HandoffNs: int64(handoff)}); err != nil {
 			t.Fatal(err)
 		}
-		const think = 2 * time.Microsecond
-		h := w.addVM(1, 1, 10*time.Microsecond, 1, 0, 100*time.Millisecond)
-		h.refill = int64(think)
-		w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
-		w.g.SetBudget(ms(13))
-		w.run(ms(300))
-		if len(h.ends) < 1000 {
-			t.Fatalf("the depth-1 VM ran %d kernels", len(h.ends))
-		}
+		h := runStopper(w, 2*time.Microsecond)
 		if fires > len(h.ends)/20 || afters > len(h.ends)/20 {
 			t.Errorf("%d timer fires and %d timers made for %d commands of the anticipated VM, want at most one per 20",
 				fires, afters, len(h.ends))
 		}
-		bound := int64(think)*int64(len(h.ends)) + 2*int64(think) + ThinkSlackNs
-		if idle := w.gpuIdle(); idle > bound {
-			t.Fatalf("the GPU idled %v, want at most the VM's think time × its %d commands and one window (%v)",
-				time.Duration(idle), len(h.ends), time.Duration(bound))
-		}
 	})
+}
+
+// runStopper runs, in w, a VM of 10 µs kernels that thinks think after
+// each until 100 ms and then stops, beside one that keeps 1 ms kernels
+// queued, for 300 ms: the GPU idles its think times and one anticipation
+// window after its last command (2 × think + ThinkSlackNs), no more.
+func runStopper(w *world, think time.Duration) *tvm {
+	w.t.Helper()
+	h := w.addVM(1, 1, 10*time.Microsecond, 1, 0, 100*time.Millisecond)
+	h.refill = int64(think)
+	w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
+	w.g.SetBudget(ms(13))
+	w.run(ms(300))
+	if len(h.ends) < 100 {
+		w.t.Fatalf("the stopping VM ran %d kernels", len(h.ends))
+	}
+	bound := int64(think)*int64(len(h.ends)) + 2*int64(think) + ThinkSlackNs
+	if idle := w.gpuIdle(); idle > bound {
+		w.t.Fatalf("the GPU idled %v, want at most the stopping VM's think time × its %d commands and one window (%v)",
+			time.Duration(idle), len(h.ends), time.Duration(bound))
+	}
+	return h
 }
