@@ -160,7 +160,7 @@ func (d *Daemon) startScheduling(persisted string) error {
 		return err
 	}
 	d.engine.SetBudget(int64(d.cfg.InflightBudget)) // 0: derived from the period; negative: none
-	if a := d.cfg.ArbitrationFor(policy); a != gate.ArbitrationDriver {
+	if a := d.cfg.ResolvedArbitration(); a != gate.ArbitrationDriver {
 		cfg := gate.TurnConfig{QuantumNs: int64(d.cfg.Quantum), Clock: gate.WallClock(d.be.Clock().Now), Preempts: backend.TimeSlices(d.be),
 			HandoffNs: gate.HandoffSetting(d.cfg.Handoff)}
 		if err := d.engine.SetArbitration(a, cfg); err != nil {

@@ -32,7 +32,7 @@
 // switches between the two at each scheduling period's end (EndPeriod):
 // turns while at least two VMs are backlogged under a policy that shares
 // the GPU. Auto is the default where turns make sense (DefaultArbitration,
-// engine.DefaultFor).
+// engine.Default and engine.DefaultFor).
 //
 // Channels are polled (released work forwarded) after Gate.mu is released,
 // in VM id order, so that a backend completing inside Submit may call back

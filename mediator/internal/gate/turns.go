@@ -24,8 +24,8 @@ const (
 )
 
 // DefaultArbitration is the arbitration of a daemon or bench spec that
-// names none, where turns make sense (engine.DefaultFor keeps the driver's
-// elsewhere): auto, which runs turns where they bill exactly and share
+// names none, where turns make sense (engine.Default and DefaultFor keep
+// the driver's elsewhere): auto, which runs turns where they bill exactly and share
 // fairly (two or more VMs backlogged) and the driver's time slicing where
 // that serves closed loops better.
 const DefaultArbitration = ArbitrationAuto
