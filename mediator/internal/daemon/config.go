@@ -90,9 +90,9 @@ type Config struct {
 	// scheduling") or "auto" (turns while at least two VMs are backlogged
 	// under a policy that shares the GPU, driver otherwise, switched at
 	// period boundaries). Turns and auto need the wall clock. Default ""
-	// (ArbitrationFor): auto, or driver where turns make no sense (the
-	// policy at start is none or timeslice, accounting is off, or the clock
-	// is virtual: engine.DefaultFor).
+	// (ResolvedArbitration): auto, which follows the policy set at run
+	// time, or driver where nothing is scheduled (accounting off or the
+	// virtual clock: engine.Default).
 	Arbitration string
 	// Quantum is how long a turn lasts once another VM waits, before the
 	// holder is latched and drains (0: gate.DefaultQuantum, 5ms).
@@ -275,15 +275,16 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// ArbitrationFor is the arbitration in force from the start under the
-// scheduling policy p (the one at start: Policy, or the one persisted at
-// run time, which wins): the one named, or where none is,
-// engine.DefaultFor's.
-func (c *Config) ArbitrationFor(p sched.Policy) gate.Arbitration {
+// ResolvedArbitration is the daemon's arbitration: the one named, or
+// where none is, engine.Default's. It does not depend on the scheduling
+// policy at (re)start: a policy set at run time (persisted, and in force
+// after a restart or a hand-over) would otherwise fix the arbitration, and
+// auto alone follows a later change of policy.
+func (c *Config) ResolvedArbitration() gate.Arbitration {
 	if c.Arbitration != "" {
 		return gate.Arbitration(c.Arbitration)
 	}
-	return engine.DefaultFor(p, c.Accounting.Method != accounting.MethodOff && c.Clock == "wall")
+	return engine.Default(c.Accounting.Method != accounting.MethodOff && c.Clock == "wall")
 }
 
 // checkAccountingPolicy refuses a scheduling policy that accounting off

@@ -160,11 +160,8 @@ func (d *Daemon) startScheduling(persisted string) error {
 		return err
 	}
 	d.engine.SetBudget(int64(d.cfg.InflightBudget)) // 0: derived from the period; negative: none
-	if a := d.cfg.ArbitrationFor(policy); a != gate.ArbitrationDriver {
-		clk := gate.Clock{Now: d.be.Clock().Now, After: func(delay int64, fn func()) {
-			time.AfterFunc(time.Duration(delay), fn)
-		}}
-		cfg := gate.TurnConfig{QuantumNs: int64(d.cfg.Quantum), Clock: clk, Preempts: backend.TimeSlices(d.be),
+	if a := d.cfg.ResolvedArbitration(); a != gate.ArbitrationDriver {
+		cfg := gate.TurnConfig{QuantumNs: int64(d.cfg.Quantum), Clock: gate.WallClock(d.be.Clock().Now), Preempts: backend.TimeSlices(d.be),
 			HandoffNs: gate.HandoffSetting(d.cfg.Handoff)}
 		if err := d.engine.SetArbitration(a, cfg); err != nil {
 			return err

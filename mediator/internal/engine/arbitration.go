@@ -14,15 +14,27 @@ func Shares(p sched.Policy) bool {
 	return p == sched.PolicyDFQ || p == sched.PolicyCap
 }
 
-// DefaultFor is the arbitration of a daemon or bench run that names none:
-// gate.DefaultArbitration (auto), except where turns make no sense, which
-// keep the driver's: a policy that shares nothing at start (Shares; auto
-// would stay in the driver's arbitration anyway, and the run says so), or
-// no scheduling at all (scheduled false: accounting off, whose poller ends
-// no period, or the daemon's virtual clock, which schedules nothing).
-func DefaultFor(p sched.Policy, scheduled bool) gate.Arbitration {
-	if !scheduled || !Shares(p) {
+// Default is the arbitration of a daemon that names none:
+// gate.DefaultArbitration (auto) wherever it schedules (scheduled: its
+// accounting on, on the wall clock), whatever the policy, since its policy
+// may change at run time and auto follows it (the driver's in force under
+// a policy that shares nothing: gate.Gate.EndPeriod); the driver's where
+// nothing is scheduled (accounting off, whose poller ends no period, or
+// the virtual clock, which schedules nothing).
+func Default(scheduled bool) gate.Arbitration {
+	if !scheduled {
 		return gate.ArbitrationDriver
 	}
 	return gate.DefaultArbitration
+}
+
+// DefaultFor is the arbitration of a bench run that names none, whose
+// policy p is fixed for the run: Default, but the driver's under a policy
+// that shares nothing (Shares), where auto would keep the driver's in force
+// the whole run anyway, and the run says so.
+func DefaultFor(p sched.Policy, scheduled bool) gate.Arbitration {
+	if !Shares(p) {
+		return gate.ArbitrationDriver
+	}
+	return Default(scheduled)
 }

@@ -14,8 +14,8 @@
 // period the budget is DefaultBudgetNs. Under policy none nobody is bounded.
 //
 // SetArbitration switches between arbitration driver (the engine's until
-// it is called; the daemon and the bench set DefaultFor's where none is
-// named), turns and auto (mediator/internal/gate; under auto the gate switches
+// it is called; where none is named the daemon sets Default's and the
+// bench DefaultFor's), turns and auto (mediator/internal/gate; under auto the gate switches
 // between the other two at each period's end, after the period's charges
 // and holds, so that each period runs under one of them): under turns the scheduler picks each
 // turn's holder (sched.Scheduler.NextTurn) and is charged each turn's exact

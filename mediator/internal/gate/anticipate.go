@@ -16,7 +16,8 @@ package gate
 // a running mean (thinker). A holder behind every waiting VM (Picker.Behind:
 // it would get the turn back next) whose think time is known and short
 // keeps the idle turn for twice its mean and ThinkSlackNs from its drain,
-// at most a quantum/AnticipationDiv.
+// at most a quantum/AnticipationDiv, while it idled no more of its turn
+// than it used (anticipateLocked).
 //
 // A waiting VM's recent commands ran a quantum or more
 // (channel.Budget.Longest): passing the turn commits the GPU to a long
@@ -33,8 +34,17 @@ package gate
 // window (bounded by the quantum/AnticipationDiv), charged to it, and a
 // think time above ThinkCap (a sleep) forgets what was learned, so a guest
 // that alternates short and long pauses is anticipated at most once per
-// ThinkLearn short ones. A turn still ends at its quantum, anticipating or
-// not (expire).
+// ThinkLearn short ones.
+//
+// A turn ends at its quantum, anticipating or not (expire): the holder,
+// charged its busy time and its idle turn, keeps the turn only if it has
+// work and is still behind every waiting VM. Records a guest wrote without
+// ringing its doorbell do not keep a turn: with nothing in flight the gate
+// polls the holder's channels for them once (holderBusyLocked), so they are
+// forwarded or its channel fails on them, and a holder whose pending
+// records that poll did not forward passes the turn; the time it holds the
+// contended turn with records pending and nothing in flight is charged to
+// it as idle turn time.
 
 const (
 	// ThinkSlackNs is the margin of a think-time anticipation over twice
@@ -85,6 +95,15 @@ func (th *thinker) window(limit int64) int64 {
 		return 0
 	}
 	return min(2*th.mean+ThinkSlackNs, limit)
+}
+
+// expected is how long the VM is expected to think: its mean think time
+// once known, else 0.
+func (th *thinker) expected() int64 {
+	if th == nil || th.n < ThinkLearn {
+		return 0
+	}
+	return th.mean
 }
 
 // thinkerLocked is VM id's thinker, made on first use.
@@ -164,13 +183,22 @@ func (g *Gate) anticipationLocked(h uint32, others []uint32) int64 {
 
 // anticipateLocked decides whether holder h, drained while others wait,
 // keeps the idle turn (once per idle spell) and starts that wait: when it
-// is behind every waiting VM and anticipationLocked's window from its drain
-// has not run out.
+// is behind every waiting VM, anticipationLocked's window from its drain
+// has not run out, and the idle turn time it had in this turn and its
+// expected think time (its mean, once known) are no more than its busy
+// time in this turn. The last bounds what anticipation costs the GPU by
+// what it gains: a VM that thinks longer than its commands run (10 µs
+// kernels 300 µs apart beside VMs that keep the GPU busy idled 30% of the
+// GPU, anticipated at every drain) is not anticipated, and a holder idles
+// about half of its turn at most, one think time's jitter more.
 func (g *Gate) anticipateLocked(h uint32, others []uint32) bool {
 	t := g.turns
 	b := g.budgets[h]
 	if t.waited || !t.contended || b == nil {
 		return false
+	}
+	if t.turnIdle+t.think[h].expected() > b.BusyNs()-t.turnBusy {
+		return false // it would idle more of this turn than it used
 	}
 	now := t.cfg.Clock.Now()
 	left := b.DrainedAt() + g.anticipationLocked(h, others) - now
@@ -178,19 +206,55 @@ func (g *Gate) anticipateLocked(h uint32, others []uint32) bool {
 		return false
 	}
 	t.idle, t.waited = true, true
-	t.idleFrom = now
+	t.idleFrom, t.idleEnd = now, now+left
 	t.idleStarts, _ = b.Starts()
-	t.agen++
-	agen := t.agen
-	t.cfg.Clock.After(left, func() { g.anticipated(t, agen) })
+	g.armAnticipationLocked(now)
 	return true
 }
 
-// anticipated ends an anticipation the holder did not use.
-func (g *Gate) anticipated(t *turnState, agen uint64) {
+// armAnticipationLocked arms the timer that ends the anticipation at
+// t.idleEnd: the clock's reusable timer (Clock.Timer) reset to it, or
+// with After, one unless one armed already fires by then (at most one
+// armed at a time but for an end earlier than the armed one's; one that
+// fires early for a later anticipation arms the next: anticipated). A
+// depth-1 VM is anticipated at nearly every drain and comes back within
+// the window; a timer made for each was one per command (in the daemon a
+// goroutine and Gate.mu each).
+func (g *Gate) armAnticipationLocked(now int64) {
+	t := g.turns
+	if t.cfg.Clock.Timer != nil {
+		if t.antReset == nil {
+			t.antReset = t.cfg.Clock.Timer(func() { g.anticipated(t, 0) })
+		}
+		t.antReset(t.idleEnd - now)
+		return
+	}
+	if t.antAt > now && t.antAt <= t.idleEnd {
+		return
+	}
+	at := t.idleEnd
+	t.antAt = at
+	t.cfg.Clock.After(at-now, func() { g.anticipated(t, at) })
+}
+
+// anticipated is the anticipation timer armed for at (0: the reusable
+// one): it ends an
+// anticipation the holder did not use, or arms the timer again for one
+// that ends later.
+func (g *Gate) anticipated(t *turnState, at int64) {
 	g.mu.Lock()
 	defer g.unlock()
-	if g.turns != t || t.agen != agen || !t.idle {
+	if g.turns != t {
+		return
+	}
+	if t.antAt == at {
+		t.antAt = 0 // it fired
+	}
+	if !t.idle {
+		return
+	}
+	if now := t.cfg.Clock.Now(); now < t.idleEnd {
+		g.armAnticipationLocked(now)
 		return
 	}
 	g.idleEndedLocked(t.holder, true)
@@ -213,20 +277,37 @@ func (g *Gate) idleEndedLocked(h uint32, over bool) bool {
 			return false
 		}
 	}
-	t.idleNs += max(end-t.idleFrom, 0)
+	t.addIdle(end - t.idleFrom)
 	t.idle = false
-	t.agen++
 	return true
 }
 
+// addIdle counts ns of idle turn time: to charge, and of this turn's.
+func (t *turnState) addIdle(ns int64) {
+	ns = max(ns, 0)
+	t.idleNs += ns
+	t.turnIdle += ns
+}
+
 // idleChargeLocked is the holder's idle turn time to charge now (an
-// anticipation that still runs counts up to now), and zeroes it.
+// anticipation that still runs counts up to now; one the holder came back
+// from, up to its return), and zeroes it.
 func (g *Gate) idleChargeLocked() int64 {
 	t := g.turns
+	if g.idleEndedLocked(t.holder, false) {
+		// The holder came back: its idle turn ended then, not now, and
+		// its next drain may be anticipated.
+		t.waited = false
+	}
 	if t.idle {
 		now := t.cfg.Clock.Now()
-		t.idleNs += max(now-t.idleFrom, 0)
+		t.addIdle(now - t.idleFrom)
 		t.idleFrom = now
+	}
+	if t.pend {
+		now := t.cfg.Clock.Now()
+		t.addIdle(now - t.pendFrom)
+		t.pendFrom = now
 	}
 	ns := t.idleNs
 	t.idleNs = 0

@@ -13,7 +13,7 @@ import (
 // slicing otherwise, switching at scheduling-period boundaries (EndPeriod,
 // which the engine calls at each period's end). It is the default of a
 // daemon or bench spec that names no arbitration where turns make sense
-// (DefaultArbitration, engine.DefaultFor).
+// (DefaultArbitration, engine.Default and engine.DefaultFor).
 //
 // Why: when several VMs keep the GPU saturated, the driver's time slicing
 // bills the context switches to the VMs (the completion spans of

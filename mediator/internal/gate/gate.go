@@ -32,7 +32,7 @@
 // switches between the two at each scheduling period's end (EndPeriod):
 // turns while at least two VMs are backlogged under a policy that shares
 // the GPU. Auto is the default where turns make sense (DefaultArbitration,
-// engine.DefaultFor).
+// engine.Default and engine.DefaultFor).
 //
 // Channels are polled (released work forwarded) after Gate.mu is released,
 // in VM id order, so that a backend completing inside Submit may call back
@@ -75,6 +75,9 @@ type Gate struct {
 	polls   []pollEntry       // channels released under mu, polled after it
 	wakes   []*channel.Budget // budgets given room under mu, woken after it
 	unwaits []*channel.Budget // released under auto: not waiting once polled
+	// resettle: the turns to settle again once polls made for a holder's
+	// pending records are done (holderBusyLocked).
+	resettle *turnState
 }
 
 // pollEntry is a released channel to poll once Gate.mu is released.
@@ -92,8 +95,8 @@ func New() *Gate {
 // unlock releases mu and polls the channels released under it, in VM
 // order (deterministic on a virtual timeline).
 func (g *Gate) unlock() {
-	polls, wakes, unwaits := g.polls, g.wakes, g.unwaits
-	g.polls, g.wakes, g.unwaits = nil, nil, nil
+	polls, wakes, unwaits, rs := g.polls, g.wakes, g.unwaits, g.resettle
+	g.polls, g.wakes, g.unwaits, g.resettle = nil, nil, nil, nil
 	g.mu.Unlock()
 	slices.SortStableFunc(polls, func(a, b pollEntry) int {
 		return int(int64(a.vm) - int64(b.vm))
@@ -106,6 +109,9 @@ func (g *Gate) unlock() {
 	}
 	for _, b := range unwaits {
 		b.SetWaiting(false) // its latched work is forwarded now, or in flight
+	}
+	if rs != nil {
+		g.event(rs) // what the polls forwarded, or that they forwarded nothing
 	}
 }
 

@@ -24,8 +24,8 @@ const (
 )
 
 // DefaultArbitration is the arbitration of a daemon or bench spec that
-// names none, where turns make sense (engine.DefaultFor keeps the driver's
-// elsewhere): auto, which runs turns where they bill exactly and share
+// names none, where turns make sense (engine.Default and DefaultFor keep
+// the driver's elsewhere): auto, which runs turns where they bill exactly and share
 // fairly (two or more VMs backlogged) and the driver's time slicing where
 // that serves closed loops better.
 const DefaultArbitration = ArbitrationAuto
@@ -109,6 +109,30 @@ const MaxHandoff = time.Millisecond
 type Clock struct {
 	Now   func() int64
 	After func(delay int64, fn func())
+	// Timer, when set, makes a reusable timer for fn: each call of reset
+	// schedules fn delay ns from now in place of what the last one
+	// scheduled (a time.Timer's Reset; fn may still run for the replaced
+	// one if it was due). The anticipation uses it: a depth-1 VM is
+	// anticipated at nearly every drain, and a timer made for each was one
+	// per command (on the wall clock a goroutine each); a reused one fires
+	// only when the holder does not come back. Nil: After, one armed at a
+	// time (cheap on a virtual timeline).
+	Timer func(fn func()) (reset func(delay int64))
+}
+
+// WallClock is a Clock on now whose timers are Go timers.
+func WallClock(now func() int64) Clock {
+	return Clock{
+		Now: now,
+		After: func(delay int64, fn func()) {
+			time.AfterFunc(time.Duration(delay), fn)
+		},
+		Timer: func(fn func()) func(int64) {
+			tm := time.AfterFunc(time.Hour, fn)
+			tm.Stop()
+			return func(delay int64) { tm.Reset(time.Duration(delay)) }
+		},
+	}
 }
 
 // TurnConfig configures arbitration turns.
@@ -161,12 +185,22 @@ type turnState struct {
 	granted   uint64
 	// Anticipation (anticipate.go): the drained holder keeps the idle
 	// turn a moment.
-	idle       bool   // an anticipation runs
-	waited     bool   // this idle spell had its anticipation
-	agen       uint64 // the anticipation timer's generation
-	idleFrom   int64  // when the idle turn began (the anticipation's start), or was last charged to
-	idleStarts uint64 // the holder's budget's Starts then: it came back when they move
-	idleNs     int64  // the holder's idle turn time not charged yet
+	idle       bool              // an anticipation runs
+	waited     bool              // this idle spell had its anticipation
+	idleEnd    int64             // when the anticipation ends
+	antAt      int64             // when the armed anticipation timer fires; 0: none armed
+	antReset   func(delay int64) // the reusable anticipation timer (Clock.Timer), made on first use
+	idleFrom   int64             // when the idle turn began (the anticipation's start), or was last charged to
+	idleStarts uint64            // the holder's budget's Starts then: it came back when they move
+	idleNs     int64             // the holder's idle turn time not charged yet
+	turnIdle   int64             // its idle turn time in this turn
+	turnBusy   int64             // its BusyNs when it got the turn
+	// Pending records with nothing in flight (holderBusyLocked): the gate
+	// polled the holder's channels for them once.
+	polled     bool   // a poll for them was made
+	pollStarts uint64 // the holder's budget's Starts then: unchanged, it forwarded nothing
+	pend       bool   // a contended spell of records pending, nothing in flight runs
+	pendFrom   int64  // since then
 	think      map[uint32]*thinker
 	// Overrun: a latched holder's work in flight ran past its grace.
 	overrunArmed bool // the grace timer of this turn's latch runs
@@ -354,7 +388,7 @@ func (g *Gate) expire(t *turnState, gen uint64) {
 		g.uncontendLocked() // the others went away
 		return
 	}
-	if g.pendingLocked(h) || g.inFlightLocked(h) {
+	if g.holderBusyLocked(h) {
 		cands = append(cands, h)
 	}
 	if next, ok := t.cfg.Picker.NextTurn(cands); ok && next == h {
@@ -363,6 +397,59 @@ func (g *Gate) expire(t *turnState, gen uint64) {
 	}
 	t.ending = true
 	g.settleLocked()
+}
+
+// holderBusyLocked reports whether holder h has work: in flight, or records
+// pending (channel.Channel.Pending: the guest advanced its put) that no
+// poll was made for yet. A guest may advance its put and never ring: then
+// nothing forwards its records, and pending alone would keep its turn (and
+// it a candidate at the quantum's end) with the GPU idle. So the gate polls
+// its channels for them (after mu; Gate.resettle settles again once
+// polled): they are forwarded, or its channel fails on them, and pending
+// records a poll forwarded nothing of no longer keep the turn.
+func (g *Gate) holderBusyLocked(h uint32) bool {
+	t := g.turns
+	if g.inFlightLocked(h) {
+		return true
+	}
+	if !g.pendingLocked(h) {
+		return false
+	}
+	var n uint64
+	if b := g.budgets[h]; b != nil {
+		n, _ = b.Starts()
+	}
+	if t.polled && t.pollStarts == n {
+		return false
+	}
+	t.polled, t.pollStarts = true, n
+	for _, c := range g.vms[h] {
+		g.polls = append(g.polls, pollEntry{h, c})
+	}
+	g.resettle = t
+	return true
+}
+
+// pendSpellLocked starts (on) or ends a spell of the contended holder h
+// with records pending and nothing in flight: the time until its records
+// are forwarded (its budget's Starts move) or the spell ends is charged to
+// it with its idle turn (idleChargeLocked), so that a holder does not stay
+// behind the others by keeping the turn with nothing on the GPU.
+func (g *Gate) pendSpellLocked(h uint32, on bool) {
+	t := g.turns
+	if t.pend && !on {
+		end := t.cfg.Clock.Now()
+		if b := g.budgets[h]; b != nil {
+			if n, at := b.Starts(); n != t.pollStarts {
+				end = min(at, end)
+			}
+		}
+		t.addIdle(end - t.pendFrom)
+		t.pend = false
+	}
+	if on && !t.pend && t.contended {
+		t.pend, t.pendFrom = true, t.cfg.Clock.Now()
+	}
 }
 
 // inFlightLocked reports whether a VM has work forwarded and not completed.
@@ -417,10 +504,17 @@ func (g *Gate) contendLocked() {
 	t.cfg.Clock.After(t.cfg.QuantumNs, func() { g.expire(t, gen) })
 }
 
-// uncontendLocked stops the quantum: nobody else waits any more.
+// uncontendLocked stops the quantum: nobody else waits any more. The
+// holder is charged until now; an idle spell it is in ends.
 func (g *Gate) uncontendLocked() {
 	t := g.turns
 	g.chargeLocked()
+	if t.idle {
+		// Nobody waits for it any more: the anticipation (charged up to
+		// now) ends, and its timer with it.
+		t.idle = false
+	}
+	t.pend = false
 	t.contended = false
 	t.gen++
 	if b := g.budgets[t.holder]; b != nil {
@@ -619,16 +713,18 @@ func (g *Gate) settleLocked() {
 	if t.has {
 		h := t.holder
 		others := g.candidatesLocked(h, true)
-		busy := g.inFlightLocked(h) || g.pendingLocked(h)
-		if g.idleEndedLocked(h, busy) || busy {
+		busy := g.holderBusyLocked(h)
+		stuck := !busy && g.pendingLocked(h) // polled for, nothing went
+		if g.idleEndedLocked(h, busy || stuck) || busy {
 			t.waited = false // its next drain may be anticipated
 		}
+		g.pendSpellLocked(h, busy && !g.inFlightLocked(h))
 		switch {
 		case t.ending:
 		case g.held[h]:
 			t.ending = true // the scheduler holds it
 		case len(others) > 0 && !busy:
-			if t.idle || g.anticipateLocked(h, others) {
+			if !stuck && (t.idle || g.anticipateLocked(h, others)) {
 				return // the holder may come back at once
 			}
 			t.ending = true // nothing left to do while others wait
@@ -683,6 +779,11 @@ func (g *Gate) settleLocked() {
 	g.grantOwedLocked(next)
 	t.holder, t.has, t.ending, t.contended = next, true, false, false
 	t.idle, t.waited, t.idleNs = false, false, 0
+	t.polled, t.pend = false, false
+	t.turnIdle, t.turnBusy = 0, 0
+	if b := g.budgets[next]; b != nil {
+		t.turnBusy = b.BusyNs()
+	}
 	t.overrunArmed, t.overrun = false, false
 	t.handoffAt = 0
 	t.granted++
