@@ -338,9 +338,10 @@ func (b *Budget) reserve(cost int64) bool {
 		}
 		if b.queued.CompareAndSwap(q, q+cost) {
 			if q == 0 {
-				b.startAt.Store(b.stamp()) // it runs from now at the latest (EndBound)
+				t := b.stamp() // it runs from now at the latest (EndBound)
+				b.startAt.Store(t)
 				b.starts.Add(1)
-				b.transition()
+				b.transition(t)
 			}
 			return true
 		}
@@ -382,7 +383,7 @@ func (b *Budget) refund(cost, blind int64) {
 		t := b.stamp() // what is left runs from now at the latest (EndBound)
 		if b.queued.Add(-cost) == 0 {
 			b.drainAt.Store(t)
-			b.transition()
+			b.transition(t)
 		}
 	}
 	if blind != 0 {

@@ -109,8 +109,12 @@ func (b *Budget) Occupancy() Occupancy {
 	return Occupancy{InFlightNs: o.flying.at(t), OutstandingNs: o.busy.at(t)}
 }
 
-// transition is called after InFlight moved from or to zero.
-func (b *Budget) transition() {
+// transition is called after InFlight moved from or to zero, with t the
+// budget's clock read for that move (stamp; 0 without a clock): the gate
+// gives the budget and its tracking the same clock, so the edge is counted
+// at t instead of reading the clock again, once more at every start and
+// drain of a depth-1 loop.
+func (b *Budget) transition(t int64) {
 	o := &b.occ
 	if !o.on.Load() {
 		return
@@ -118,17 +122,23 @@ func (b *Budget) transition() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.now != nil {
-		o.edgeLocked(b.queued.Load() > 0) // the state now, whatever the order of the racers
+		o.edgeAtLocked(b.queued.Load() > 0, t) // the state now, whatever the order of the racers
 	}
 }
 
-// edgeLocked moves the spells to the state flying (and waiting).
-func (o *occupancy) edgeLocked(flying bool) {
+// edgeLocked moves the spells to the state flying (and waiting) now.
+func (o *occupancy) edgeLocked(flying bool) { o.edgeAtLocked(flying, 0) }
+
+// edgeAtLocked moves the spells to the state flying (and waiting) at t (0:
+// now, on the tracked clock).
+func (o *occupancy) edgeAtLocked(flying bool, t int64) {
 	busy := flying || o.waiting
 	if flying == o.flying.on && busy == o.busy.on {
 		return
 	}
-	t := o.now()
+	if t == 0 {
+		t = o.now()
+	}
 	o.flying.set(flying, t)
 	o.busy.set(busy, t)
 }
