@@ -52,7 +52,12 @@ type Result struct {
 	// once); 0 on a backend that does not estimate it.
 	SwitchOverheadNs       int64   `json:"switch_overhead_ns,omitempty"`
 	SwitchOverheadFraction float64 `json:"switch_overhead_fraction,omitempty"`
-	Kernels                int64   `json:"kernels"` // completed by all VMs
+	// TracedNs is how much of the time in which several VMs ran the
+	// backend billed by what each VM's context ran of it, as a tracer in
+	// the context counted (the cuda backend; the switch overhead there is
+	// the rest, measured, not the fraction); 0 on a backend without.
+	TracedNs int64 `json:"traced_ns,omitempty"`
+	Kernels  int64 `json:"kernels"` // completed by all VMs
 	// JainIndex is Jain's index of true GPU time ÷ weight over the VMs that
 	// demand more than their fair share (JainVMs); 1 with fewer than two.
 	JainIndex float64  `json:"jain_index"`

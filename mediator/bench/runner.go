@@ -100,6 +100,13 @@ type switchCounter interface {
 	SwitchOverhead() (ns int64, fraction float64)
 }
 
+// tracedCounter is a backend that bills intervals in which several VMs
+// ran by what each VM's context ran of them, as its tracer counted (the
+// cuda backend's TracedNs): how long such intervals lasted in all.
+type tracedCounter interface {
+	TracedNs() int64
+}
+
 // snapshot is every figure at W, taken on the timeline.
 type snapshot struct {
 	at         int64
@@ -107,6 +114,7 @@ type snapshot struct {
 	gpuBusy    int64
 	switchNs   int64   // the backend's switch overhead (switchCounter)
 	switchF    float64 // its fraction
+	tracedNs   int64   // the backend's traced intervals (tracedCounter)
 	billed     []int64
 	kernels    []int64
 	turnaround []int64
@@ -252,6 +260,9 @@ func (r *runner) takeSnapshot() *snapshot {
 	if sc, ok := r.gpu.(switchCounter); ok {
 		sn.switchNs, sn.switchF = sc.SwitchOverhead()
 	}
+	if tc, ok := r.gpu.(tracedCounter); ok {
+		sn.tracedNs = tc.TracedNs()
+	}
 	// Commands running at W count from their start, as the exact meter
 	// reads them from the backend's status, where the truth counts them.
 	running := map[uint32]int64{}
@@ -384,7 +395,7 @@ func (r *runner) result(o Options) (*Result, error) {
 		MaxVMsInFlight: r.occ.max.Load(),
 		DurationNs:     w - r.t0, GPUBusyNs: sn.gpuBusy, PollerCPUNs: st.cpuNs, EstimatorNs: st.estimatorNs,
 		Periods: st.periods, MeanPeriodNs: st.meanPeriodNs, SamplingNs: st.samplingNs,
-		SwitchOverheadNs: sn.switchNs, SwitchOverheadFraction: sn.switchF,
+		SwitchOverheadNs: sn.switchNs, SwitchOverheadFraction: sn.switchF, TracedNs: sn.tracedNs,
 		VMs: make([]VMResult, len(r.hosts)),
 	}
 	if d := w - r.t0; d > 0 {

@@ -267,7 +267,9 @@ func (b *Backend) sweep(out []delivery) []delivery {
 	for _, ch := range chans {
 		b.unseen, b.now1 = ch.peek(b.unseen, b.now1)
 	}
+	b.overlapped = false
 	b.credit(now - b.lastSweep)
+	b.traceTurn(now, b.overlapped, chans)
 	b.prevSweep = b.lastSweep
 	b.running, b.lastSweep = b.running[:0], now
 	for _, ch := range chans {
@@ -345,16 +347,23 @@ func (b *Backend) credit(dt int64) {
 	// half is what one end's VMs share: ends[end] a VM's part of it.
 	// Where several VMs ran at an end, the GPU time-sliced between their
 	// contexts: f of that half went to switching, which is nobody's
-	// (switchcost.go), and the VMs share the rest.
+	// (switchcost.go), and the VMs share the rest; unless every VM that
+	// ran had its tracer running (tracing.go), which says what each had.
 	half := float64(dt) / 2
+	b.overlapped = vms[0] >= 2 || vms[1] >= 2
+	traced := b.traceOn && b.tracedInterval(gen) && b.overlapped
 	var shared [2]float64
 	f := math.Float64frombits(b.switchF.Load())
 	for end := range 2 {
 		shared[end] = half
-		if vms[end] >= 2 && f > 0 {
+		if vms[end] >= 2 && f > 0 && !traced {
 			shared[end] = half * (1 - f)
 			b.switchOwed += half * f
 		}
+	}
+	if traced {
+		b.switchOwed += b.tracedOverhead(gen, half, vms)
+		b.tracedNs.Add(dt)
 	}
 	if b.switchOwed >= 1 {
 		whole := math.Floor(b.switchOwed)
@@ -364,6 +373,14 @@ func (b *Backend) credit(dt int64) {
 	vmPart := func(v *cudaVM, end int) float64 {
 		if v.creditChans[end] == 0 {
 			return 0
+		}
+		if traced {
+			// Its tracer's count over the interval, half to each end it
+			// ran at.
+			if v.creditChans[1-end] != 0 {
+				return v.tc.delta / 2
+			}
+			return v.tc.delta
 		}
 		return shared[end] / float64(vms[end])
 	}

@@ -93,7 +93,13 @@ type Backend struct {
 	now1      []runRef // commands running at this sweep (its peek)
 	unseen    []runRef // commands that ran and ended between the last sweep and this one
 	creditGen uint64   // credit's, numbering its splits
-	late      []lateRef
+	// Tracing (tracing.go), the completer's: whether two VMs ran at the
+	// last credit, whether tracing is on, and when two last ran.
+	overlapped bool
+	traceOn    bool
+	overlapAt  int64
+	tracedNs   atomic.Int64 // the intervals billed by the tracers' counts
+	late       []lateRef
 
 	// The switch overhead (switchcost.go): f's bits, whether Open
 	// measures it, and the time credit billed to nobody for it (switchOwed

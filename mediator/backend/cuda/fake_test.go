@@ -375,6 +375,13 @@ func (f *fakeDriver) LaunchKernel(fn cuFunction, grid, block [3]uint32, shared u
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[8])), first)
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[16])), f.timer)
 			atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[24])), seq)
+		case tracerName:
+			// As a tracer that found its VM's commands all ended: it
+			// starts and ends at once (the fake's streams run one op
+			// after another, not at once).
+			base, idx := devptr(le.Uint64(args)), le.Uint64(args[32:])
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&f.mem(base+offSentLive, 8)[0])), idx)
+			atomic.StoreUint64((*uint64)(unsafe.Pointer(&f.mem(base+offSentDone, 8)[0])), idx)
 		case "fault":
 			f.ctxs[ctx].fault = cudaErrorIllegalAddress
 		case "hang":

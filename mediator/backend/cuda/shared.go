@@ -22,8 +22,11 @@ import (
 //	          32-byte slot per command in flight: [0] when the worker read
 //	          it [8] when its launch returned, 0 until then
 //	          (CLOCK_MONOTONIC) [16] seq
-//	GPU area  per channel: the start and end markers, then one 32-byte
-//	          record slot per command in flight, by the GPU:
+//	          the tracing switch (mediator, tracing.go)
+//	GPU area  per channel: the start and end markers, the last command the
+//	          worker issued on it; channel 0's block also the tracer's words
+//	          (tracing.go); then one 32-byte record slot per command in
+//	          flight, by the GPU:
 //	          [0] ran ns [8] first timer read [16] last read [24] seq (THROTTLE's)
 //
 // Only the GPU area is registered with the GPU (page aligned, at the end):
@@ -44,6 +47,7 @@ const (
 	offSleeping = 128
 	offQuota    = 192 // bytes, 0: none
 	offMemUsed  = 256
+	offTracing  = 320 // 1: the worker runs the tracer (tracing.go)
 	ringOff     = 4096
 	// A ring entry is two cache lines, aligned so that a core's
 	// adjacent-line prefetch brings the second with the first. The stamp,
@@ -65,10 +69,14 @@ const (
 	traceLaunch = 8
 	traceStamp  = 16
 
-	offStart = 0
-	offEnd   = 8
-	offSlots = 64
-	slotSize = 32
+	offStart    = 0
+	offEnd      = 8
+	offIssued   = 16 // the last command the worker issued on the channel
+	offSentRan  = 24 // channel 0's: the tracer's count, ns (tracing.go)
+	offSentLive = 32 // channel 0's: the running tracer's number
+	offSentDone = 40 // channel 0's: the last tracer's that ended
+	offSlots    = 64
+	slotSize    = 32
 
 	minSlots = 64
 )

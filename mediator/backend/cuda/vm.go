@@ -65,6 +65,12 @@ type cudaVM struct {
 	// end of the interval it splits (the completer's alone).
 	creditGen   uint64
 	creditChans [2]int
+	// Its tracer (tracing.go), the completer's: the count as last read,
+	// whether its block says tracing is on, and the credit whose
+	// overhead counted it.
+	tc           tracerCount
+	tracing      bool
+	traceCounted uint64
 }
 
 // workerConn is the mediator's end of one worker.
@@ -286,6 +292,7 @@ func (v *cudaVM) setup(spec backend.VMSpec, l blockLayout) (err error) {
 func (v *cudaVM) useBlock(spec backend.VMSpec, l blockLayout) {
 	v.blk = newBlock(l, v.mem)
 	v.blk.store(offQuota, spec.MemoryQuota)
+	v.blk.store(offTracing, 0) // a predecessor's (adopted) is not this backend's: see tracing.go
 	for i := range spec.Channels {
 		v.chans = append(v.chans, &channel{vm: v, idx: i, base: v.blk.chanBase(i)})
 	}

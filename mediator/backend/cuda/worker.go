@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"runtime"
 	"time"
 	"unsafe"
@@ -74,6 +75,14 @@ type worker struct {
 	clock *GPUClock
 
 	targs [throttleArgsSize]byte // a THROTTLE's parameters (launchThrottle)
+
+	// The tracer (tracing.go): its kernel (0: it did not load, and the VM
+	// runs without), its stream, how many this worker and those before it
+	// launched, and its parameters.
+	tracer      cuFunction
+	traceStream cuStream
+	tracers     uint64
+	tracerArgs  [tracerArgsSize]byte
 
 	bufs    map[uint32]buffer
 	memUsed uint64 // bytes of bufs, published at offMemUsed
@@ -185,7 +194,7 @@ func (w *worker) create() (err error) {
 		return fmt.Errorf("making the context current: %w", err)
 	}
 	var tmod cuModule // freed with the context
-	if tmod, err = d.ModuleLoadData(append([]byte(throttlePTX), 0)); err != nil {
+	if tmod, err = d.ModuleLoadData(append([]byte(throttlePTX+tracerPTX), 0)); err != nil {
 		return fmt.Errorf("loading the throttle kernel: %w", err)
 	}
 	if w.throttle, err = d.ModuleGetFunction(tmod, throttleName); err != nil {
@@ -230,6 +239,13 @@ func (w *worker) create() (err error) {
 		end := w.blk.load(base + offEnd)
 		dev := w.sharedDev + devptr(base-w.blk.l.gpuOff)
 		w.chans = append(w.chans, &wchan{idx: i, stream: s, base: base, dev: dev, last: end, seenEnd: end})
+	}
+	if len(w.chans) > 0 {
+		if err := w.loadTracer(tmod); err != nil {
+			// Billing falls back on the even split of overlaps; the VM runs.
+			w.tracer = 0
+			fmt.Fprintf(os.Stderr, "sluice-gpu-worker [vm %d %s]: %v; its overlaps with other VMs are split evenly\n", w.cfg.VM, w.cfg.Name, err)
+		}
 	}
 	if w.sysDev != 0 && len(w.chans) > 0 {
 		if w.ringDev, err = w.ringCounter(w.chans[0].stream, w.cfg.RingBase); err != nil {
@@ -469,6 +485,12 @@ func (w *worker) issue(ch *wchan, seq uint64, rec *abi.Record) error {
 		wk, code = w.prepare(&c)
 	}
 	ch.last = seq
+	// Before the tracer looks: a tracer that starts from now sees it
+	// (tracing.go).
+	w.blk.store(ch.base+offIssued, seq)
+	if err := w.trace(); err != nil && sticky(err) {
+		return err
+	}
 	if code == abi.OK && c.Op == abi.OpThrottle {
 		// It writes its own markers when it runs. Its code goes in once
 		// the launch call returned, not before it: the code slot's cache
