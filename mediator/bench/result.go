@@ -132,8 +132,22 @@ type VMResult struct {
 	// latched by the gate): the measure auto switches on, over the whole
 	// run rather than a period; absent otherwise.
 	Outstanding *float64 `json:"outstanding,omitempty"`
+	// BillKinds is, on the cuda backend, how the VM's bill was made, ns:
+	// alone (one VM ran at an interval's ends), traced (its tracer's count,
+	// tracing on) and even (several ran, split evenly less the switch
+	// overhead's fraction); TracerNs its tracer's count. Absent elsewhere.
+	BillKinds *BillKinds `json:"bill_kinds_ns,omitempty"`
 	// Native is the VM's load in the native baseline (see Result.Native).
 	Native *NativeVM `json:"native,omitempty"`
+}
+
+// BillKinds: see VMResult.BillKinds.
+type BillKinds struct {
+	Alone       int64 `json:"alone"`
+	Traced      int64 `json:"traced"`
+	Even        int64 `json:"even"`
+	TracerNs    int64 `json:"tracer"`
+	SwitchesOut int64 `json:"switches_out"` // the switches of its context out that its tracer saw
 }
 
 // jain is Jain's fairness index of xs: (Σx)² / (n Σx²).

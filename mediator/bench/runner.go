@@ -107,6 +107,12 @@ type tracedCounter interface {
 	TracedNs() int64
 }
 
+// billKinder is a backend that says how it made a VM's bill (the cuda
+// backend's BillKinds).
+type billKinder interface {
+	BillKinds(id uint32) (kinds [3]float64, count, outs uint64)
+}
+
 // snapshot is every figure at W, taken on the timeline.
 type snapshot struct {
 	at         int64
@@ -431,6 +437,10 @@ func (r *runner) result(o Options) (*Result, error) {
 		}
 		if sn.gpuBusy > 0 {
 			v.Share = float64(v.TrueGPUNs) / float64(sn.gpuBusy)
+		}
+		if bk, ok := r.gpu.(billKinder); ok {
+			k, n, o := bk.BillKinds(h.id)
+			v.BillKinds = &BillKinds{Alone: int64(k[0]), Traced: int64(k[1]), Even: int64(k[2]), TracerNs: int64(n), SwitchesOut: int64(o)}
 		}
 		if r.s.Accounting != spec.AccountingOff && v.TrueGPUNs > 0 {
 			a := float64(v.AccountedGPUNs)/float64(v.TrueGPUNs) - 1

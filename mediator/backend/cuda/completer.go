@@ -351,7 +351,10 @@ func (b *Backend) credit(dt int64) {
 	// ran had its tracer running (tracing.go), which says what each had.
 	half := float64(dt) / 2
 	b.overlapped = vms[0] >= 2 || vms[1] >= 2
-	traced := b.traceOn && b.tracedInterval(gen) && b.overlapped
+	traced := b.traceOn && b.tracedInterval(gen)
+	if b.traceOn {
+		b.settleTracers(gen, dt)
+	}
 	var shared [2]float64
 	f := math.Float64frombits(b.switchF.Load())
 	for end := range 2 {
@@ -361,26 +364,17 @@ func (b *Backend) credit(dt int64) {
 			b.switchOwed += half * f
 		}
 	}
-	if traced {
-		b.switchOwed += b.tracedOverhead(gen, half, vms)
-		b.tracedNs.Add(dt)
-	}
-	if b.switchOwed >= 1 {
-		whole := math.Floor(b.switchOwed)
-		b.switchNs.Add(int64(whole))
-		b.switchOwed -= whole
-	}
 	vmPart := func(v *cudaVM, end int) float64 {
 		if v.creditChans[end] == 0 {
 			return 0
 		}
 		if traced {
-			// Its tracer's count over the interval, half to each end it
-			// ran at.
+			// Its part of the interval (settleTracers), split between
+			// the ends it ran at.
 			if v.creditChans[1-end] != 0 {
-				return v.tc.delta / 2
+				return v.tc.part / 2
 			}
-			return v.tc.delta
+			return v.tc.part
 		}
 		return shared[end] / float64(vms[end])
 	}
@@ -401,6 +395,48 @@ func (b *Backend) credit(dt int64) {
 			it.ran += ran
 		}
 		r.ch.mu.Unlock()
+	}
+	// How the VMs' bills were made (Backend.BillKinds), and what they add
+	// up to.
+	kind := billAlone
+	switch {
+	case traced:
+		kind = billTraced
+	case b.overlapped:
+		kind = billEven
+	}
+	var billed float64
+	for _, refs := range [2][]runRef{b.running, b.now1} {
+		for _, r := range refs {
+			if v := r.ch.vm; v.kindGen != gen {
+				v.kindGen = gen
+				p := vmPart(v, 0) + vmPart(v, 1)
+				v.billKinds[kind] += p
+				billed += p
+				v.quietRan(dt)
+			}
+		}
+	}
+	if traced {
+		// What the bills left of the time something ran at the ends is
+		// nobody's: the switches between contexts, and the time a context
+		// held the GPU between its commands. Signed: a tracer's count
+		// lands in steps of a microsecond or two, a sweep's interval is
+		// about one, so an interval's counts come short of it as often as
+		// past it.
+		var busy float64
+		for end := range 2 {
+			if vms[end] > 0 {
+				busy += half
+			}
+		}
+		b.switchOwed += busy - billed
+		b.tracedNs.Add(dt)
+	}
+	if b.switchOwed >= 1 {
+		whole := math.Floor(b.switchOwed)
+		b.switchNs.Add(int64(whole))
+		b.switchOwed -= whole
 	}
 	// The watchdog's clock: a VM's channels run at once in its context,
 	// so each running command has its VM's part of the half, not a part of

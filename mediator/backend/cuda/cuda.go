@@ -98,7 +98,7 @@ type Backend struct {
 	overlapped bool
 	traceOn    bool
 	overlapAt  int64
-	tracedNs   atomic.Int64 // the intervals billed by the tracers' counts
+	tracedNs   atomic.Int64 // the intervals billed by the tracers
 	late       []lateRef
 
 	// The switch overhead (switchcost.go): f's bits, whether Open

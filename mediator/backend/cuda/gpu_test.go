@@ -310,8 +310,9 @@ func TestGPUBillingOfConcurrentVMs(t *testing.T) {
 		bills += billed
 		truth, _, _ := b.GroundTruth(vms[i])
 		d := float64(billed)/float64(truth) - 1
-		t.Logf("MEASURED: VM %d (%d µs kernels): billed %d ns, spans %d ns, %%globaltimer %d ns: billed %+.2f%%",
-			vms[i], lens[i]/1000, billed, span, truth, 100*d)
+		kinds, count, outs := b.BillKinds(vms[i])
+		t.Logf("MEASURED: VM %d (%d µs kernels): billed %d ns, spans %d ns, %%globaltimer %d ns: billed %+.2f%%; alone %.0f traced %.0f even %.0f ns; its tracer counted %d ns, saw %d switches out",
+			vms[i], lens[i]/1000, billed, span, truth, 100*d, kinds[billAlone], kinds[billTraced], kinds[billEven], count, outs)
 		if d < -0.25 || d > 0.25 {
 			t.Errorf("VM %d billed %.2f%% off its kernels' own time", vms[i], 100*d)
 		}

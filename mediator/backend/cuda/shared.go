@@ -75,6 +75,7 @@ const (
 	offSentRan  = 24 // channel 0's: the tracer's count, ns (tracing.go)
 	offSentLive = 32 // channel 0's: the running tracer's number
 	offSentDone = 40 // channel 0's: the last tracer's that ended
+	offSentOuts = 48 // channel 0's: the switches out the tracers saw
 	offSlots    = 64
 	slotSize    = 32
 

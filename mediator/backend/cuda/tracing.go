@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"fmt"
+
+	"golang.org/x/sys/unix"
 )
 
 // The tracer: which VM's context holds the GPU, seen from inside it.
@@ -60,15 +62,29 @@ const traceLinger = 100_000_000
 //
 //	live = idx; fence
 //	ran = *count
-//	loop: busy, queued = any start > end, any issued > end (every channel)
-//	      step = timer - last; if step <= gap && busy { ran += step; *count = ran }
+//	loop: queued = any issued > end (every channel)
+//	      step = timer - last
+//	      if step <= gap { usual += (step - usual) / 16 } else { step = usual / 2; outs++ }
+//	      ran += step; *count = ran
 //	      while queued
 //	done = idx
 //
-// Its parameters: channel 0's block, the blocks' stride, the channels, the
-// gap, its number.
+// A step is a round of marker reads, over PCIe, a microsecond or two (more
+// with several channels), and its count lands in steps of that. A step
+// longer than the gap is one in which its context was switched out; the
+// switch came anywhere in it, and the context held the GPU for the part
+// before, half a usual step on average (the steps' running average, not
+// the last one, which a slow read can make ten times as long), which is
+// what it counts of it. Whether its VM's commands ran meanwhile is the
+// sweeps' to say (settleTracers). (A tracer of two warps, a timer stepping
+// in tens of nanoseconds and publishing every 256 ns beside a scanner,
+// billed a VM of 20 µs kernels beside two others 2-4% over on an H100,
+// this one 1-2%: its count lands about a sweep late, at a command's start
+// as at its end.)
 //
-// It is in the throttle kernel's module (throttlePTX), after it.
+// Its parameters: channel 0's block, the blocks' stride, the channels, the
+// gap, its number. It is in the throttle kernel's module (throttlePTX),
+// after it.
 const tracerPTX = `
 .visible .entry sluice_tracer(
 	.param .u64 p_base,
@@ -79,7 +95,7 @@ const tracerPTX = `
 )
 {
 	.reg .pred %p<6>;
-	.reg .b64 %rd<16>;
+	.reg .b64 %rd<20>;
 
 	ld.param.u64 %rd1, [p_base];
 	ld.param.u64 %rd2, [p_stride];
@@ -89,17 +105,16 @@ const tracerPTX = `
 	st.volatile.global.u64 [%rd1+32], %rd5;
 	membar.sys;
 	ld.volatile.global.u64 %rd6, [%rd1+24];
+	ld.volatile.global.u64 %rd17, [%rd1+48];
 	mov.u64 %rd7, %globaltimer;
+	mov.u64 %rd15, 0;
 TRACE_LOOP:
-	setp.ne.u64 %p1, %rd3, %rd3;
 	setp.ne.u64 %p2, %rd3, %rd3;
 	mov.u64 %rd8, %rd1;
 	mov.u64 %rd9, 0;
 TRACE_SCAN:
-	ld.volatile.global.u64 %rd10, [%rd8];
 	ld.volatile.global.u64 %rd11, [%rd8+8];
 	ld.volatile.global.u64 %rd12, [%rd8+16];
-	setp.gt.or.u64 %p1, %rd10, %rd11, %p1;
 	setp.gt.or.u64 %p2, %rd12, %rd11, %p2;
 	add.u64 %rd8, %rd8, %rd2;
 	add.u64 %rd9, %rd9, 1;
@@ -108,11 +123,21 @@ TRACE_SCAN:
 	mov.u64 %rd13, %globaltimer;
 	sub.u64 %rd14, %rd13, %rd7;
 	mov.u64 %rd7, %rd13;
-	setp.le.and.u64 %p4, %rd14, %rd4, %p1;
-	@!%p4 bra TRACE_NEXT;
+	setp.le.u64 %p4, %rd14, %rd4;
+	@!%p4 bra TRACE_OUT;
+	setp.eq.u64 %p5, %rd15, 0;
+	@%p5 mov.u64 %rd15, %rd14;
+	sub.s64 %rd16, %rd14, %rd15;
+	shr.s64 %rd16, %rd16, 4;
+	add.s64 %rd15, %rd15, %rd16;
+	bra TRACE_COUNT;
+TRACE_OUT:
+	add.u64 %rd17, %rd17, 1;
+	st.volatile.global.u64 [%rd1+48], %rd17;
+	shr.u64 %rd14, %rd15, 1;
+TRACE_COUNT:
 	add.u64 %rd6, %rd6, %rd14;
 	st.volatile.global.u64 [%rd1+24], %rd6;
-TRACE_NEXT:
 	@%p2 bra TRACE_LOOP;
 	st.volatile.global.u64 [%rd1+40], %rd5;
 	ret;
@@ -172,11 +197,16 @@ type tracerCount struct {
 	gen   uint64  // the credit that read it (Backend.creditGen)
 	ran   uint64  // the count then
 	live  bool    // a tracer ran then
-	delta float64 // its growth since the read before
-	fresh bool    // delta holds: the read before was the previous credit's, and a tracer ran at both
+	fresh bool    // a tracer ran at this read and the one before, the previous credit's
+	delta float64 // the count's growth since the read before (fresh)
+	quiet int64   // how long its VM ran with its tracer live and the count not growing (quietRan)
+	// held is the time its context held the GPU, counted and not yet
+	// billed or let go (settleTracers); part is its VM's bill of the
+	// interval, the two ends together.
+	held, part float64
 }
 
-// readTracer reads v's tracer count for credit gen (once a credit).
+// readTracer reads v's tracer for credit gen (once a credit).
 func (v *cudaVM) readTracer(gen uint64) {
 	t := &v.tc
 	if t.gen == gen {
@@ -185,13 +215,72 @@ func (v *cudaVM) readTracer(gen uint64) {
 	base := v.blk.chanBase(0)
 	ran := v.blk.load(base + offSentRan)
 	live, done := v.blk.load(base+offSentLive), v.blk.load(base+offSentDone)
-	now := live > done
-	t.fresh = t.gen == gen-1 && t.live && now && ran >= t.ran
+	on := live > done
+	t.fresh = t.gen == gen-1 && t.live && on && ran >= t.ran
 	t.delta = 0
 	if t.fresh {
 		t.delta = float64(ran - t.ran)
 	}
-	t.gen, t.ran, t.live = gen, ran, now
+	t.gen, t.ran, t.live = gen, ran, on
+	switch {
+	case t.delta > 0 || !on:
+		t.quiet = 0
+	case t.quiet >= traceStale:
+		t.fresh = false // a tracer that counts nothing: not to be believed
+	}
+}
+
+// traceStale is how long a VM may run with its tracer live and counting
+// nothing before its count is no longer believed (ns of the intervals in
+// which it ran): under time slicing a context waits its turn behind every
+// other's, milliseconds each, and a tracer that never counts (stuck, or
+// its words forged by the VM's own kernels) would bill its VM nothing.
+const traceStale = 200_000_000
+
+// quietRan adds dt to v's time run with its tracer live and its count
+// not growing (an interval at whose ends it ran).
+func (v *cudaVM) quietRan(dt int64) {
+	if v.tc.fresh && v.tc.delta == 0 {
+		v.tc.quiet += dt
+	}
+}
+
+// settleTracers makes each VM's bill of credit gen's interval of dt from
+// its tracer's count: what the count grew by goes into what the VM's
+// context held the GPU for and was not yet billed (held); a VM that ran at
+// an end of the interval is billed of that what it would have been alone
+// (the half of each end it ran at), at most (part); and the interval's
+// time, dt, lets go of the rest. So a VM is billed the time its context
+// held the GPU while its markers said it ran: its count lands in steps (a
+// round of its tracer's marker reads, a microsecond or two, more with
+// several channels), later than the time it counts, and what is held
+// carries it to the next sweeps; while it runs at no sweep (between its
+// commands, or idle) the time goes by and takes what it held with it. An
+// interval that is not traced is billed otherwise: its parts go unused.
+func (b *Backend) settleTracers(gen uint64, dt int64) {
+	half := float64(dt) / 2
+	for _, ch := range *b.chans.Load() {
+		if ch.idx != 0 {
+			continue
+		}
+		v := ch.vm
+		t := &v.tc
+		t.part = 0
+		if t.gen != gen {
+			continue
+		}
+		t.held += t.delta
+		if v.creditGen == gen {
+			var alone float64
+			for end := range 2 {
+				if v.creditChans[end] != 0 {
+					alone += half
+				}
+			}
+			t.part = min(t.held, alone)
+		}
+		t.held = max(0, t.held-float64(dt))
+	}
 }
 
 // setTracing turns the tracer on or off in v's block.
@@ -200,11 +289,18 @@ func (v *cudaVM) setTracing(on bool) {
 		return
 	}
 	v.tracing = on
-	var x uint64
-	if on {
-		x = 1
+	if !on {
+		v.blk.store(offTracing, 0)
+		return
 	}
-	v.blk.store(offTracing, x)
+	v.blk.store(offTracing, 1)
+	// A worker asleep with commands on the GPU launches its tracer when it
+	// wakes (it looks at the switch after it says it sleeps).
+	if v.blk.load(offSleeping) != 0 {
+		var one [8]byte
+		le.PutUint64(one[:], 1)
+		_, _ = unix.Write(v.efd, one[:])
+	}
 }
 
 // traceTurn turns tracing on for the VMs that ran at this sweep's credit
@@ -228,44 +324,56 @@ func (b *Backend) traceTurn(now int64, overlapped bool, chans []*channel) {
 	}
 }
 
-// tracedInterval reads the tracer of every VM that ran at an end of
-// credit gen's interval and reports whether each one's count holds for
-// it.
+// tracedInterval reads every VM's tracer for credit gen and reports
+// whether each VM that ran at an end of its interval had its tracer
+// running at both of the last two reads.
 func (b *Backend) tracedInterval(gen uint64) bool {
-	ok := true
-	for _, refs := range [2][]runRef{b.running, b.now1} {
-		for _, r := range refs {
-			v := r.ch.vm
-			v.readTracer(gen)
-			ok = ok && v.tc.fresh
+	// Every VM's, not only those that ran: a VM between two of its
+	// kernels at a sweep would have no read from the sweep before when it
+	// next ran.
+	for _, ch := range *b.chans.Load() {
+		if ch.idx == 0 {
+			ch.vm.readTracer(gen)
 		}
 	}
-	return ok
-}
-
-// tracedOverhead is what a traced interval's VMs did not run of the time
-// something ran at its ends (half for each end at which one did): the
-// switches between their contexts, nobody's.
-func (b *Backend) tracedOverhead(gen uint64, half float64, vms [2]int) float64 {
-	busy := 0.0
-	for end := range 2 {
-		if vms[end] > 0 {
-			busy += half
-		}
-	}
-	var ran float64
 	for _, refs := range [2][]runRef{b.running, b.now1} {
 		for _, r := range refs {
-			if v := r.ch.vm; v.tc.gen == gen && v.traceCounted != gen {
-				v.traceCounted = gen
-				ran += v.tc.delta
+			if !r.ch.vm.tc.fresh {
+				return false
 			}
 		}
 	}
-	return max(0, busy-ran)
+	return true
 }
 
 // TracedNs is how long the intervals in which several VMs ran and which
 // were billed by their tracers' counts lasted in all (the rest of such
 // intervals were split evenly, less the switch overhead's fraction).
 func (b *Backend) TracedNs() int64 { return b.tracedNs.Load() }
+
+// How an interval's bill was made: one VM ran at its ends (its bill the
+// interval's time at those ends), several ran and their tracers' counts
+// held (each its count), or several ran and were split evenly less the
+// switch overhead's fraction.
+const (
+	billAlone = iota
+	billTraced
+	billEven
+)
+
+// BillKinds is how much of VM id's bill was made each way (billAlone,
+// billTraced, billEven), ns, its tracer's count and the switches out it
+// saw; read it once the
+// VM's commands have completed (the completer writes them).
+func (b *Backend) BillKinds(id uint32) (kinds [3]float64, count, outs uint64) {
+	b.mu.Lock()
+	v := b.vms[id]
+	b.mu.Unlock()
+	if v == nil {
+		return kinds, 0, 0
+	}
+	b.sweeping.Lock()
+	defer b.sweeping.Unlock()
+	base := v.blk.chanBase(0)
+	return v.billKinds, v.blk.load(base + offSentRan), v.blk.load(base + offSentOuts)
+}

@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"testing"
-	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
 )
@@ -18,55 +17,107 @@ func (tl *timeline) tracerRan(vm int, n, ran uint64) {
 }
 
 // TestTracedOverlapBilledByTheCounts: where two VMs ran at once and both
-// had their tracers running, each is billed its tracer's count over the
-// interval, not half of it: a VM whose context held the GPU three times as
-// long as the other's is billed three times as much, and what neither
-// counted is the switches' (SwitchOverhead). Before tracing is on (and at
-// the first interval after, whose counts have no earlier read) the split
-// is even.
+// had their tracers running, each is billed what its tracer counted (the
+// time its context held the GPU), at most what it would have been alone,
+// not half the interval each; a count that lands late (in a lump) is
+// billed at the next sweeps at which the VM runs; a count made while the
+// VM ran at no sweep (between its commands) is nobody's; what the VMs
+// were not billed of the time they ran is the switches' (SwitchOverhead).
+// Before tracing is on, at the first read, and once a tracer has ended,
+// the split is even.
 func TestTracedOverlapBilledByTheCounts(t *testing.T) {
-	tl := newTimeline([]int{1, 1}, 1)
+	tl := newTimeline([]int{1, 1}, 2)
+	var now int64 = 1_000_000
+	tl.b.clock = func() int64 { return now }
+	tl.b.lastSweep = now
 	tl.b.setSwitchOverhead(0)
+	var ranA, ranB uint64
+	sweep := func(da, db uint64) {
+		now += 1_000_000
+		ranA, ranB = ranA+da, ranB+db
+		tl.tracerRan(0, 1, ranA)
+		tl.tracerRan(1, 1, ranB)
+		tl.b.sweep(nil)
+	}
 	tl.mark(0, 0, 1, 0)
 	tl.mark(1, 0, 1, 0)
-	tl.tracerRan(0, 1, 0)
-	tl.tracerRan(1, 1, 0)
-	tl.sweep() // both start
+	sweep(0, 0) // both start: tracing on
 	if !tl.b.traceOn || tl.vms[0].blk.load(offTracing) != 1 || tl.vms[1].blk.load(offTracing) != 1 {
 		t.Fatalf("two VMs ran at a sweep: tracing on %v, the blocks say %d %d", tl.b.traceOn,
 			tl.vms[0].blk.load(offTracing), tl.vms[1].blk.load(offTracing))
 	}
 	a, b := tl.vms[0].chans[0].find(1), tl.vms[1].chans[0].find(1)
-	t1, _ := tl.sweep() // the first read: even
-	a1, b1 := a.gpu, b.gpu
-	if a1 != b1 {
-		t.Fatalf("the first traced interval, with no earlier read: %v and %v, want an even split", a1, b1)
+	step := func(da, db uint64) (float64, float64, int64) {
+		a0, b0 := a.gpu, b.gpu
+		s0, _ := tl.b.SwitchOverhead()
+		sweep(da, db)
+		s1, _ := tl.b.SwitchOverhead()
+		return a.gpu - a0, b.gpu - b0, s1 - s0
 	}
-	// Over the next interval A's context held the GPU 3/4 of the time and
-	// B's 1/6 of it.
-	time.Sleep(2 * time.Millisecond)
-	dt := tl.b.now() - t1
-	ra, rb := uint64(dt*3/4), uint64(dt/6)
-	tl.tracerRan(0, 1, ra)
-	tl.tracerRan(1, 1, rb)
-	sw0, _ := tl.b.SwitchOverhead()
-	tl.b.sweep(nil)
-	ga, gb := a.gpu-a1, b.gpu-b1
-	if !near(int64(ga), int64(ra)) || !near(int64(gb), int64(rb)) {
-		t.Errorf("traced interval: billed A %.0f, B %.0f; want their counts %d, %d", ga, gb, ra, rb)
+	if ga, gb, _ := step(0, 0); ga != gb || ga == 0 {
+		t.Fatalf("the first read of the tracers: A %v, B %v, want an even split", ga, gb)
 	}
-	iv := tl.b.lastSweep - t1
-	sw, _ := tl.b.SwitchOverhead()
-	if got, want := sw-sw0, iv-int64(ra)-int64(rb); !near(got, want) {
-		t.Errorf("switch overhead grew %d ns, want %d (the interval %d less both counts)", got, want, iv)
+	// A's context held the GPU 3/4 of the interval, B's 3/20.
+	if ga, gb, sw := step(750_000, 150_000); !near(int64(ga), 750_000) || !near(int64(gb), 150_000) || !near(sw, 100_000) {
+		t.Errorf("traced interval: A %v, B %v, overhead %d; want their counts 750000, 150000 and the rest, 100000", ga, gb, sw)
 	}
-	// A tracer that stopped (its VM's count no longer holds): even again.
+	// A's count of two intervals lands at once: an interval's worth now,
+	// the rest at the next sweep.
+	if ga, gb, _ := step(2_000_000, 0); !near(int64(ga), 1_000_000) || gb != 0 {
+		t.Errorf("a count of two intervals at once: A %v, B %v; want 1000000 (the interval), 0", ga, gb)
+	}
+	if ga, _, _ := step(0, 0); !near(int64(ga), 1_000_000) {
+		t.Errorf("the rest of it at the next sweep: A %v, want 1000000", ga)
+	}
+	// A's first command ends and its second has not started at the next
+	// two sweeps: what its tracer counts meanwhile is nobody's.
+	tl.mark(0, 0, 1, 1)
+	a2 := tl.vms[0].chans[0].find(2)
+	sweep(0, 0)       // A ran at the sweep before, not at this one
+	sweep(500_000, 0) // A runs at neither end
+	tl.mark(0, 0, 2, 1)
+	sweep(0, 0)
+	sweep(0, 0)
+	if a2.gpu != 0 {
+		t.Errorf("A's second command, after a sweep between its commands: billed %v of what A's tracer counted then, want 0", a2.gpu)
+	}
+	// B's tracer ended: its VM's time is not known, the split is even.
 	v := tl.vms[1]
+	a0, b0 := a2.gpu, b.gpu
+	now += 1_000_000
+	tl.tracerRan(0, 1, ranA+1000)
 	v.blk.store(v.blk.chanBase(0)+offSentDone, 1)
-	a2, b2 := a.gpu, b.gpu
-	tl.sweep()
-	if da, db := a.gpu-a2, b.gpu-b2; !near(int64(da), int64(db)) {
-		t.Errorf("with B's tracer ended: A %.0f, B %.0f, want an even split", da, db)
+	tl.b.sweep(nil)
+	if ga, gb := a2.gpu-a0, b.gpu-b0; !near(int64(ga), int64(gb)) || ga == 0 {
+		t.Errorf("with B's tracer ended: A %.0f, B %.0f, want an even split", ga, gb)
+	}
+}
+
+// TestStuckTracerNotBelieved: a VM that runs with its tracer live and its
+// count never growing for traceStale is split evenly again, not billed
+// nothing.
+func TestStuckTracerNotBelieved(t *testing.T) {
+	tl := newTimeline([]int{1, 1}, 1)
+	var now int64 = 1_000_000
+	tl.b.clock = func() int64 { return now }
+	tl.b.lastSweep = now
+	tl.mark(0, 0, 1, 0)
+	tl.mark(1, 0, 1, 0)
+	b := tl.vms[1].chans[0].find(1)
+	var ranA uint64
+	for range 2 + traceStale/10_000_000 {
+		now += 10_000_000
+		ranA += 100
+		tl.tracerRan(0, 1, ranA)
+		tl.tracerRan(1, 1, 0) // live, never counting
+		tl.b.sweep(nil)
+	}
+	b0 := b.gpu
+	now += 10_000_000
+	tl.tracerRan(0, 1, ranA+100)
+	tl.b.sweep(nil)
+	if db := b.gpu - b0; db == 0 {
+		t.Errorf("B, whose live tracer never counted for %d ns, billed nothing still", int64(traceStale))
 	}
 }
 
@@ -141,14 +192,15 @@ func TestWorkerLaunchesATracerWhileTracing(t *testing.T) {
 		t.Errorf("channel 0's offIssued %d, want 4 (its fourth command)", got)
 	}
 	r.f.setHold(true) // the next tracer does not start
+	launches := r.f.counted("LaunchKernel")
 	for i := range 4 {
 		r.submit(vm, i%2, nop, 0)
 	}
 	r.settle(vm)
+	if n := r.f.counted("LaunchKernel") - launches; n != 1 {
+		t.Errorf("%d tracers launched for 4 commands while the first waited to start, want 1", n)
+	}
 	r.f.setHold(false)
 	r.f.release(100)
 	wait(t, r.done, 4)
-	if n, last := r.tracerLaunches(); n != 4 || last != 4 {
-		t.Errorf("%d tracers, the last number %d; want 4, 4 (none launched while one waited to start)", n, last)
-	}
 }

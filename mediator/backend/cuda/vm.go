@@ -68,9 +68,10 @@ type cudaVM struct {
 	// Its tracer (tracing.go), the completer's: the count as last read,
 	// whether its block says tracing is on, and the credit whose
 	// overhead counted it.
-	tc           tracerCount
-	tracing      bool
-	traceCounted uint64
+	tc        tracerCount
+	tracing   bool
+	kindGen   uint64
+	billKinds [3]float64 // BillKinds
 }
 
 // workerConn is the mediator's end of one worker.

@@ -337,7 +337,12 @@ func (w *worker) run() error {
 			continue
 		}
 		timeout := -1
-		if w.busy() {
+		busy := w.busy()
+		if busy {
+			// Tracing may have come on after the last command was issued.
+			if err := w.trace(); err != nil && sticky(err) {
+				return faultError{err}
+			}
 			if err := w.checkStalls(); err != nil {
 				return faultError{err}
 			}
@@ -352,6 +357,13 @@ func (w *worker) run() error {
 		if w.blk.ready(head) {
 			w.blk.store(offSleeping, 0)
 			continue
+		}
+		if busy {
+			// And the tracing switch: the mediator rings a sleeping worker
+			// when it turns tracing on (tracing.go).
+			if err := w.trace(); err != nil && sticky(err) {
+				return faultError{err}
+			}
 		}
 		if err := w.wait(timeout); err != nil {
 			return err
