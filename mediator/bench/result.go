@@ -52,10 +52,11 @@ type Result struct {
 	// once); 0 on a backend that does not estimate it.
 	SwitchOverheadNs       int64   `json:"switch_overhead_ns,omitempty"`
 	SwitchOverheadFraction float64 `json:"switch_overhead_fraction,omitempty"`
-	// TracedNs is how much of the time in which several VMs ran the
-	// backend billed by what each VM's context ran of it, as a tracer in
-	// the context counted (the cuda backend; the switch overhead there is
-	// the rest, measured, not the fraction); 0 on a backend without.
+	// TracedNs is how much of the run the backend billed by what each VM's
+	// context held of the GPU, as a tracer in the context counted (the
+	// cuda backend, while VMs' contexts ran at once; the switch overhead
+	// there is the rest, measured, not the fraction); 0 on a backend
+	// without.
 	TracedNs int64 `json:"traced_ns,omitempty"`
 	Kernels  int64 `json:"kernels"` // completed by all VMs
 	// JainIndex is Jain's index of true GPU time ÷ weight over the VMs that

@@ -310,7 +310,11 @@ func (b *Backend) rest(now int64) { b.running, b.lastSweep = b.running[:0], now 
 // (Completion.GPUNs), and the bills of one interval, with the switch
 // overhead taken from a half at whose end several VMs ran (f of it, see
 // switchcost.go), to the part of it in which something ran, however many
-// VMs ran.
+// VMs ran. While tracing is on and every VM that ran has its tracer
+// running, each VM's part is what its tracer says (settleTracers, at most
+// what it would be alone) instead, and the overhead what they leave:
+// within one interval the parts can come to more than it, a count landing
+// late, and the overhead is kept signed.
 func (b *Backend) credit(dt int64) {
 	if dt <= 0 || len(b.running)+len(b.now1) == 0 {
 		return
@@ -440,12 +444,23 @@ func (b *Backend) credit(dt int64) {
 	}
 	// The watchdog's clock: a VM's channels run at once in its context,
 	// so each running command has its VM's part of the half, not a part of
-	// that.
+	// that; its even part, traced or not: a tracer's count is in the VM's
+	// reach, and a VM that forged it must not stop its own clock.
+	evenPart := func(v *cudaVM, end int) float64 {
+		if v.creditChans[end] == 0 {
+			return 0
+		}
+		even := half
+		if vms[end] >= 2 {
+			even *= 1 - f
+		}
+		return even / float64(vms[end])
+	}
 	for _, r := range b.running {
-		give(r, vmPart(r.ch.vm, 0))
+		give(r, evenPart(r.ch.vm, 0))
 	}
 	for _, r := range b.now1 {
-		ran := vmPart(r.ch.vm, 1)
+		ran := evenPart(r.ch.vm, 1)
 		if len(b.running) != 0 && r.ch.ranAt(b.running, r.seq) {
 			r.ch.mu.Lock()
 			if it := r.ch.find(r.seq); it != nil {

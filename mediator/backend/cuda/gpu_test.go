@@ -313,6 +313,9 @@ func TestGPUBillingOfConcurrentVMs(t *testing.T) {
 		kinds, count, outs := b.BillKinds(vms[i])
 		t.Logf("MEASURED: VM %d (%d µs kernels): billed %d ns, spans %d ns, %%globaltimer %d ns: billed %+.2f%%; alone %.0f traced %.0f even %.0f ns; its tracer counted %d ns, saw %d switches out",
 			vms[i], lens[i]/1000, billed, span, truth, 100*d, kinds[billAlone], kinds[billTraced], kinds[billEven], count, outs)
+		if kinds[billTraced] == 0 {
+			t.Errorf("VM %d: nothing of its bill made by its tracer", vms[i])
+		}
 		if d < -0.02 || d > 0.02 {
 			t.Errorf("VM %d billed %.2f%% off its kernels' own time, want within 2%%", vms[i], 100*d)
 		}

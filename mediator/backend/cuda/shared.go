@@ -13,7 +13,7 @@ import (
 //
 //	page 0    tail (mediator), head (worker), sleeping (worker): the ring's state;
 //	          the VM's memory quota (mediator) and the device memory its
-//	          buffers hold (worker)
+//	          buffers hold (worker); the tracing switch (mediator, tracing.go)
 //	ring      ringCap entries of entrySize bytes: commands, mediator → worker:
 //	          [0] stamp [8] channel u32 [16] seq [24] the command's record
 //	codes     per channel, one 16-byte code slot per command in flight:
@@ -22,9 +22,9 @@ import (
 //	          32-byte slot per command in flight: [0] when the worker read
 //	          it [8] when its launch returned, 0 until then
 //	          (CLOCK_MONOTONIC) [16] seq
-//	          the tracing switch (mediator, tracing.go)
-//	GPU area  per channel: the start and end markers, the last command the
-//	          worker issued on it; channel 0's block also the tracer's words
+//	GPU area  per channel: the start and end markers, the last command that
+//	          runs on the SMs the worker issued on it; channel 0's block also
+//	          the tracer's words
 //	          (tracing.go); then one 32-byte record slot per command in
 //	          flight, by the GPU:
 //	          [0] ran ns [8] first timer read [16] last read [24] seq (THROTTLE's)

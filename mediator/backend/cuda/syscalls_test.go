@@ -101,8 +101,8 @@ func TestLoadSimModuleUnsupported(t *testing.T) {
 	r.f.mu.Lock()
 	n := len(r.f.mods)
 	r.f.mu.Unlock()
-	if n != 1 {
-		t.Errorf("%d modules loaded, want the throttle kernel's alone", n)
+	if n != 2 {
+		t.Errorf("%d modules loaded, want the throttle kernel's and the tracer's alone", n)
 	}
 }
 

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 
 	"golang.org/x/sys/unix"
@@ -18,41 +19,49 @@ import (
 // not give both the same time.
 //
 // So while VMs overlap, each VM's worker runs a tracer in its context
-// whenever the VM has commands on the GPU: one thread, on a stream of its
+// whenever the VM has commands on the SMs: one thread, on a stream of its
 // own, that reads %globaltimer in a loop, as LoGA's poller reads which
 // channel the GPU runs, but from within: a step between two reads no
 // longer than the gap (as THROTTLE counts, DefaultGapNs) is time its
-// context held the GPU, a longer one time it was switched out. Each step
-// it also reads its VM's channels' markers, and counts the step only when
-// one of them runs a command (start marker ahead of the end marker), so
-// that launch gaps and idle time are nobody's as before. It adds the steps
-// up in channel 0's block (offSentRan) and ends when no channel has a
-// command issued and not ended (offIssued, which the worker stores before
-// it issues each command). Contexts run one at a time under time slicing,
-// so one tracer at a time runs on the whole GPU.
+// context held the GPU, a longer one time it was switched out. It adds
+// the steps up in channel 0's block (offSentRan) and ends when no channel
+// has a command issued and not ended (offIssued, which the worker stores
+// before it issues a LAUNCH, THROTTLE or MEMSET; copies run beside other
+// contexts' kernels and are left alone). Contexts run one at a time under
+// time slicing, so one tracer at a time runs on the whole GPU.
 //
-// The completer reads each VM's count at every sweep while tracing is on,
-// and bills an interval in which several VMs ran by the counts: each VM
-// its count's growth over the interval (at the interval's ends as the
-// trapezoid puts it), the rest of the busy time being the switches'
-// (SwitchOverhead), measured and not estimated. An interval where a VM ran
-// whose tracer did not run throughout (it had not started, or its count
-// was not read at the sweep before) is split as before.
+// The completer reads every VM's count at every sweep while tracing is
+// on. Its count says when a VM's context held the GPU, launch gaps
+// included; its markers, at the sweeps, when its commands ran: a VM is
+// billed an interval's time as a VM alone would be (the half of each end
+// it ran at), at most, and no more than its count holds of what it has
+// not yet been billed (settleTracers). A VM waiting its turn, its kernel
+// preempted, is billed nothing; what nobody is billed of the time
+// something ran is the switches' (SwitchOverhead), measured and not
+// estimated. An interval where a VM ran whose tracer was not running at
+// this sweep and the one before is split evenly, as without tracing.
 //
-// The mediator turns tracing on in every VM's block (offTracing) at the
-// first sweep where two VMs ran and off traceLinger after the last one: a
-// VM alone, or VMs taking turns, launch no tracer. The worker, before it
-// issues a command with tracing on, launches tracer n+1 only when tracer n
-// has started (offSentLive = n): one waits behind the running one at most,
+// The mediator turns tracing on in the block of each VM that ran at the
+// first sweep where two VMs ran (offTracing), and off in every VM's
+// traceLinger after the last such sweep: a VM alone, or VMs taking turns,
+// launch no tracer. The worker, after it issues a command that is the
+// tracer's with tracing on, launches tracer n+1 only when tracer n has
+// started (offSentLive = n): one waits behind the running one at most,
 // and a command issued while one waits is seen by it when it starts (the
 // worker stores offIssued before it reads offSentLive, the tracer stores
 // offSentLive before it reads offIssued, both with a full fence: one of
-// them sees the other's store).
+// them sees the other's store). A worker asleep with commands on the GPU
+// is rung when tracing comes on.
 //
 // A VM's kernels run in the tracer's context and could write its words as
-// they could write the markers (doc.go, "Limits"): a VM that lowers its
-// count lowers its own bill only, as one that forges its end markers does;
-// its neighbours' bills are their own tracers' counts.
+// they could write the markers (doc.go, "Limits"). A VM that lowers its
+// count lowers its own bill only, as one that forges its end markers does,
+// and one that raises it is billed more; its neighbours' bills are their
+// own tracers' counts. One that makes its tracer look stopped makes the
+// intervals it runs in split evenly, as they were without tracing. The
+// watchdog's clock does not go by the counts (the even part), and the
+// worker launches two tracers at most while its tracer stream does not
+// drain, whatever the words say.
 
 // traceLinger is how long tracing stays on after the last sweep at which
 // two VMs ran (completer time, ns).
@@ -62,15 +71,18 @@ const traceLinger = 100_000_000
 //
 //	live = idx; fence
 //	ran = *count
-//	loop: queued = any issued > end (every channel)
-//	      step = timer - last
-//	      if step <= gap { usual += (step - usual) / 16 } else { step = usual / 2; outs++ }
-//	      ran += step; *count = ran
+//	loop: for each channel:
+//	          queued |= issued > end
+//	          step = timer - last
+//	          if step <= gap { usual += (step - usual) / 16 } else { step = usual / 2; outs++ }
+//	          ran += step; *count = ran
 //	      while queued
 //	done = idx
 //
-// A step is a round of marker reads, over PCIe, a microsecond or two (more
-// with several channels), and its count lands in steps of that. A step
+// A step is one channel's marker reads, over PCIe, a microsecond or two
+// however many channels the VM has (a step of all of them went past the
+// gap from about 14 channels on, and counted nothing), and its count lands
+// in steps of that. A step
 // longer than the gap is one in which its context was switched out; the
 // switch came anywhere in it, and the context held the GPU for the part
 // before, half a usual step on average (the steps' running average, not
@@ -83,9 +95,13 @@ const traceLinger = 100_000_000
 // as at its end.)
 //
 // Its parameters: channel 0's block, the blocks' stride, the channels, the
-// gap, its number. It is in the throttle kernel's module (throttlePTX),
-// after it.
+// gap, its number. A module of its own: a driver that does not take it
+// leaves the VM running, untraced.
 const tracerPTX = `
+.version 7.0
+.target sm_70
+.address_size 64
+
 .visible .entry sluice_tracer(
 	.param .u64 p_base,
 	.param .u64 p_stride,
@@ -116,10 +132,6 @@ TRACE_SCAN:
 	ld.volatile.global.u64 %rd11, [%rd8+8];
 	ld.volatile.global.u64 %rd12, [%rd8+16];
 	setp.gt.or.u64 %p2, %rd12, %rd11, %p2;
-	add.u64 %rd8, %rd8, %rd2;
-	add.u64 %rd9, %rd9, 1;
-	setp.lt.u64 %p3, %rd9, %rd3;
-	@%p3 bra TRACE_SCAN;
 	mov.u64 %rd13, %globaltimer;
 	sub.u64 %rd14, %rd13, %rd7;
 	mov.u64 %rd7, %rd13;
@@ -138,6 +150,10 @@ TRACE_OUT:
 TRACE_COUNT:
 	add.u64 %rd6, %rd6, %rd14;
 	st.volatile.global.u64 [%rd1+24], %rd6;
+	add.u64 %rd8, %rd8, %rd2;
+	add.u64 %rd9, %rd9, 1;
+	setp.lt.u64 %p3, %rd9, %rd3;
+	@%p3 bra TRACE_SCAN;
 	@%p2 bra TRACE_LOOP;
 	st.volatile.global.u64 [%rd1+40], %rd5;
 	ret;
@@ -150,10 +166,14 @@ const tracerName = "sluice_tracer"
 // tracerArgsSize is the size of the tracer's packed parameters.
 const tracerArgsSize = 40
 
-// loadTracer finds the tracer in module m (the throttle kernel's) and makes its stream, and takes up the
+// loadTracer loads the tracer and makes its stream, and takes up the
 // numbering where a worker before this one left it: no tracer of its runs
 // (its context went with it), so none is live.
-func (w *worker) loadTracer(m cuModule) (err error) {
+func (w *worker) loadTracer() error {
+	m, err := w.d.ModuleLoadData(append([]byte(tracerPTX), 0))
+	if err != nil {
+		return fmt.Errorf("loading the tracer: %w", err)
+	}
 	if w.tracer, err = w.d.ModuleGetFunction(m, tracerName); err != nil {
 		return fmt.Errorf("finding the tracer: %w", err)
 	}
@@ -179,6 +199,19 @@ func (w *worker) trace() error {
 	if w.blk.load(ch0.base+offSentLive) != w.tracers {
 		return nil // one waits to start: it will see the command
 	}
+	// offSentLive is in the VM's reach: a VM's kernels that forge it must
+	// not pile tracers up on the stream until a launch blocks the worker.
+	// Two launched since the stream was last seen idle are one running and
+	// one waiting: no more until it has drained.
+	if w.traceQueued >= 2 {
+		if err := w.d.StreamQuery(w.traceStream); err != nil {
+			if errors.Is(err, errNotReady) {
+				return nil
+			}
+			return err
+		}
+		w.traceQueued = 0
+	}
 	a := w.tracerArgs[:]
 	le.PutUint64(a[0:], uint64(ch0.dev))
 	le.PutUint64(a[8:], uint64(w.blk.l.chanStride))
@@ -189,6 +222,7 @@ func (w *worker) trace() error {
 		return err
 	}
 	w.tracers++
+	w.traceQueued++
 	return nil
 }
 
@@ -223,7 +257,7 @@ func (v *cudaVM) readTracer(gen uint64) {
 	}
 	t.gen, t.ran, t.live = gen, ran, on
 	switch {
-	case t.delta > 0 || !on:
+	case t.delta > 0:
 		t.quiet = 0
 	case t.quiet >= traceStale:
 		t.fresh = false // a tracer that counts nothing: not to be believed
@@ -291,6 +325,7 @@ func (v *cudaVM) setTracing(on bool) {
 	v.tracing = on
 	if !on {
 		v.blk.store(offTracing, 0)
+		v.tc = tracerCount{} // what it held is not for the next time tracing comes on
 		return
 	}
 	v.blk.store(offTracing, 1)
@@ -346,9 +381,8 @@ func (b *Backend) tracedInterval(gen uint64) bool {
 	return true
 }
 
-// TracedNs is how long the intervals in which several VMs ran and which
-// were billed by their tracers' counts lasted in all (the rest of such
-// intervals were split evenly, less the switch overhead's fraction).
+// TracedNs is how long the intervals billed by the VMs' tracers lasted in
+// all (intervals in which one VM ran among them, while tracing was on).
 func (b *Backend) TracedNs() int64 { return b.tracedNs.Load() }
 
 // How an interval's bill was made: one VM ran at its ends (its bill the
@@ -366,14 +400,16 @@ const (
 // saw; read it once the
 // VM's commands have completed (the completer writes them).
 func (b *Backend) BillKinds(id uint32) (kinds [3]float64, count, outs uint64) {
+	// The sweeps' lock first: a VM that finish takes out after this
+	// looks it up is not unmapped before it is let go.
+	b.sweeping.Lock()
+	defer b.sweeping.Unlock()
 	b.mu.Lock()
 	v := b.vms[id]
 	b.mu.Unlock()
 	if v == nil {
 		return kinds, 0, 0
 	}
-	b.sweeping.Lock()
-	defer b.sweeping.Unlock()
 	base := v.blk.chanBase(0)
 	return v.billKinds, v.blk.load(base + offSentRan), v.blk.load(base + offSentOuts)
 }

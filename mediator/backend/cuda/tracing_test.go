@@ -165,16 +165,18 @@ func (r *rig) tracerLaunches() (n int, last uint64) {
 }
 
 // TestWorkerLaunchesATracerWhileTracing: with tracing off a worker launches
-// no tracer; with it on, one before a command when the last one it
-// launched has started (the fake's end at once: one a command), and none
-// while one waits to start, however many commands it issues meanwhile;
-// each command's offIssued is stored for the tracer to see.
+// no tracer; with it on, one after a command that runs on the SMs (not a
+// NOP or a copy) when the last one it launched has started (the fake's
+// end at once: one a command), and none while one waits to start, however
+// many commands it issues meanwhile; each such command's offIssued is
+// stored for the tracer to see.
 func TestWorkerLaunchesATracerWhileTracing(t *testing.T) {
 	r := newRig(t, nil)
 	vm := r.attach(1, 2, make([]byte, 4096))
 	nop := abi.Command{Op: abi.OpNop}
+	thr := abi.Command{Op: abi.OpThrottle, DurationNs: 1000}
 	for i := range 3 {
-		r.submit(vm, i%2, nop, 0)
+		r.submit(vm, i%2, thr, 0)
 	}
 	wait(t, r.done, 3)
 	if n, _ := r.tracerLaunches(); n != 0 {
@@ -185,22 +187,56 @@ func TestWorkerLaunchesATracerWhileTracing(t *testing.T) {
 		r.submit(vm, i%2, nop, 0)
 	}
 	wait(t, r.done, 3)
+	if n, _ := r.tracerLaunches(); n != 0 {
+		t.Fatalf("%d tracers for NOPs", n)
+	}
+	for i := range 3 {
+		r.submit(vm, i%2, thr, 0)
+	}
+	wait(t, r.done, 3)
 	if n, last := r.tracerLaunches(); n != 3 || last != 3 {
 		t.Fatalf("%d tracers, the last number %d; want 3, 3 (one a command: each ended before the next)", n, last)
 	}
-	if got := vm.blk.load(vm.blk.chanBase(0) + offIssued); got != 4 {
-		t.Errorf("channel 0's offIssued %d, want 4 (its fourth command)", got)
+	if got := vm.blk.load(vm.blk.chanBase(0) + offIssued); got != 6 {
+		t.Errorf("channel 0's offIssued %d, want 6 (its sixth command)", got)
 	}
 	r.f.setHold(true) // the next tracer does not start
 	launches := r.f.counted("LaunchKernel")
 	for i := range 4 {
-		r.submit(vm, i%2, nop, 0)
+		r.submit(vm, i%2, thr, 0)
 	}
 	r.settle(vm)
-	if n := r.f.counted("LaunchKernel") - launches; n != 1 {
+	if n := r.f.counted("LaunchKernel") - launches - 4; n != 1 {
 		t.Errorf("%d tracers launched for 4 commands while the first waited to start, want 1", n)
 	}
 	r.f.setHold(false)
 	r.f.release(100)
 	wait(t, r.done, 4)
+}
+
+// TestForgedTracerWordsPileNothingUp: a VM's kernels that write the
+// running tracer's number (offSentLive) as the worker's last, so that it
+// launches one at every command, get two on its stream at most while it
+// does not drain (a launch would block the worker once the stream is
+// full).
+func TestForgedTracerWordsPileNothingUp(t *testing.T) {
+	r := newRig(t, nil)
+	vm := r.attach(1, 1, make([]byte, 4096))
+	vm.blk.store(offTracing, 1)
+	thr := abi.Command{Op: abi.OpThrottle, DurationNs: 1000}
+	r.f.setHold(true) // nothing runs: tracers stay queued
+	launches := r.f.counted("LaunchKernel")
+	for i := range 8 {
+		// The forgery: the last tracer launched "runs".
+		tracers := uint64(r.f.counted("LaunchKernel") - launches - i)
+		vm.blk.store(vm.blk.chanBase(0)+offSentLive, tracers)
+		r.submit(vm, 0, thr, 0)
+		r.settle(vm)
+	}
+	if n := r.f.counted("LaunchKernel") - launches - 8; n != 2 {
+		t.Errorf("%d tracers launched on a stream that never drained, want 2", n)
+	}
+	r.f.setHold(false)
+	r.f.release(100)
+	wait(t, r.done, 8)
 }

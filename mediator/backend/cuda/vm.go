@@ -66,8 +66,8 @@ type cudaVM struct {
 	creditGen   uint64
 	creditChans [2]int
 	// Its tracer (tracing.go), the completer's: the count as last read,
-	// whether its block says tracing is on, and the credit whose
-	// overhead counted it.
+	// whether its block says tracing is on; the credit that last added to
+	// billKinds.
 	tc        tracerCount
 	tracing   bool
 	kindGen   uint64

@@ -22,7 +22,8 @@ import (
 //     or waiting for the worker to issue it, does not count.
 //   - While it runs, it is credited its VM's share of the GPU at every
 //     sweep: the time since the last sweep over the number of VMs with a
-//     command running (the split billing makes, credit). The GPU
+//     command running (the even split, credit; not the tracers' counts,
+//     which are in the VM's reach, tracing.go). The GPU
 //     time-slices between contexts, so a kernel that shares the GPU with
 //     two other VMs' kernels takes three times as long in wall time; its
 //     limit is on its own part. A VM's channels run at once in its context
@@ -30,8 +31,8 @@ import (
 //   - It is past its limit when that time exceeds backend.Deadline, the
 //     limit and a quarter: a command at the limit (a THROTTLE of
 //     MaxThrottleNs, which the mediator accepts) is not ended for the
-//     switching overheads the even split leaves in its share (up to 11%
-//     measured on an H100).
+//     switching overheads and the unevenness of time slicing the even
+//     split leaves in its share (up to 11% measured on an H100).
 //
 // The watchdog kills the worker process (which ends the context and so
 // the kernel) and counts the kill (Timeouts); the worker's end is then

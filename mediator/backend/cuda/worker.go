@@ -82,6 +82,7 @@ type worker struct {
 	tracer      cuFunction
 	traceStream cuStream
 	tracers     uint64
+	traceQueued int // tracers launched since the stream was last seen idle
 	tracerArgs  [tracerArgsSize]byte
 
 	bufs    map[uint32]buffer
@@ -194,7 +195,7 @@ func (w *worker) create() (err error) {
 		return fmt.Errorf("making the context current: %w", err)
 	}
 	var tmod cuModule // freed with the context
-	if tmod, err = d.ModuleLoadData(append([]byte(throttlePTX+tracerPTX), 0)); err != nil {
+	if tmod, err = d.ModuleLoadData(append([]byte(throttlePTX), 0)); err != nil {
 		return fmt.Errorf("loading the throttle kernel: %w", err)
 	}
 	if w.throttle, err = d.ModuleGetFunction(tmod, throttleName); err != nil {
@@ -241,7 +242,12 @@ func (w *worker) create() (err error) {
 		w.chans = append(w.chans, &wchan{idx: i, stream: s, base: base, dev: dev, last: end, seenEnd: end})
 	}
 	if len(w.chans) > 0 {
-		if err := w.loadTracer(tmod); err != nil {
+		// What a worker before this one issued and never ended stays
+		// issued in the block: a tracer would wait for it forever.
+		for _, ch := range w.chans {
+			w.blk.store(ch.base+offIssued, ch.last)
+		}
+		if err := w.loadTracer(); err != nil {
 			// Billing falls back on the even split of overlaps; the VM runs.
 			w.tracer = 0
 			fmt.Fprintf(os.Stderr, "sluice-gpu-worker [vm %d %s]: %v; its overlaps with other VMs are split evenly\n", w.cfg.VM, w.cfg.Name, err)
@@ -497,11 +503,13 @@ func (w *worker) issue(ch *wchan, seq uint64, rec *abi.Record) error {
 		wk, code = w.prepare(&c)
 	}
 	ch.last = seq
-	// Before the tracer looks: a tracer that starts from now sees it
-	// (tracing.go).
-	w.blk.store(ch.base+offIssued, seq)
-	if err := w.trace(); err != nil && sticky(err) {
-		return err
+	// A command that runs on the SMs is the tracer's (tracing.go): its
+	// offIssued before the tracer looks, the tracer launched after the
+	// command, off the command's path. Copies and the rest run beside
+	// other contexts' kernels and leave the tracer alone.
+	traced := code == abi.OK && (c.Op == abi.OpLaunch || c.Op == abi.OpThrottle || c.Op == abi.OpMemset)
+	if traced {
+		w.blk.store(ch.base+offIssued, seq)
 	}
 	if code == abi.OK && c.Op == abi.OpThrottle {
 		// It writes its own markers when it runs. Its code goes in once
@@ -515,7 +523,7 @@ func (w *worker) issue(ch *wchan, seq uint64, rec *abi.Record) error {
 		err := w.launchThrottle(ch, seq, c.DurationNs)
 		if err == nil {
 			w.setCode(ch, seq, abi.OK)
-			return nil
+			return w.traceAfter()
 		}
 		if sticky(err) {
 			return err
@@ -538,6 +546,18 @@ func (w *worker) issue(ch *wchan, seq uint64, rec *abi.Record) error {
 	// command completes in its place.
 	if err := d.WriteValue64(ch.stream, ch.dev+offEnd, seq); err != nil {
 		return fmt.Errorf("writing an end marker: %w", err)
+	}
+	if traced {
+		return w.traceAfter()
+	}
+	return nil
+}
+
+// traceAfter launches a tracer after a command that is the tracer's, if
+// one is due; only a failure of the context is the caller's.
+func (w *worker) traceAfter() error {
+	if err := w.trace(); err != nil && sticky(err) {
+		return err
 	}
 	return nil
 }
