@@ -441,6 +441,10 @@ func TestFaultedVMGetsAFreshWorker(t *testing.T) {
 	r.submit(vm, 0, launch, 1)
 	codes(t, wait(t, r.done, 2), abi.OK, abi.ErrDevice)
 	first := r.w(vm)
+	// Commands the dead worker issued that never ended: a tracer of the
+	// fresh one must not wait for them (tracing.go).
+	base := vm.blk.chanBase(0)
+	vm.blk.store(base+offIssued, 1000)
 	deadline := time.Now().Add(10 * time.Second)
 	for vm.Restarts() == 0 {
 		if time.Now().After(deadline) {
@@ -450,6 +454,10 @@ func TestFaultedVMGetsAFreshWorker(t *testing.T) {
 	}
 	if r.w(vm) == first || vm.Fault() != nil {
 		t.Fatalf("after the restart: same worker %v, fault %v", r.w(vm) == first, vm.Fault())
+	}
+	r.settle(vm)
+	if issued, end := vm.blk.load(base+offIssued), vm.blk.load(base+offEnd); issued != end {
+		t.Errorf("the fresh worker left offIssued %d past the end marker %d", issued, end)
 	}
 	// A fresh context: the module of before is gone, new work runs.
 	r.submit(vm, 0, launch, 2)
