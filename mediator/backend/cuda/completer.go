@@ -359,8 +359,11 @@ func (b *Backend) credit(dt int64) {
 	if b.traceOn {
 		b.settleTracers(gen, dt)
 	}
-	var shared [2]float64
 	f := math.Float64frombits(b.switchF.Load())
+	if traced {
+		b.splitUntraced(gen, half, f)
+	}
+	var shared [2]float64
 	for end := range 2 {
 		shared[end] = half
 		if vms[end] >= 2 && f > 0 && !traced {
@@ -373,6 +376,11 @@ func (b *Backend) credit(dt int64) {
 			return 0
 		}
 		if traced {
+			if !v.tc.fresh {
+				// What the traced VMs left of the end's half, shared
+				// with the others whose tracers did not run.
+				return b.untracedPart[end]
+			}
 			// Its part of the interval (settleTracers), split between
 			// the ends it ran at.
 			if v.creditChans[1-end] != 0 {
@@ -402,18 +410,18 @@ func (b *Backend) credit(dt int64) {
 	}
 	// How the VMs' bills were made (Backend.BillKinds), and what they add
 	// up to.
-	kind := billAlone
-	switch {
-	case traced:
-		kind = billTraced
-	case b.overlapped:
-		kind = billEven
-	}
 	var billed float64
 	for _, refs := range [2][]runRef{b.running, b.now1} {
 		for _, r := range refs {
 			if v := r.ch.vm; v.kindGen != gen {
 				v.kindGen = gen
+				kind := billAlone
+				switch {
+				case traced && v.tc.fresh:
+					kind = billTraced
+				case b.overlapped || traced:
+					kind = billEven
+				}
 				p := vmPart(v, 0) + vmPart(v, 1)
 				v.billKinds[kind] += p
 				billed += p

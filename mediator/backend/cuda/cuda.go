@@ -95,11 +95,12 @@ type Backend struct {
 	creditGen uint64   // credit's, numbering its splits
 	// Tracing (tracing.go), the completer's: whether two VMs ran at the
 	// last credit, whether tracing is on, and when two last ran.
-	overlapped bool
-	traceOn    bool
-	overlapAt  int64
-	tracedNs   atomic.Int64 // the intervals billed by the tracers
-	late       []lateRef
+	overlapped   bool
+	traceOn      bool
+	overlapAt    int64
+	tracedNs     atomic.Int64 // the intervals billed by the tracers
+	untracedPart [2]float64   // credit's: an untraced VM's part of each end of a traced interval
+	late         []lateRef
 
 	// The switch overhead (switchcost.go): f's bits, whether Open
 	// measures it, and the time credit billed to nobody for it (switchOwed

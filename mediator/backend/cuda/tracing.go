@@ -238,6 +238,7 @@ type tracerCount struct {
 	// billed or let go (settleTracers); part is its VM's bill of the
 	// interval, the two ends together.
 	held, part float64
+	seen       [2]uint64 // the credit that counted it at each end (splitUntraced)
 }
 
 // readTracer reads v's tracer for credit gen (once a credit).
@@ -360,8 +361,10 @@ func (b *Backend) traceTurn(now int64, overlapped bool, chans []*channel) {
 }
 
 // tracedInterval reads every VM's tracer for credit gen and reports
-// whether each VM that ran at an end of its interval had its tracer
-// running at both of the last two reads.
+// whether a VM that ran at an end of its interval had its tracer running
+// at both of the last two reads (tc.fresh): the interval is then billed
+// by the tracers, and the VMs whose tracers did not run share what those
+// that did left (splitUntraced).
 func (b *Backend) tracedInterval(gen uint64) bool {
 	// Every VM's, not only those that ran: a VM between two of its
 	// kernels at a sweep would have no read from the sweep before when it
@@ -373,12 +376,52 @@ func (b *Backend) tracedInterval(gen uint64) bool {
 	}
 	for _, refs := range [2][]runRef{b.running, b.now1} {
 		for _, r := range refs {
-			if !r.ch.vm.tc.fresh {
-				return false
+			if r.ch.vm.tc.fresh {
+				return true
 			}
 		}
 	}
-	return true
+	return false
+}
+
+// splitUntraced sets, for each end of credit gen's traced interval, the
+// part of each VM that ran there without its tracer running (it had not
+// started yet: a context's tracer starts at its context's next time
+// slice; or its VM runs no kernels, only copies): the end's half less
+// what the traced VMs that ran there were billed of it, shared evenly,
+// less the switch overhead's fraction f where two or more share it.
+func (b *Backend) splitUntraced(gen uint64, half, f float64) {
+	var held [2]float64
+	var untraced [2]int
+	for end, refs := range [2][]runRef{b.running, b.now1} {
+		for _, r := range refs {
+			v := r.ch.vm
+			if v.tc.seen[end] == gen {
+				continue
+			}
+			v.tc.seen[end] = gen
+			if !v.tc.fresh {
+				untraced[end]++
+				continue
+			}
+			p := v.tc.part
+			if v.creditChans[1-end] != 0 {
+				p /= 2
+			}
+			held[end] += p
+		}
+	}
+	for end := range 2 {
+		b.untracedPart[end] = 0
+		if untraced[end] == 0 {
+			continue
+		}
+		left := max(0, half-held[end])
+		if untraced[end] >= 2 {
+			left *= 1 - f
+		}
+		b.untracedPart[end] = left / float64(untraced[end])
+	}
 }
 
 // TracedNs is how long the intervals billed by the VMs' tracers lasted in

@@ -23,8 +23,9 @@ func (tl *timeline) tracerRan(vm int, n, ran uint64) {
 // billed at the next sweeps at which the VM runs; a count made while the
 // VM ran at no sweep (between its commands) is nobody's; what the VMs
 // were not billed of the time they ran is the switches' (SwitchOverhead).
-// Before tracing is on, at the first read, and once a tracer has ended,
-// the split is even.
+// A VM whose tracer does not run has what the traced VMs left; with no
+// tracer running (before tracing is on, at the first read, once they have
+// ended) the split is even.
 func TestTracedOverlapBilledByTheCounts(t *testing.T) {
 	tl := newTimeline([]int{1, 1}, 2)
 	var now int64 = 1_000_000
@@ -81,15 +82,24 @@ func TestTracedOverlapBilledByTheCounts(t *testing.T) {
 	if a2.gpu != 0 {
 		t.Errorf("A's second command, after a sweep between its commands: billed %v of what A's tracer counted then, want 0", a2.gpu)
 	}
-	// B's tracer ended: its VM's time is not known, the split is even.
+	// B's tracer ended: its VM's time is not known; A's is, and B has
+	// what A left.
 	v := tl.vms[1]
 	a0, b0 := a2.gpu, b.gpu
 	now += 1_000_000
-	tl.tracerRan(0, 1, ranA+1000)
+	tl.tracerRan(0, 1, ranA+300_000)
 	v.blk.store(v.blk.chanBase(0)+offSentDone, 1)
 	tl.b.sweep(nil)
+	if ga, gb := a2.gpu-a0, b.gpu-b0; !near(int64(ga), 300_000) || !near(int64(gb), 700_000) {
+		t.Errorf("with B's tracer ended: A %.0f, B %.0f, want 300000 (its count) and 700000 (the rest)", ga, gb)
+	}
+	// Neither tracer runs: the split is even again.
+	tl.vms[0].blk.store(tl.vms[0].blk.chanBase(0)+offSentDone, 1)
+	a0, b0 = a2.gpu, b.gpu
+	now += 1_000_000
+	tl.b.sweep(nil)
 	if ga, gb := a2.gpu-a0, b.gpu-b0; !near(int64(ga), int64(gb)) || ga == 0 {
-		t.Errorf("with B's tracer ended: A %.0f, B %.0f, want an even split", ga, gb)
+		t.Errorf("with both tracers ended: A %.0f, B %.0f, want an even split", ga, gb)
 	}
 }
 
