@@ -100,6 +100,7 @@ type Backend struct {
 	overlapAt    int64
 	tracedNs     atomic.Int64 // the intervals billed by the tracers
 	untracedPart [2]float64   // credit's: an untraced VM's part of each end of a traced interval
+	untracedLeft float64      // what the traced VMs left and the untraced were not yet given (splitUntraced)
 	late         []lateRef
 
 	// The switch overhead (switchcost.go): f's bits, whether Open

@@ -389,7 +389,7 @@ func (b *Backend) tracedInterval(gen uint64) bool {
 // started yet: a context's tracer starts at its context's next time
 // slice; or its VM runs no kernels, only copies): the end's half less
 // what the traced VMs that ran there were billed of it, shared evenly,
-// less the switch overhead's fraction f where two or more share it.
+// less the switch overhead's fraction f where several VMs ran at it.
 func (b *Backend) splitUntraced(gen uint64, half, f float64) {
 	var held [2]float64
 	var untraced [2]int
@@ -411,14 +411,26 @@ func (b *Backend) splitUntraced(gen uint64, half, f float64) {
 			held[end] += p
 		}
 	}
+	if untraced[0]+untraced[1] == 0 {
+		b.untracedLeft = 0
+	}
 	for end := range 2 {
 		b.untracedPart[end] = 0
 		if untraced[end] == 0 {
 			continue
 		}
-		left := max(0, half-held[end])
-		if untraced[end] >= 2 {
-			left *= 1 - f
+		// Signed, carried from end to end while VMs run untraced: the
+		// traced VMs' counts land late, in steps, so what they leave of
+		// one end is too much and of the next too little, and the
+		// untraced VMs have nothing to give back.
+		b.untracedLeft += half - held[end]
+		if b.untracedLeft <= 0 {
+			continue
+		}
+		left := b.untracedLeft
+		b.untracedLeft = 0
+		if untraced[end] >= 2 || held[end] > 0 {
+			left *= 1 - f // several contexts at that end: switches
 		}
 		b.untracedPart[end] = left / float64(untraced[end])
 	}
