@@ -260,3 +260,40 @@ func TestForgedTracerWordsPileNothingUp(t *testing.T) {
 	r.f.release(100)
 	wait(t, r.done, 8)
 }
+
+// TestAloneWhileTracingBilledAsAlone: with tracing on, an interval at
+// whose ends one VM ran and in which no other VM's context held the GPU
+// (no other count grew) is billed as a VM alone's, whatever its own count
+// says (a count lands late); one in which another's count grew goes by
+// the counts.
+func TestAloneWhileTracingBilledAsAlone(t *testing.T) {
+	tl := newTimeline([]int{1, 1}, 1)
+	var now int64 = 1_000_000
+	tl.b.clock = func() int64 { return now }
+	tl.b.lastSweep = now
+	var ranA, ranB uint64
+	sweep := func(da, db uint64) {
+		now += 1_000_000
+		ranA, ranB = ranA+da, ranB+db
+		tl.tracerRan(0, 1, ranA)
+		tl.tracerRan(1, 1, ranB)
+		tl.b.sweep(nil)
+	}
+	tl.mark(0, 0, 1, 0) // A runs; B is attached, idle
+	sweep(0, 0)
+	sweep(0, 0)
+	if !tl.b.traceOn {
+		t.Fatal("tracing off")
+	}
+	a := tl.vms[0].chans[0].find(1)
+	a0 := a.gpu
+	sweep(100_000, 0)
+	if ga := a.gpu - a0; !near(int64(ga), 1_000_000) {
+		t.Errorf("A alone, nobody else's context on the GPU: billed %.0f, want the interval, 1000000", ga)
+	}
+	a0 = a.gpu
+	sweep(100_000, 800_000) // B's context held the GPU between its commands
+	if ga := a.gpu - a0; ga > 200_001 {
+		t.Errorf("A's markers alone, B's context on the GPU: A billed %.0f, want at most its count and what it held", ga)
+	}
+}
