@@ -355,7 +355,7 @@ func (b *Backend) credit(dt int64) {
 	// ran had its tracer running (tracing.go), which says what each had.
 	half := float64(dt) / 2
 	b.overlapped = vms[0] >= 2 || vms[1] >= 2
-	traced := b.traceOn && b.tracedInterval(gen, b.lastSweep+dt)
+	traced := b.traceOn && b.tracedInterval(gen)
 	if b.traceOn {
 		b.settleTracers(gen, dt)
 	}

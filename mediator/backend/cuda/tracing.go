@@ -238,13 +238,11 @@ type tracerCount struct {
 	// billed or let go (settleTracers); part is its VM's bill of the
 	// interval, the two ends together.
 	held, part float64
-	grewAt     int64     // the sweep at which the count last grew
 	seen       [2]uint64 // the credit that counted it at each end (splitUntraced)
 }
 
-// readTracer reads v's tracer for credit gen, at sweep time now (once a
-// credit).
-func (v *cudaVM) readTracer(gen uint64, now int64) {
+// readTracer reads v's tracer for credit gen (once a credit).
+func (v *cudaVM) readTracer(gen uint64) {
 	t := &v.tc
 	if t.gen == gen {
 		return
@@ -254,9 +252,6 @@ func (v *cudaVM) readTracer(gen uint64, now int64) {
 	live, done := v.blk.load(base+offSentLive), v.blk.load(base+offSentDone)
 	on := live > done
 	t.fresh = t.gen == gen-1 && t.live && on && ran >= t.ran
-	if ran != t.ran {
-		t.grewAt = now
-	}
 	t.delta = 0
 	if t.fresh {
 		t.delta = float64(ran - t.ran)
@@ -375,13 +370,13 @@ func (b *Backend) traceTurn(now int64, overlapped bool, chans []*channel) {
 // its ends or another VM's context held the GPU in it: the interval is then
 // billed by the tracers, and the VMs whose tracers did not run share what
 // those that did left (splitUntraced).
-func (b *Backend) tracedInterval(gen uint64, now int64) bool {
+func (b *Backend) tracedInterval(gen uint64) bool {
 	// Every VM's, not only those that ran: a VM between two of its
 	// kernels at a sweep would have no read from the sweep before when it
 	// next ran.
 	for _, ch := range *b.chans.Load() {
 		if ch.idx == 0 {
-			ch.vm.readTracer(gen, now)
+			ch.vm.readTracer(gen)
 		}
 	}
 	fresh := false
@@ -394,27 +389,17 @@ func (b *Backend) tracedInterval(gen uint64, now int64) bool {
 		return fresh
 	}
 	// One VM ran at the ends: the tracers matter only if another VM's
-	// context held the GPU meanwhile (its count grew, within otherWindow,
-	// while its markers showed nothing running: between two of its
-	// commands). Otherwise the
+	// context held the GPU meanwhile (its count grew while its markers
+	// showed nothing running: between two of its commands). Otherwise the
 	// VM was alone and its bill is the interval's as a VM alone (a count
 	// lands late, and a VM of short busy stretches lost the end of each).
 	for _, ch := range *b.chans.Load() {
-		v := ch.vm
-		if ch.idx == 0 && v.tc.fresh && now-v.tc.grewAt <= otherWindow && !(v.creditGen == gen && (v.creditChans[0] != 0 || v.creditChans[1] != 0)) {
+		if v := ch.vm; ch.idx == 0 && v.tc.delta > 0 && !(v.creditGen == gen && (v.creditChans[0] != 0 || v.creditChans[1] != 0)) {
 			return true
 		}
 	}
 	return false
 }
-
-// otherWindow is how recently another VM's tracer count must have grown
-// for an interval at whose ends one VM ran to go by the tracers (completer
-// ns): a count lands in steps of a round of its tracer's reads, a
-// microsecond or two, up to a few with several channels, so a context that
-// held the GPU in an interval may show its count's growth only at a sweep
-// or two after.
-const otherWindow = 5_000
 
 // splitUntraced sets, for each end of credit gen's traced interval, the
 // part of each VM that ran there without its tracer running (it had not
