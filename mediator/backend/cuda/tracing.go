@@ -366,10 +366,9 @@ func (b *Backend) traceTurn(now int64, overlapped bool, chans []*channel) {
 
 // tracedInterval reads every VM's tracer for credit gen and reports
 // whether a VM that ran at an end of its interval had its tracer running
-// at both of the last two reads (tc.fresh), and either several VMs ran at
-// its ends or another VM's context held the GPU in it: the interval is then
-// billed by the tracers, and the VMs whose tracers did not run share what
-// those that did left (splitUntraced).
+// at both of the last two reads (tc.fresh): the interval is then billed
+// by the tracers, and the VMs whose tracers did not run share what those
+// that did left (splitUntraced).
 func (b *Backend) tracedInterval(gen uint64) bool {
 	// Every VM's, not only those that ran: a VM between two of its
 	// kernels at a sweep would have no read from the sweep before when it
@@ -379,23 +378,11 @@ func (b *Backend) tracedInterval(gen uint64) bool {
 			ch.vm.readTracer(gen)
 		}
 	}
-	fresh := false
 	for _, refs := range [2][]runRef{b.running, b.now1} {
 		for _, r := range refs {
-			fresh = fresh || r.ch.vm.tc.fresh
-		}
-	}
-	if !fresh || b.overlapped {
-		return fresh
-	}
-	// One VM ran at the ends: the tracers matter only if another VM's
-	// context held the GPU meanwhile (its count grew while its markers
-	// showed nothing running: between two of its commands). Otherwise the
-	// VM was alone and its bill is the interval's as a VM alone (a count
-	// lands late, and a VM of short busy stretches lost the end of each).
-	for _, ch := range *b.chans.Load() {
-		if v := ch.vm; ch.idx == 0 && v.tc.delta > 0 && !(v.creditGen == gen && (v.creditChans[0] != 0 || v.creditChans[1] != 0)) {
-			return true
+			if r.ch.vm.tc.fresh {
+				return true
+			}
 		}
 	}
 	return false
