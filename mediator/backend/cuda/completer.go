@@ -269,7 +269,7 @@ func (b *Backend) sweep(out []delivery) []delivery {
 	}
 	b.overlapped = false
 	b.credit(now - b.lastSweep)
-	b.traceTurn(now, b.overlapped || len(b.now1) != 0 && attachedTwo(chans), chans)
+	b.traceTurn(now, b.overlapped, chans)
 	b.prevSweep = b.lastSweep
 	b.running, b.lastSweep = b.running[:0], now
 	for _, ch := range chans {

@@ -64,7 +64,7 @@ import (
 // drain, whatever the words say.
 
 // traceLinger is how long tracing stays on after the last sweep at which
-// two VMs ran, or one while another was attached (completer time, ns).
+// two VMs ran (completer time, ns).
 const traceLinger = 100_000_000
 
 // tracerPTX is the tracer kernel (one thread):
@@ -339,13 +339,9 @@ func (v *cudaVM) setTracing(on bool) {
 	}
 }
 
-// traceTurn turns tracing on for the VMs that run at this sweep when two
-// or more VMs ran at its credit, or one runs while another is attached
-// (on: a VM's tracer starts at its context's next time slice, and one that
-// started its work alone, then had it time-sliced with fifteen others',
-// had no tracer for their first round: billed 3% over in a 2 s run), and
-// off for every VM traceLinger after the last such sweep (the completer's,
-// after each credit).
+// traceTurn turns tracing on for the VMs that ran at this sweep's credit
+// when two or more did (overlapped), and off for every VM traceLinger after
+// the last such sweep (the completer's, after each credit).
 func (b *Backend) traceTurn(now int64, overlapped bool, chans []*channel) {
 	switch {
 	case overlapped:
@@ -471,18 +467,4 @@ func (b *Backend) BillKinds(id uint32) (kinds [3]float64, count, outs uint64) {
 	}
 	base := v.blk.chanBase(0)
 	return v.billKinds, v.blk.load(base + offSentRan), v.blk.load(base + offSentOuts)
-}
-
-// attachedTwo reports whether chans (the running VMs' channels) has two
-// VMs' or more.
-func attachedTwo(chans []*channel) bool {
-	var first *cudaVM
-	for _, ch := range chans {
-		if first == nil {
-			first = ch.vm
-		} else if ch.vm != first {
-			return true
-		}
-	}
-	return false
 }

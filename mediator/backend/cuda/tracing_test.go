@@ -131,44 +131,34 @@ func TestStuckTracerNotBelieved(t *testing.T) {
 	}
 }
 
-// TestTracingTurnsOffAfterTheLastOverlap: tracing comes on at a sweep at
-// which two VMs run, and also where one runs while another is attached
-// (a VM that starts alone has its tracer running before the others' work
-// comes); it goes off traceLinger after the last such sweep, in every VM's
-// block.
+// TestTracingTurnsOffAfterTheLastOverlap: a sweep at which one VM ran
+// leaves tracing on for traceLinger after the last at which two did, then
+// turns it off in every VM's block.
 func TestTracingTurnsOffAfterTheLastOverlap(t *testing.T) {
 	tl := newTimeline([]int{1, 1}, 1)
 	var now int64
 	tl.b.clock = func() int64 { return now }
 	tl.b.lastSweep = 0
-	tl.mark(0, 0, 1, 0) // A runs alone; B is attached
+	tl.mark(0, 0, 1, 0)
+	tl.mark(1, 0, 1, 0)
 	now = 1000
 	tl.b.sweep(nil)
-	if !tl.b.traceOn || tl.vms[0].blk.load(offTracing) != 1 {
-		t.Fatal("tracing off while a VM ran beside another attached")
+	if !tl.b.traceOn {
+		t.Fatal("tracing off after two VMs ran at a sweep")
 	}
-	tl.mark(1, 0, 1, 0)
+	tl.mark(1, 0, 1, 1) // B ends; A runs on alone
 	now += 1000
 	tl.b.sweep(nil)
-	if tl.vms[1].blk.load(offTracing) != 1 {
-		t.Fatal("tracing off in B's block after two VMs ran at a sweep")
-	}
-	// B ends and goes: A runs on alone.
-	tl.mark(1, 0, 1, 1)
-	now += 1000
-	tl.b.sweep(nil)
-	onlyA := []*channel{tl.vms[0].chans[0]}
-	tl.b.chans.Store(&onlyA)
 	now += traceLinger / 2
 	tl.b.sweep(nil)
-	if !tl.b.traceOn || tl.vms[0].blk.load(offTracing) != 1 {
+	if !tl.b.traceOn || tl.vms[1].blk.load(offTracing) != 1 {
 		t.Fatal("tracing off before traceLinger passed")
 	}
 	now += traceLinger
 	tl.b.sweep(nil)
-	if tl.b.traceOn || tl.vms[0].blk.load(offTracing) != 0 {
-		t.Errorf("tracing on %v (A's block %d) traceLinger after the last overlap, A alone", tl.b.traceOn,
-			tl.vms[0].blk.load(offTracing))
+	if tl.b.traceOn || tl.vms[0].blk.load(offTracing) != 0 || tl.vms[1].blk.load(offTracing) != 0 {
+		t.Errorf("tracing on %v (blocks %d %d) traceLinger after the last overlap", tl.b.traceOn,
+			tl.vms[0].blk.load(offTracing), tl.vms[1].blk.load(offTracing))
 	}
 }
 
