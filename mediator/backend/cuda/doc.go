@@ -201,7 +201,7 @@
 // of the time something ran is the switches', measured. On an H100, 100 µs
 // kernels beside 1 ms ones: both bills within 0.3% (evenly split, the long
 // VM was billed 2-3% over); 37 µs and 20 µs kernels beside longer ones
-// within 1.2%.
+// within 1.5%.
 //
 // # The hop diagnostic
 //
