@@ -267,9 +267,8 @@ func (b *Backend) sweep(out []delivery) []delivery {
 	for _, ch := range chans {
 		b.unseen, b.now1 = ch.peek(b.unseen, b.now1)
 	}
-	b.overlapped = false
-	b.credit(now - b.lastSweep)
-	b.traceTurn(now, b.overlapped, chans)
+	overlapped := b.credit(now - b.lastSweep)
+	b.traceTurn(now, overlapped, chans)
 	b.prevSweep = b.lastSweep
 	b.running, b.lastSweep = b.running[:0], now
 	for _, ch := range chans {
@@ -311,22 +310,24 @@ func (b *Backend) rest(now int64) { b.running, b.lastSweep = b.running[:0], now 
 // overhead taken from a half at whose end several VMs ran (f of it, see
 // switchcost.go), to the part of it in which something ran, however many
 // VMs ran. While tracing is on and every VM that ran has its tracer
-// running, each VM's part is what its tracer says (settleTracers, at most
+// running, each VM's part is what its tracer says (tracedInterval, at most
 // what it would be alone) instead, and the overhead what they leave:
 // within one interval the parts can come to more than it, a count landing
 // late, and the overhead is kept signed.
-func (b *Backend) credit(dt int64) {
+func (b *Backend) credit(dt int64) (overlapped bool) {
 	if dt <= 0 || len(b.running)+len(b.now1) == 0 {
-		return
+		return false
 	}
 	b.creditGen++
 	gen := b.creditGen
 	var vms [2]int
+	b.ranVMs = b.ranVMs[:0]
 	count := func(refs []runRef, end int) {
 		for _, r := range refs {
 			ch, v := r.ch, r.ch.vm
 			if v.creditGen != gen {
 				v.creditGen, v.creditChans = gen, [2]int{}
+				b.ranVMs = append(b.ranVMs, v)
 			}
 			if ch.creditGen != gen {
 				ch.creditGen, ch.creditCmds, ch.creditEnds = gen, 0, [2]bool{}
@@ -354,41 +355,45 @@ func (b *Backend) credit(dt int64) {
 	// (switchcost.go), and the VMs share the rest; unless every VM that
 	// ran had its tracer running (tracing.go), which says what each had.
 	half := float64(dt) / 2
-	b.overlapped = vms[0] >= 2 || vms[1] >= 2
-	traced := b.traceOn && b.tracedInterval(gen)
-	if b.traceOn {
-		b.settleTracers(gen, dt)
-	}
+	overlapped = vms[0] >= 2 || vms[1] >= 2
+	traced := b.traceOn && b.tracedInterval(gen, dt)
 	f := math.Float64frombits(b.switchF.Load())
 	if traced {
-		b.splitUntraced(gen, half, f)
+		b.splitUntraced(half, f)
 	}
-	var shared [2]float64
+	// even is what one end's VMs share evenly: the watchdog's clock
+	// always, the bills where the interval is not traced.
+	var even [2]float64
 	for end := range 2 {
-		shared[end] = half
-		if vms[end] >= 2 && f > 0 && !traced {
-			shared[end] = half * (1 - f)
-			b.switchOwed += half * f
+		even[end] = half
+		if vms[end] >= 2 {
+			even[end] = half * (1 - f)
+			if !traced {
+				b.switchOwed += half * f
+			}
 		}
 	}
-	vmPart := func(v *cudaVM, end int) float64 {
+	evenPart := func(v *cudaVM, end int) float64 {
 		if v.creditChans[end] == 0 {
 			return 0
 		}
-		if traced {
-			if !v.tc.fresh {
-				// What the traced VMs left of the end's half, shared
-				// with the others whose tracers did not run.
-				return b.untracedPart[end]
-			}
-			// Its part of the interval (settleTracers), split between
-			// the ends it ran at.
-			if v.creditChans[1-end] != 0 {
-				return v.tc.part / 2
-			}
-			return v.tc.part
+		return even[end] / float64(vms[end])
+	}
+	vmPart := func(v *cudaVM, end int) float64 {
+		if !traced || v.creditChans[end] == 0 {
+			return evenPart(v, end)
 		}
-		return shared[end] / float64(vms[end])
+		if !v.tc.fresh {
+			// What the traced VMs left of the end's half, shared with
+			// the others whose tracers did not run.
+			return b.untracedPart[end]
+		}
+		// Its part of the interval (tracedInterval), split between the
+		// ends it ran at.
+		if v.creditChans[1-end] != 0 {
+			return v.tc.part / 2
+		}
+		return v.tc.part
 	}
 	chanCredit := func(ch *channel) float64 {
 		var c float64
@@ -411,23 +416,18 @@ func (b *Backend) credit(dt int64) {
 	// How the VMs' bills were made (Backend.BillKinds), and what they add
 	// up to.
 	var billed float64
-	for _, refs := range [2][]runRef{b.running, b.now1} {
-		for _, r := range refs {
-			if v := r.ch.vm; v.kindGen != gen {
-				v.kindGen = gen
-				kind := billAlone
-				switch {
-				case traced && v.tc.fresh:
-					kind = billTraced
-				case b.overlapped || traced:
-					kind = billEven
-				}
-				p := vmPart(v, 0) + vmPart(v, 1)
-				v.billKinds[kind] += p
-				billed += p
-				v.quietRan(dt)
-			}
+	for _, v := range b.ranVMs {
+		kind := billAlone
+		switch {
+		case traced && v.tc.fresh:
+			kind = billTraced
+		case overlapped || traced:
+			kind = billEven
 		}
+		p := vmPart(v, 0) + vmPart(v, 1)
+		v.billKinds[kind] += p
+		billed += p
+		v.quietRan(dt)
 	}
 	if traced {
 		// What the bills left of the time something ran at the ends is
@@ -454,16 +454,6 @@ func (b *Backend) credit(dt int64) {
 	// so each running command has its VM's part of the half, not a part of
 	// that; its even part, traced or not: a tracer's count is in the VM's
 	// reach, and a VM that forged it must not stop its own clock.
-	evenPart := func(v *cudaVM, end int) float64 {
-		if v.creditChans[end] == 0 {
-			return 0
-		}
-		even := half
-		if vms[end] >= 2 {
-			even *= 1 - f
-		}
-		return even / float64(vms[end])
-	}
 	for _, r := range b.running {
 		give(r, evenPart(r.ch.vm, 0))
 	}
@@ -484,6 +474,7 @@ func (b *Backend) credit(dt int64) {
 			give(r, 0)
 		}
 	}
+	return overlapped
 }
 
 // ranAt reports whether refs (the commands running at the last sweep) has

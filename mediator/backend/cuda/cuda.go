@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"os"
 	"strconv"
@@ -88,14 +87,14 @@ type Backend struct {
 	// The completer's: when it last swept and what ran then (see credit),
 	// and the commands found past their VM's limit (watchdog.go).
 	lastSweep int64
-	prevSweep int64    // the sweep before the one in progress (completer)
-	running   []runRef // commands running at the last sweep
-	now1      []runRef // commands running at this sweep (its peek)
-	unseen    []runRef // commands that ran and ended between the last sweep and this one
-	creditGen uint64   // credit's, numbering its splits
-	// Tracing (tracing.go), the completer's: whether two VMs ran at the
-	// last credit, whether tracing is on, and when two last ran.
-	overlapped   bool
+	prevSweep int64     // the sweep before the one in progress (completer)
+	running   []runRef  // commands running at the last sweep
+	now1      []runRef  // commands running at this sweep (its peek)
+	unseen    []runRef  // commands that ran and ended between the last sweep and this one
+	creditGen uint64    // credit's, numbering its splits
+	ranVMs    []*cudaVM // credit's: the VMs that ran at an end of its interval, each once
+	// Tracing (tracing.go), the completer's: whether tracing is on, and
+	// when two VMs last ran at once.
 	traceOn      bool
 	overlapAt    int64
 	tracedNs     atomic.Int64 // the intervals billed by the tracers
@@ -137,20 +136,14 @@ func Open(opts backend.Options) (backend.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	params := opts.Params
-	if _, set := params["switch_overhead"]; !set {
-		params = maps.Clone(params)
-		if params == nil {
-			params = map[string]string{}
-		}
-		params["switch_overhead"] = "auto"
-	}
-	opts.Params = params
 	b, err := open(lib, opts, spawnProcess)
 	if err != nil {
 		return nil, err
 	}
 	b.needFiles = true
+	if _, set := opts.Params["switch_overhead"]; !set {
+		b.switchAuto = true // the default: measure it
+	}
 	if b.switchAuto {
 		b.calibrate()
 	}

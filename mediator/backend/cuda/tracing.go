@@ -35,7 +35,7 @@ import (
 // included; its markers, at the sweeps, when its commands ran: a VM is
 // billed an interval's time as a VM alone would be (the half of each end
 // it ran at), at most, and no more than its count holds of what it has
-// not yet been billed (settleTracers). A VM waiting its turn, its kernel
+// not yet been billed (tracedInterval). A VM waiting its turn, its kernel
 // preempted, is billed nothing; what nobody is billed of the time
 // something ran is the switches' (SwitchOverhead), measured and not
 // estimated. An interval where a VM ran whose tracer was not running at
@@ -88,7 +88,7 @@ const traceLinger = 100_000_000
 // before, half a usual step on average (the steps' running average, not
 // the last one, which a slow read can make ten times as long), which is
 // what it counts of it. Whether its VM's commands ran meanwhile is the
-// sweeps' to say (settleTracers). (A tracer of two warps, a timer stepping
+// sweeps' to say (tracedInterval). (A tracer of two warps, a timer stepping
 // in tens of nanoseconds and publishing every 256 ns beside a scanner,
 // billed a VM of 20 µs kernels beside two others 2-4% over on an H100,
 // this one 1-2%: its count lands about a sweep late, at a command's start
@@ -205,10 +205,10 @@ func (w *worker) trace() error {
 	// one waiting: no more until it has drained.
 	if w.traceQueued >= 2 {
 		if err := w.d.StreamQuery(w.traceStream); err != nil {
-			if errors.Is(err, errNotReady) {
-				return nil
+			if sticky(err) && !errors.Is(err, errNotReady) {
+				return err
 			}
-			return err
+			return nil
 		}
 		w.traceQueued = 0
 	}
@@ -219,7 +219,10 @@ func (w *worker) trace() error {
 	le.PutUint64(a[24:], w.cfg.GapNs)
 	le.PutUint64(a[32:], w.tracers+1)
 	if err := w.d.LaunchKernel(w.tracer, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, w.traceStream, a); err != nil {
-		return err
+		if sticky(err) {
+			return err
+		}
+		return nil
 	}
 	w.tracers++
 	w.traceQueued++
@@ -235,10 +238,9 @@ type tracerCount struct {
 	delta float64 // the count's growth since the read before (fresh)
 	quiet int64   // how long its VM ran with its tracer live and the count not growing (quietRan)
 	// held is the time its context held the GPU, counted and not yet
-	// billed or let go (settleTracers); part is its VM's bill of the
+	// billed or let go (tracedInterval); part is its VM's bill of the
 	// interval, the two ends together.
 	held, part float64
-	seen       [2]uint64 // the credit that counted it at each end (splitUntraced)
 }
 
 // readTracer reads v's tracer for credit gen (once a credit).
@@ -277,44 +279,6 @@ const traceStale = 200_000_000
 func (v *cudaVM) quietRan(dt int64) {
 	if v.tc.fresh && v.tc.delta == 0 {
 		v.tc.quiet += dt
-	}
-}
-
-// settleTracers makes each VM's bill of credit gen's interval of dt from
-// its tracer's count: what the count grew by goes into what the VM's
-// context held the GPU for and was not yet billed (held); a VM that ran at
-// an end of the interval is billed of that what it would have been alone
-// (the half of each end it ran at), at most (part); and the interval's
-// time, dt, lets go of the rest. So a VM is billed the time its context
-// held the GPU while its markers said it ran: its count lands in steps (a
-// round of its tracer's marker reads, a microsecond or two, more with
-// several channels), later than the time it counts, and what is held
-// carries it to the next sweeps; while it runs at no sweep (between its
-// commands, or idle) the time goes by and takes what it held with it. An
-// interval that is not traced is billed otherwise: its parts go unused.
-func (b *Backend) settleTracers(gen uint64, dt int64) {
-	half := float64(dt) / 2
-	for _, ch := range *b.chans.Load() {
-		if ch.idx != 0 {
-			continue
-		}
-		v := ch.vm
-		t := &v.tc
-		t.part = 0
-		if t.gen != gen {
-			continue
-		}
-		t.held += t.delta
-		if v.creditGen == gen {
-			var alone float64
-			for end := range 2 {
-				if v.creditChans[end] != 0 {
-					alone += half
-				}
-			}
-			t.part = min(t.held, alone)
-		}
-		t.held = max(0, t.held-float64(dt))
 	}
 }
 
@@ -360,55 +324,76 @@ func (b *Backend) traceTurn(now int64, overlapped bool, chans []*channel) {
 	}
 }
 
-// tracedInterval reads every VM's tracer for credit gen and reports
-// whether a VM that ran at an end of its interval had its tracer running
-// at both of the last two reads (tc.fresh): the interval is then billed
-// by the tracers, and the VMs whose tracers did not run share what those
-// that did left (splitUntraced).
-func (b *Backend) tracedInterval(gen uint64) bool {
+// tracedInterval reads every VM's tracer for credit gen, of dt, and makes
+// each VM's bill of the interval from its count: what the count grew by
+// goes into what the VM's context held the GPU for and was not yet billed
+// (held); a VM that ran at an end of the interval is billed of that what
+// it would have been alone (the half of each end it ran at), at most
+// (part); and the interval's time, dt, lets go of the rest. So a VM is
+// billed the time its context held the GPU while its markers said it ran:
+// its count lands in steps (a round of its tracer's marker reads, a
+// microsecond or two), later than the time it counts, and what is held
+// carries it to the next sweeps; while it runs at no sweep (between its
+// commands, or idle) the time goes by and takes what it held with it.
+//
+// It reports whether a VM that ran at an end of the interval had its
+// tracer running at both of the last two reads (tc.fresh): the interval is
+// then billed by the tracers, and the VMs whose tracers did not run share
+// what those that did left (splitUntraced); otherwise it is billed
+// otherwise, and the parts go unused.
+func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
+	half := float64(dt) / 2
 	// Every VM's, not only those that ran: a VM between two of its
 	// kernels at a sweep would have no read from the sweep before when it
 	// next ran.
 	for _, ch := range *b.chans.Load() {
-		if ch.idx == 0 {
-			ch.vm.readTracer(gen)
+		if ch.idx != 0 {
+			continue
 		}
-	}
-	for _, refs := range [2][]runRef{b.running, b.now1} {
-		for _, r := range refs {
-			if r.ch.vm.tc.fresh {
-				return true
+		v := ch.vm
+		v.readTracer(gen)
+		t := &v.tc
+		t.held += t.delta
+		t.part = 0
+		if v.creditGen == gen {
+			var alone float64
+			for end := range 2 {
+				if v.creditChans[end] != 0 {
+					alone += half
+				}
 			}
+			t.part = min(t.held, alone)
+		}
+		t.held = max(0, t.held-float64(dt))
+	}
+	for _, v := range b.ranVMs {
+		if v.tc.fresh {
+			return true
 		}
 	}
 	return false
 }
 
-// splitUntraced sets, for each end of credit gen's traced interval, the
+// splitUntraced sets, for each end of the traced interval of this credit, the
 // part of each VM that ran there without its tracer running (it had not
 // started yet: a context's tracer starts at its context's next time
 // slice; or its VM runs no kernels, only copies): the end's half less
 // what the traced VMs that ran there were billed of it, shared evenly,
 // less the switch overhead's fraction f where several VMs ran at it.
-func (b *Backend) splitUntraced(gen uint64, half, f float64) {
+func (b *Backend) splitUntraced(half, f float64) {
 	var held [2]float64
 	var untraced [2]int
-	for end, refs := range [2][]runRef{b.running, b.now1} {
-		for _, r := range refs {
-			v := r.ch.vm
-			if v.tc.seen[end] == gen {
-				continue
-			}
-			v.tc.seen[end] = gen
-			if !v.tc.fresh {
+	for _, v := range b.ranVMs {
+		for end := range 2 {
+			switch {
+			case v.creditChans[end] == 0:
+			case !v.tc.fresh:
 				untraced[end]++
-				continue
+			case v.creditChans[1-end] != 0:
+				held[end] += v.tc.part / 2
+			default:
+				held[end] += v.tc.part
 			}
-			p := v.tc.part
-			if v.creditChans[1-end] != 0 {
-				p /= 2
-			}
-			held[end] += p
 		}
 	}
 	if untraced[0]+untraced[1] == 0 {

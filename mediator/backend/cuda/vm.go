@@ -66,11 +66,9 @@ type cudaVM struct {
 	creditGen   uint64
 	creditChans [2]int
 	// Its tracer (tracing.go), the completer's: the count as last read,
-	// whether its block says tracing is on; the credit that last added to
-	// billKinds.
+	// and whether its block says tracing is on.
 	tc        tracerCount
 	tracing   bool
-	kindGen   uint64
 	billKinds [3]float64 // BillKinds
 }
 

@@ -236,17 +236,15 @@ func (w *worker) create() (err error) {
 			return fmt.Errorf("creating the stream of channel %d: %w", i, err)
 		}
 		base := w.blk.chanBase(i)
-		// Markers already there (a worker before this one) stay: seq goes on.
+		// Markers already there (a worker before this one) stay: seq goes
+		// on. What that worker issued and never ended stays issued in the
+		// block: a tracer would wait for it forever.
 		end := w.blk.load(base + offEnd)
+		w.blk.store(base+offIssued, end)
 		dev := w.sharedDev + devptr(base-w.blk.l.gpuOff)
 		w.chans = append(w.chans, &wchan{idx: i, stream: s, base: base, dev: dev, last: end, seenEnd: end})
 	}
 	if len(w.chans) > 0 {
-		// What a worker before this one issued and never ended stays
-		// issued in the block: a tracer would wait for it forever.
-		for _, ch := range w.chans {
-			w.blk.store(ch.base+offIssued, ch.last)
-		}
 		if err := w.loadTracer(); err != nil {
 			// Billing falls back on the even split of overlaps; the VM runs.
 			w.tracer = 0
@@ -346,7 +344,7 @@ func (w *worker) run() error {
 		busy := w.busy()
 		if busy {
 			// Tracing may have come on after the last command was issued.
-			if err := w.trace(); err != nil && sticky(err) {
+			if err := w.trace(); err != nil {
 				return faultError{err}
 			}
 			if err := w.checkStalls(); err != nil {
@@ -367,7 +365,7 @@ func (w *worker) run() error {
 		if busy {
 			// And the tracing switch: the mediator rings a sleeping worker
 			// when it turns tracing on (tracing.go).
-			if err := w.trace(); err != nil && sticky(err) {
+			if err := w.trace(); err != nil {
 				return faultError{err}
 			}
 		}
@@ -523,7 +521,7 @@ func (w *worker) issue(ch *wchan, seq uint64, rec *abi.Record) error {
 		err := w.launchThrottle(ch, seq, c.DurationNs)
 		if err == nil {
 			w.setCode(ch, seq, abi.OK)
-			return w.traceAfter()
+			return w.trace()
 		}
 		if sticky(err) {
 			return err
@@ -548,16 +546,7 @@ func (w *worker) issue(ch *wchan, seq uint64, rec *abi.Record) error {
 		return fmt.Errorf("writing an end marker: %w", err)
 	}
 	if traced {
-		return w.traceAfter()
-	}
-	return nil
-}
-
-// traceAfter launches a tracer after a command that is the tracer's, if
-// one is due; only a failure of the context is the caller's.
-func (w *worker) traceAfter() error {
-	if err := w.trace(); err != nil && sticky(err) {
-		return err
+		return w.trace()
 	}
 	return nil
 }

@@ -102,7 +102,14 @@ var makeDevFile = newDevFile
 // given up from the start, its state (view, mods) kept in the heap alone,
 // for Keep to write into fresh files.
 func heapDevFile() *devFile {
-	return &devFile{meta: -1, arena: -1, view: map[uint32]*buffer{}, mods: map[uint32]struct{}{}, broken: true}
+	d := emptyDevFile()
+	d.broken = true
+	return d
+}
+
+// emptyDevFile is a device state with no files and nothing in it.
+func emptyDevFile() *devFile {
+	return &devFile{meta: -1, arena: -1, view: map[uint32]*buffer{}, mods: map[uint32]struct{}{}}
 }
 
 func (d *devFile) at(committed bool) {
@@ -119,7 +126,7 @@ type dirtyPage struct {
 // newDevFile makes a VM's empty device files, with room for memory bytes
 // of buffers.
 func newDevFile(memory uint64) (_ *devFile, err error) {
-	d := &devFile{meta: -1, arena: -1, view: map[uint32]*buffer{}, mods: map[uint32]struct{}{}}
+	d := emptyDevFile()
 	defer func() {
 		if err != nil {
 			d.close()
@@ -339,17 +346,17 @@ func (d *devFile) commit() {
 	if len(d.tx) == 0 && len(d.dirty) == 0 && len(d.drop) == 0 && len(d.gone) == 0 {
 		return
 	}
-	for _, dp := range d.dirty {
-		if d.view[dp.b.handle] != dp.b || dp.b.dev != d {
-			continue // not (or no longer) a buffer of the state
+	if !d.broken { // given up: nothing is recorded, and heap pages are written in place
+		for _, dp := range d.dirty {
+			if d.view[dp.b.handle] != dp.b || dp.b.dev != d {
+				continue // not (or no longer) a buffer of the state
+			}
+			p := dp.b.pages[dp.i]
+			d.tx = devRecord{kind: recPage, handle: dp.b.handle, a: dp.i, b: pageRef(p)}.append(d.tx)
+			if p != nil && p.fresh { // never a fill page, which every VM shares
+				p.fresh = false
+			}
 		}
-		p := dp.b.pages[dp.i]
-		d.tx = devRecord{kind: recPage, handle: dp.b.handle, a: dp.i, b: pageRef(p)}.append(d.tx)
-		if p != nil && p.fresh { // never a fill page, which every VM shares
-			p.fresh = false
-		}
-	}
-	if !d.broken {
 		d.at(false)
 		if s := d.seg[d.active]; d.used+uint64(len(d.tx)) <= s.cap {
 			copy(d.mm[s.off+d.used:], d.tx)

@@ -154,7 +154,7 @@ func (s *Sim) engineDoneLocked(e Engine) {
 		return
 	}
 	if code == abi.ErrTimedOut {
-		if reset := s.timedOutLocked(ch.vm, ch, ch.q.front().cmd.Op); reset != nil {
+		if reset := s.timedOutLocked(ch); reset != nil {
 			fx = reset // it moved no data
 		}
 	}
@@ -165,9 +165,7 @@ func (s *Sim) engineDoneLocked(e Engine) {
 		// completion waits for the effect.
 		fx.parked, fx.code, fx.start, fx.end = true, code, en.start, en.end
 		ch.parked = fx
-		if !s.wall {
-			s.parkedFx++ // the virtual timeline waits for it
-		}
+		s.parkedFx++ // the virtual timeline waits for it
 		return
 	}
 	ch.lastEnd = en.end

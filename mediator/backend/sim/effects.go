@@ -12,7 +12,8 @@ type effect struct {
 	ch   *channel
 	done bool // moved (or dropped: its VM closed)
 	// parked: the command ended on the timeline before its data had moved
-	// (wall clock); its completion waits here for the mover.
+	// (wall clock), or before the loss of its VM's buffers after it timed
+	// out; its completion waits here for the mover.
 	parked     bool
 	code       abi.ErrorCode
 	start, end int64
@@ -25,9 +26,8 @@ func (s *Sim) queueMoveLocked(en *engine, ch *channel, move func(), data bool) {
 	en.fx.data = data
 }
 
-// queueEffectLocked queues an effect of v's (ch nil: of no command, such
-// as the loss of its buffers after a timeout) and starts its mover if it
-// is idle.
+// queueEffectLocked queues an effect of v's command at ch's head and
+// starts its mover if it is idle.
 func (s *Sim) queueEffectLocked(v *simVM, ch *channel, move func()) *effect {
 	fx := &effect{move: move, ch: ch}
 	v.fx.push(fx)
@@ -84,9 +84,7 @@ func (s *Sim) movedLocked(fx *effect) {
 // finishParkedLocked completes the parked command of fx's channel.
 func (s *Sim) finishParkedLocked(fx *effect) {
 	ch := fx.ch
-	if !s.wall {
-		s.parkedFx--
-	}
+	s.parkedFx--
 	fx.parked = false
 	ch.parked = nil
 	ch.lastEnd = fx.end

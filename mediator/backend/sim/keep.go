@@ -124,7 +124,7 @@ func adoptDev(a *backend.Kept, memory uint64) (_ *devFile, _ *kept, err error) {
 		return nil, nil, fmt.Errorf("%w: backend %q's state, %d descriptors, %d bytes of data; want the sim's, two descriptors",
 			backend.ErrBadKept, a.Backend, len(a.FDs), len(a.Data))
 	}
-	d := &devFile{meta: -1, arena: -1, view: map[uint32]*buffer{}, mods: map[uint32]struct{}{}}
+	d := emptyDevFile()
 	defer func() {
 		if err != nil {
 			d.close()

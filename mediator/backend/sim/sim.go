@@ -93,7 +93,7 @@ type Sim struct {
 	// movement, without the lock.
 	beforeMove func()
 	holds      int        // virtual clock: programs running, which hold the timeline
-	parkedFx   int        // virtual clock: commands ended whose effect is not done (effects.go), which hold it too
+	parkedFx   int        // commands ended whose effect is not done (effects.go): on the virtual clock they hold it too
 	progEnd    *sync.Cond // on mu: broadcast when a program ends
 }
 

@@ -81,18 +81,19 @@ func (v *simVM) SetMaxCommand(ns int64) {
 // Timeouts is how many of the VM's commands ran past its limit.
 func (v *simVM) Timeouts() int64 { return v.timeouts.Load() }
 
-// timedOutLocked ends the VM's work after a command of ch's ran past its
-// limit, as a GPU's watchdog ends its context: its buffers and modules are
+// timedOutLocked ends the VM's work after the command at ch's head ran
+// past its limit, as a GPU's watchdog ends its context: its buffers and modules are
 // gone (later commands naming them fail with ErrBadHandle). Its other
 // commands go on. The loss is the command's effect, which its completion
 // waits for (nil: the VM is closed).
-func (s *Sim) timedOutLocked(v *simVM, ch *channel, op abi.Opcode) *effect {
+func (s *Sim) timedOutLocked(ch *channel) *effect {
+	v := ch.vm
 	v.timeouts.Add(1)
 	if v.closed {
 		return nil
 	}
 	slog.Warn("sim: a VM's command ran past its limit; dropping its buffers and modules",
-		"vm", v.id, "channel", ch.idx, "op", op, "limit", time.Duration(v.maxCmd))
+		"vm", v.id, "channel", ch.idx, "op", ch.q.front().cmd.Op, "limit", time.Duration(v.maxCmd))
 	s.memUsed -= v.memUsed
 	v.memUsed = 0
 	bufs, d := v.bufs, v.dev

@@ -19,8 +19,7 @@ func TestTurnsDepth1FairShare(t *testing.T) {
 		for _, think := range []time.Duration{0, 10 * time.Microsecond} {
 			t.Run(fmt.Sprintf("think=%v", think), func(t *testing.T) {
 				w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
-				a := w.addVM(1, 1, 100*time.Microsecond, 1, 0, time.Hour)
-				a.refill = int64(think)
+				a := w.closedLoop(1, 100*time.Microsecond, think)
 				b := w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
 				w.g.SetBudget(ms(13))
 				w.run(ms(2000))
@@ -86,8 +85,7 @@ func (w *world) gpuIdle() int64 {
 func TestTurnsSleepyNotAnticipated(t *testing.T) {
 	forHandoff(t, func(t *testing.T, handoff time.Duration) {
 		w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
-		a := w.addVM(1, 1, 100*time.Microsecond, 1, 0, time.Hour)
-		a.refill = int64(time.Millisecond)
+		a := w.closedLoop(1, 100*time.Microsecond, time.Millisecond)
 		w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
 		w.g.SetBudget(ms(13))
 		w.run(ms(1000))
@@ -145,8 +143,7 @@ func TestTurnsAnticipationHostile(t *testing.T) {
 		})
 		t.Run("slow", func(t *testing.T) {
 			w := newHandoffWorld(t, 5*time.Millisecond, handoff, false)
-			h := w.addVM(1, 1, kernel, 1, 0, time.Hour)
-			h.refill = int64(300 * time.Microsecond)
+			w.closedLoop(1, kernel, 300*time.Microsecond)
 			b := w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
 			c := w.addVM(3, 1, time.Millisecond, 4, 0, time.Hour)
 			w.g.SetBudget(ms(13))
@@ -262,8 +259,7 @@ func TestAutoSlowThinkerConservesWork(t *testing.T) {
 	for _, think := range []time.Duration{50 * time.Microsecond, 150 * time.Microsecond, 300 * time.Microsecond} {
 		t.Run(fmt.Sprintf("think=%v", think), func(t *testing.T) {
 			w := newWorld(t, ArbitrationAuto, 5*time.Millisecond)
-			h := w.addVM(1, 1, 10*time.Microsecond, 1, 0, time.Hour)
-			h.refill = int64(think)
+			h := w.closedLoop(1, 10*time.Microsecond, think)
 			b := w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
 			c := w.addVM(3, 1, time.Millisecond, 4, 0, time.Hour)
 			w.g.SetBudget(ms(13))
@@ -301,8 +297,7 @@ func TestTurnsIdleChargedOnce(t *testing.T) {
 	if err := w.g.SetTurns(ArbitrationTurns, TurnConfig{QuantumNs: ms(5.13), Picker: log, Clock: w.clock()}); err != nil {
 		t.Fatal(err)
 	}
-	h := w.addVM(1, 1, 300*time.Microsecond, 1, 0, time.Hour)
-	h.refill = int64(200 * time.Microsecond)
+	h := w.closedLoop(1, 300*time.Microsecond, 200*time.Microsecond)
 	b := w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
 	w.g.SetBudget(ms(13))
 	w.run(ms(3000))
@@ -324,8 +319,7 @@ func TestTurnsIdleChargedOnce(t *testing.T) {
 // that comes later or is charged to the holder in a later contended turn.
 func TestTurnsUncontendEndsAnticipation(t *testing.T) {
 	w := newWorld(t, ArbitrationTurns, 5*time.Millisecond)
-	h := w.addVM(1, 1, 10*time.Microsecond, 1, 0, time.Hour)
-	h.refill = int64(5 * time.Microsecond)
+	w.closedLoop(1, 10*time.Microsecond, 5*time.Microsecond)
 	w.addVM(2, 1, time.Millisecond, 4, 0, time.Hour)
 	w.g.SetBudget(ms(13))
 	for w.now < ms(100) && !(w.g.turns.idle && w.g.turns.holder == 1) {

@@ -205,8 +205,11 @@ func (g *Gate) watchLocked() {
 			b.SetWaiting(false)
 		}
 		if g.turns == nil { // under turns the clock stays the turns'
-			unhook(b)
-			g.hookLocked(id)
+			if want {
+				b.SetClock(a.cfg.Clock.Now) // LastProgress, for the long commands (hookLocked)
+			} else {
+				b.SetClock(nil)
+			}
 		}
 	}
 }

@@ -388,7 +388,7 @@ func (g *Gate) expire(t *turnState, gen uint64) {
 		g.uncontendLocked() // the others went away
 		return
 	}
-	if g.holderBusyLocked(h) {
+	if busy, _ := g.holderBusyLocked(h); busy {
 		cands = append(cands, h)
 	}
 	if next, ok := t.cfg.Picker.NextTurn(cands); ok && next == h {
@@ -406,28 +406,29 @@ func (g *Gate) expire(t *turnState, gen uint64) {
 // it a candidate at the quantum's end) with the GPU idle. So the gate polls
 // its channels for them (after mu; Gate.resettle settles again once
 // polled): they are forwarded, or its channel fails on them, and pending
-// records a poll forwarded nothing of no longer keep the turn.
-func (g *Gate) holderBusyLocked(h uint32) bool {
+// records a poll forwarded nothing of no longer keep the turn. pending
+// says whether it has records pending with nothing in flight.
+func (g *Gate) holderBusyLocked(h uint32) (busy, pending bool) {
 	t := g.turns
 	if g.inFlightLocked(h) {
-		return true
+		return true, false
 	}
 	if !g.pendingLocked(h) {
-		return false
+		return false, false
 	}
 	var n uint64
 	if b := g.budgets[h]; b != nil {
 		n, _ = b.Starts()
 	}
 	if t.polled && t.pollStarts == n {
-		return false
+		return false, true
 	}
 	t.polled, t.pollStarts = true, n
 	for _, c := range g.vms[h] {
 		g.polls = append(g.polls, pollEntry{h, c})
 	}
 	g.resettle = t
-	return true
+	return true, true
 }
 
 // pendSpellLocked starts (on) or ends a spell of the contended holder h
@@ -509,12 +510,9 @@ func (g *Gate) contendLocked() {
 func (g *Gate) uncontendLocked() {
 	t := g.turns
 	g.chargeLocked()
-	if t.idle {
-		// Nobody waits for it any more: the anticipation (charged up to
-		// now) ends, and its timer with it.
-		t.idle = false
-	}
-	t.pend = false
+	// Nobody waits for it any more: an anticipation (charged up to now)
+	// ends, and its timer with it, as a pending spell does.
+	t.idle, t.pend = false, false
 	t.contended = false
 	t.gen++
 	if b := g.budgets[t.holder]; b != nil {
@@ -713,12 +711,12 @@ func (g *Gate) settleLocked() {
 	if t.has {
 		h := t.holder
 		others := g.candidatesLocked(h, true)
-		busy := g.holderBusyLocked(h)
-		stuck := !busy && g.pendingLocked(h) // polled for, nothing went
+		busy, pending := g.holderBusyLocked(h)
+		stuck := !busy && pending // polled for, nothing went
 		if g.idleEndedLocked(h, busy || stuck) || busy {
 			t.waited = false // its next drain may be anticipated
 		}
-		g.pendSpellLocked(h, busy && !g.inFlightLocked(h))
+		g.pendSpellLocked(h, busy && pending)
 		switch {
 		case t.ending:
 		case g.held[h]:
