@@ -132,9 +132,15 @@ func (h *Host) drainRing() int {
 		if h.r.Load32(off+abi.RingTag) != uint32(h.head+1) {
 			return n
 		}
-		var b [abi.SyscallRingEntrySize]byte
-		h.r.CopyOut(b[:], off)
-		e, errno := abi.DecodeRingEntry(b[:], h.slots)
+		// The copy, each word loaded once, as the mediator's ring reader
+		// makes it: the guest may write the entry again under it (its
+		// next lap), and the tag below says so.
+		var w [abi.SyscallRingEntrySize / 8]uint64
+		for i := range w {
+			w[i] = h.r.Load64(off + 8*uint64(i))
+		}
+		var e abi.RingEntry
+		errno := abi.DecodeRingWords(&w, h.slots, &e)
 		if e.Tag != uint32(h.head+1) {
 			return n
 		}
