@@ -357,7 +357,7 @@ func (b *Backend) credit(dt int64) (overlapped bool) {
 	half := float64(dt) / 2
 	overlapped = vms[0] >= 2 || vms[1] >= 2
 	traced := b.traceOn && b.tracedInterval(gen, dt)
-	f := math.Float64frombits(b.switchF.Load())
+	f := b.overheadFraction()
 	if traced {
 		b.splitUntraced(half, f)
 	}
@@ -444,6 +444,9 @@ func (b *Backend) credit(dt int64) (overlapped bool) {
 		}
 		b.switchOwed += busy - billed
 		b.tracedNs.Add(dt)
+		if overlapped && b.allTraced() {
+			b.learnOverhead(busy, busy-billed)
+		}
 	}
 	if b.switchOwed >= 1 {
 		whole := math.Floor(b.switchOwed)

@@ -100,6 +100,8 @@ type Backend struct {
 	tracedNs     atomic.Int64 // the intervals billed by the tracers
 	untracedPart [2]float64   // credit's: an untraced VM's part of each end of a traced interval
 	untracedLeft float64      // what the traced VMs left and the untraced were not yet given (splitUntraced)
+	ovBusy       float64      // the fully traced intervals' busy time, ns (learnOverhead)
+	ovLeft       float64      // and what their bills left of it
 	late         []lateRef
 
 	// The switch overhead (switchcost.go): f's bits, whether Open

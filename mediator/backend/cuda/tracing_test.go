@@ -103,6 +103,74 @@ func TestTracedOverlapBilledByTheCounts(t *testing.T) {
 	}
 }
 
+// TestUntracedVMHasWhatTheSwitchesLeave: a VM that ran at the sweeps
+// without its tracer counting beside a traced one is billed what the
+// traced VM's count left less the switches' time (f of the time, not f of
+// what is left): nothing where the count and the switches fill the
+// interval (its context waits its next time slice), the rest where they
+// do not. Once the tracers measured the overhead in fully traced
+// intervals, their measure stands for the probe's f, where f is measured
+// and not an operator's.
+func TestUntracedVMHasWhatTheSwitchesLeave(t *testing.T) {
+	tl := newTimeline([]int{1, 1}, 1)
+	var now int64 = 1_000_000
+	tl.b.clock = func() int64 { return now }
+	tl.b.lastSweep = now
+	tl.b.setSwitchOverhead(0.1)
+	tl.mark(0, 0, 1, 0)
+	tl.mark(1, 0, 1, 0)
+	a, b := tl.vms[0].chans[0].find(1), tl.vms[1].chans[0].find(1)
+	var ranA, ranB uint64
+	// step sweeps 1 ms on with A's tracer counting da, B's db (untraced:
+	// B's tracer not live); it returns what A and B were billed.
+	step := func(da, db uint64, untraced bool) (float64, float64) {
+		a0, b0 := a.gpu, b.gpu
+		now += 1_000_000
+		ranA, ranB = ranA+da, ranB+db
+		tl.tracerRan(0, 1, ranA)
+		tl.tracerRan(1, 1, ranB)
+		if untraced {
+			v := tl.vms[1]
+			v.blk.store(v.blk.chanBase(0)+offSentDone, 1)
+		}
+		tl.b.sweep(nil)
+		return a.gpu - a0, b.gpu - b0
+	}
+	step(0, 0, true) // tracing on
+	step(0, 0, true) // A's first read
+	// B's context waits its time slice: A held 900 µs of the 1 ms, the
+	// switches 100 µs.
+	for i := range 5 {
+		if ga, gb := step(900_000, 0, true); !near(int64(ga), 900_000) || gb > 2 {
+			t.Fatalf("interval %d, B switched out: A %.0f, B %.0f; want 900000 and 0 (the rest is the switches')", i, ga, gb)
+		}
+	}
+	// B runs half: A held 400 µs.
+	if ga, gb := step(400_000, 0, true); !near(int64(ga), 400_000) || !near(int64(gb), 500_000) {
+		t.Errorf("B running: A %.0f, B %.0f; want 400000 and 500000", ga, gb)
+	}
+	// The probe's f is an operator's: the tracers' measure does not stand for it.
+	learn := func() {
+		for range 2 + overheadMinNs/1_000_000 {
+			step(450_000, 430_000, false) // both traced: 120 µs of each ms left
+		}
+	}
+	learn()
+	if f := tl.b.overheadFraction(); f != 0.1 {
+		t.Errorf("f set by an operator: the fraction is %g, want 0.1", f)
+	}
+	// Measured: after enough fully traced intervals, their 12% stands.
+	tl.b.switchAuto = true
+	learn()
+	if f := tl.b.overheadFraction(); f < 0.119 || f > 0.121 {
+		t.Fatalf("measured overhead %g, want 0.12 (what the counts left)", f)
+	}
+	step(0, 0, true) // B's tracer ends: this read is its last
+	if ga, gb := step(400_000, 0, true); !near(int64(ga), 400_000) || !near(int64(gb), 480_000) {
+		t.Errorf("B running, overhead measured 12%%: A %.0f, B %.0f; want 400000 and 480000", ga, gb)
+	}
+}
+
 // TestStuckTracerNotBelieved: a VM that runs with its tracer live and its
 // count never growing for traceStale is split evenly again, not billed
 // nothing.
