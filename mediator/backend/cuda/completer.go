@@ -265,10 +265,20 @@ func (b *Backend) sweep(out []delivery) []delivery {
 	chans := *b.chans.Load()
 	b.unseen, b.now1 = b.unseen[:0], b.now1[:0]
 	for _, ch := range chans {
+		if ch.idx == 0 {
+			ch.vm.wasBusy, ch.vm.busy = ch.vm.busy, false
+		}
+	}
+	busyVMs := 0
+	for _, ch := range chans {
 		b.unseen, b.now1 = ch.peek(b.unseen, b.now1)
+		if ch.busy && !ch.vm.busy {
+			ch.vm.busy = true
+			busyVMs++
+		}
 	}
 	overlapped := b.credit(now - b.lastSweep)
-	b.traceTurn(now, overlapped, chans)
+	b.traceTurn(now, overlapped || busyVMs >= 2, chans)
 	b.prevSweep = b.lastSweep
 	b.running, b.lastSweep = b.running[:0], now
 	for _, ch := range chans {
@@ -504,6 +514,7 @@ func (ch *channel) peek(unseen, running []runRef) ([]runRef, []runRef) {
 	// The end first: a command whose end is read has its start read too.
 	ch.peekEnd = ch.vm.blk.load(ch.base + offEnd)
 	ch.peekStart = ch.vm.blk.load(ch.base + offStart)
+	ch.busy = len(ch.q) != 0 && ch.vm.blk.load(ch.base+offIssued) > ch.peekEnd
 	for k := range ch.q {
 		it := &ch.q[k]
 		if it.seq == 0 {

@@ -171,6 +171,83 @@ func TestUntracedVMHasWhatTheSwitchesLeave(t *testing.T) {
 	}
 }
 
+// TestTracingComesOnWhenWorkWaitsBesideARunningVM: a VM whose command is
+// issued and has not started while another VM's runs turns tracing on for
+// both (its context takes the GPU at the driver's next time slice, and the
+// running VM's tracer must start before that); work of one VM alone, or
+// issued and ended, does not.
+func TestTracingComesOnWhenWorkWaitsBesideARunningVM(t *testing.T) {
+	tl := newTimeline([]int{1, 2}, 2)
+	issued := func(vm, ch int, seq uint64) {
+		c := tl.vms[vm].chans[ch]
+		c.vm.blk.store(c.base+offIssued, seq)
+	}
+	tl.mark(0, 0, 1, 0)
+	issued(0, 0, 2) // A's second queued behind its first: A alone
+	tl.sweep()
+	if tl.b.traceOn {
+		t.Fatal("one VM's work alone turned tracing on")
+	}
+	issued(1, 1, 1) // B's first, on its second channel, ended already
+	tl.mark(1, 1, 1, 1)
+	tl.sweep()
+	if tl.b.traceOn {
+		t.Fatal("a VM's ended work beside a running VM turned tracing on")
+	}
+	issued(1, 1, 2) // B's second waits
+	tl.sweep()
+	if !tl.b.traceOn || tl.vms[0].blk.load(offTracing) != 1 || tl.vms[1].blk.load(offTracing) != 1 {
+		t.Fatalf("B's work waiting beside A's running: tracing on %v, the blocks say %d %d; want on in both",
+			tl.b.traceOn, tl.vms[0].blk.load(offTracing), tl.vms[1].blk.load(offTracing))
+	}
+}
+
+// TestLoneVMBilledAloneWhileTracing: while tracing is on, an interval in
+// which one VM ran and no other had work on the GPU or its tracer running
+// is billed as a VM alone's (the interval), not by the VM's count, which
+// lands in steps; with another VM's tracer running it is billed by the
+// count.
+func TestLoneVMBilledAloneWhileTracing(t *testing.T) {
+	tl := newTimeline([]int{1, 1}, 1)
+	var now int64 = 1_000_000
+	tl.b.clock = func() int64 { return now }
+	tl.b.lastSweep = now
+	tl.mark(0, 0, 1, 0)
+	tl.mark(1, 0, 1, 0)
+	a := tl.vms[0].chans[0].find(1)
+	var ranA, ranB uint64
+	step := func(da, db uint64, bLive bool) float64 {
+		a0 := a.gpu
+		now += 1_000_000
+		ranA, ranB = ranA+da, ranB+db
+		tl.tracerRan(0, 1, ranA)
+		tl.tracerRan(1, 1, ranB)
+		if !bLive {
+			v := tl.vms[1]
+			v.blk.store(v.blk.chanBase(0)+offSentDone, 1)
+		}
+		tl.b.sweep(nil)
+		return a.gpu - a0
+	}
+	step(0, 0, true) // both run: tracing on
+	step(0, 0, true) // the first reads
+	tl.mark(1, 0, 1, 1)
+	step(500_000, 500_000, true) // B's command ended in the interval: it ran at its start
+	// B's tracer runs on (its last read): A's count, 600 µs of each ms, bills it.
+	if ga := step(600_000, 0, true); !near(int64(ga), 600_000) {
+		t.Errorf("B's tracer running: A billed %.0f, want its count, 600000", ga)
+	}
+	step(600_000, 0, false) // B's tracer ended: B was there at the read before
+	for i := range 3 {
+		if ga := step(600_000, 0, false); !near(int64(ga), 1_000_000) {
+			t.Errorf("interval %d with A alone: billed %.0f, want the interval, 1000000", i, ga)
+		}
+	}
+	if !tl.b.traceOn {
+		t.Fatal("tracing went off: the test's intervals are within traceLinger")
+	}
+}
+
 // TestStuckTracerNotBelieved: a VM that runs with its tracer live and its
 // count never growing for traceStale is split evenly again, not billed
 // nothing.

@@ -67,9 +67,12 @@ type cudaVM struct {
 	creditChans [2]int
 	// Its tracer (tracing.go), the completer's: the count as last read,
 	// and whether its block says tracing is on.
-	tc        tracerCount
-	tracing   bool
-	billKinds [3]float64 // BillKinds
+	tc      tracerCount
+	tracing bool
+	// Whether a channel of its was busy (channel.busy) at this sweep and
+	// the one before (the completer's).
+	busy, wasBusy bool
+	billKinds     [3]float64 // BillKinds
 }
 
 // workerConn is the mediator's end of one worker.
@@ -128,6 +131,7 @@ type channel struct {
 	// credit's count of the channel's commands that ran in the interval.
 	peekEnd    uint64
 	peekStart  uint64
+	busy       bool // a LAUNCH, THROTTLE or MEMSET issued on it had not ended (its offIssued)
 	creditGen  uint64
 	creditCmds int     // the commands it ran in the interval
 	creditEnds [2]bool // running at the interval's start, at its end
