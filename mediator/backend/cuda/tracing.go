@@ -244,7 +244,7 @@ type tracerCount struct {
 	ran   uint64  // the count then
 	live  bool    // a tracer ran then
 	was   bool    // a tracer ran at the read before
-	fresh bool    // a tracer ran at this read and the one before, the previous credit's
+	fresh bool    // a tracer ran at this read or the one before, the previous credit's: its count covers the interval
 	delta float64 // the count's growth since the read before (fresh)
 	quiet int64   // how long its VM ran with its tracer live and the count not growing (quietRan)
 	// held is the time its context held the GPU, counted and not yet
@@ -263,7 +263,10 @@ func (v *cudaVM) readTracer(gen uint64) {
 	ran := v.blk.load(base + offSentRan)
 	live, done := v.blk.load(base+offSentLive), v.blk.load(base+offSentDone)
 	on := live > done
-	t.fresh = t.gen == gen-1 && t.live && on && ran >= t.ran
+	// Its count covers the interval since the read before when a tracer
+	// ran at either read: one that started in it counted from its start,
+	// one that ended in it up to its end.
+	t.fresh = t.gen != 0 && t.gen == gen-1 && (t.live || on) && ran >= t.ran
 	t.delta = 0
 	if t.fresh {
 		t.delta = float64(ran - t.ran)
@@ -348,8 +351,9 @@ func (b *Backend) traceTurn(now int64, beside bool, chans []*channel) {
 // tracedInterval reads every VM's tracer for credit gen, of dt, and makes
 // each VM's bill of the interval from its count: what the count grew by
 // goes into what the VM's context held the GPU for and was not yet billed
-// (held); a VM that ran at an end of the interval is billed of that what
-// it would have been alone (the half of each end it ran at), at most
+// (held); a VM that ran at an end of the interval is billed of that the
+// interval at most, or the half of it where it ran at one end only and
+// the interval is short (countOverHalfNs), as a VM alone would be
 // (part); and the interval's time, dt, lets go of the rest. So a VM is
 // billed the time its context held the GPU while its markers said it ran:
 // its count lands in steps (a round of its tracer's marker reads, a
@@ -358,9 +362,10 @@ func (b *Backend) traceTurn(now int64, beside bool, chans []*channel) {
 // commands, or idle) the time goes by and takes what it held with it.
 //
 // It reports whether a VM that ran at an end of the interval had its
-// tracer running at both of the last two reads (tc.fresh) and another VM
-// was there to share the GPU with (it ran, had work on the GPU, or its
-// tracer ran, at either end): the interval is then billed by the tracers,
+// count cover it (tc.fresh: a tracer ran at this read or the one before)
+// and another VM was there to share the GPU with (it ran, had work on the
+// GPU, or its tracer ran, at either end) or the interval is long: it is
+// then billed by the tracers,
 // and the VMs whose tracers did not run share what those that did left
 // (splitUntraced); otherwise it is billed otherwise (a VM alone: the
 // trapezoid), and the parts go unused.
@@ -383,17 +388,15 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 		t.held += t.delta
 		t.part = 0
 		if v.creditGen == gen {
-			var alone float64
-			for end := range 2 {
-				if v.creditChans[end] != 0 {
-					alone += half
-				}
+			most := float64(dt)
+			if (v.creditChans[0] == 0 || v.creditChans[1] == 0) && dt <= countOverHalfNs {
+				most = half
 			}
-			t.part = min(t.held, alone)
+			t.part = min(t.held, most)
 		}
 		t.held = max(0, t.held-float64(dt))
 	}
-	if present == 1 {
+	if present == 1 && dt <= countOverHalfNs {
 		// The VM that ran had the GPU to itself: no other VM had work on
 		// it or its tracer running at either end. It is billed as a VM
 		// alone (the trapezoid), not by its count: a count lands in
@@ -409,6 +412,18 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 	}
 	return false
 }
+
+// countOverHalfNs is the interval past which a VM that ran at one end of
+// it only (its command started or ended in it) is billed its count, and
+// not the half of the interval that the trapezoid gives it: a count is
+// short of the time by its tracer's start after the kernel's and the
+// step it lands in, a few microseconds, where the half is off by a
+// quarter of the interval on average. The sweeps come every few
+// microseconds; an interval that a late sweep made long (the completer
+// descheduled) is billed by the counts, a VM alone too: the half of
+// 250 µs intervals billed 100 µs kernels 60-110% over on an H100, and the
+// half of such an interval capped at the end of a stretch 20-30% under.
+const countOverHalfNs = 16_000
 
 // splitUntraced sets, for each end of the traced interval of this credit, the
 // part of each VM that ran there without its tracer running (it had not

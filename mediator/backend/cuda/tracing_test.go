@@ -82,19 +82,32 @@ func TestTracedOverlapBilledByTheCounts(t *testing.T) {
 	if a2.gpu != 0 {
 		t.Errorf("A's second command, after a sweep between its commands: billed %v of what A's tracer counted then, want 0", a2.gpu)
 	}
-	// B's tracer ended: its VM's time is not known; A's is, and B has
+	// B's tracer ended in the interval: its count up to its end is B's
+	// (nothing more); then its VM's time is not known, A's is, and B has
 	// what A left.
 	v := tl.vms[1]
+	ranA += 300_000
 	a0, b0 := a2.gpu, b.gpu
 	now += 1_000_000
-	tl.tracerRan(0, 1, ranA+300_000)
+	tl.tracerRan(0, 1, ranA)
 	v.blk.store(v.blk.chanBase(0)+offSentDone, 1)
+	tl.b.sweep(nil)
+	if ga, gb := a2.gpu-a0, b.gpu-b0; !near(int64(ga), 300_000) || gb != 0 {
+		t.Errorf("B's tracer ended in the interval, counting nothing more: A %.0f, B %.0f, want 300000 and 0 (their counts)", ga, gb)
+	}
+	ranA += 300_000
+	a0, b0 = a2.gpu, b.gpu
+	now += 1_000_000
+	tl.tracerRan(0, 1, ranA)
 	tl.b.sweep(nil)
 	if ga, gb := a2.gpu-a0, b.gpu-b0; !near(int64(ga), 300_000) || !near(int64(gb), 700_000) {
 		t.Errorf("with B's tracer ended: A %.0f, B %.0f, want 300000 (its count) and 700000 (the rest)", ga, gb)
 	}
-	// Neither tracer runs: the split is even again.
+	// Neither tracer runs (A's count lands at its end's read): the split
+	// is even again.
 	tl.vms[0].blk.store(tl.vms[0].blk.chanBase(0)+offSentDone, 1)
+	now += 1_000_000
+	tl.b.sweep(nil)
 	a0, b0 = a2.gpu, b.gpu
 	now += 1_000_000
 	tl.b.sweep(nil)
@@ -165,7 +178,7 @@ func TestUntracedVMHasWhatTheSwitchesLeave(t *testing.T) {
 	if f := tl.b.overheadFraction(); f < 0.119 || f > 0.121 {
 		t.Fatalf("measured overhead %g, want 0.12 (what the counts left)", f)
 	}
-	step(0, 0, true) // B's tracer ends: this read is its last
+	step(450_000, 430_000, true) // B's tracer ends: this read is its last
 	if ga, gb := step(400_000, 0, true); !near(int64(ga), 400_000) || !near(int64(gb), 480_000) {
 		t.Errorf("B running, overhead measured 12%%: A %.0f, B %.0f; want 400000 and 480000", ga, gb)
 	}
@@ -206,7 +219,9 @@ func TestTracingComesOnWhenWorkWaitsBesideARunningVM(t *testing.T) {
 // which one VM ran and no other had work on the GPU or its tracer running
 // is billed as a VM alone's (the interval), not by the VM's count, which
 // lands in steps; with another VM's tracer running it is billed by the
-// count.
+// count. An interval that a late sweep made long is billed by the count
+// all the same, and so is a VM's command that ended in one (the half of
+// it at whose start the VM ran is a poor guess there).
 func TestLoneVMBilledAloneWhileTracing(t *testing.T) {
 	tl := newTimeline([]int{1, 1}, 1)
 	var now int64 = 1_000_000
@@ -216,9 +231,10 @@ func TestLoneVMBilledAloneWhileTracing(t *testing.T) {
 	tl.mark(1, 0, 1, 0)
 	a := tl.vms[0].chans[0].find(1)
 	var ranA, ranB uint64
-	step := func(da, db uint64, bLive bool) float64 {
+	const dt = 10_000 // a usual sweep's interval
+	step := func(dt int64, da, db uint64, bLive bool) float64 {
 		a0 := a.gpu
-		now += 1_000_000
+		now += dt
 		ranA, ranB = ranA+da, ranB+db
 		tl.tracerRan(0, 1, ranA)
 		tl.tracerRan(1, 1, ranB)
@@ -229,19 +245,38 @@ func TestLoneVMBilledAloneWhileTracing(t *testing.T) {
 		tl.b.sweep(nil)
 		return a.gpu - a0
 	}
-	step(0, 0, true) // both run: tracing on
-	step(0, 0, true) // the first reads
+	step(dt, 0, 0, true) // both run: tracing on
+	step(dt, 0, 0, true) // the first reads
 	tl.mark(1, 0, 1, 1)
-	step(500_000, 500_000, true) // B's command ended in the interval: it ran at its start
-	// B's tracer runs on (its last read): A's count, 600 µs of each ms, bills it.
-	if ga := step(600_000, 0, true); !near(int64(ga), 600_000) {
-		t.Errorf("B's tracer running: A billed %.0f, want its count, 600000", ga)
+	step(dt, 5_000, 5_000, true) // B's command ended in the interval: it ran at its start
+	// B's tracer runs on (its last read): A's count, 6 of each 10 µs, bills it.
+	if ga := step(dt, 6_000, 0, true); !near(int64(ga), 6_000) {
+		t.Errorf("B's tracer running: A billed %.0f, want its count, 6000", ga)
 	}
-	step(600_000, 0, false) // B's tracer ended: B was there at the read before
+	step(dt, 6_000, 0, false) // B's tracer ended: B was there at the read before
 	for i := range 3 {
-		if ga := step(600_000, 0, false); !near(int64(ga), 1_000_000) {
-			t.Errorf("interval %d with A alone: billed %.0f, want the interval, 1000000", i, ga)
+		if ga := step(dt, 6_000, 0, false); !near(int64(ga), dt) {
+			t.Errorf("interval %d with A alone: billed %.0f, want the interval, %d", i, ga, dt)
 		}
+	}
+	if ga := step(1_000_000, 600_000, 0, false); !near(int64(ga), 600_000) {
+		t.Errorf("a long interval with A alone: billed %.0f, want its count, 600000", ga)
+	}
+	// A's command ends in a long interval, its tracer 900 µs into it.
+	tl.mark(0, 0, 1, 1)
+	v := tl.vms[0]
+	v.blk.store(v.blk.chanBase(0)+offSentRan, ranA+900_000)
+	v.blk.store(v.blk.chanBase(0)+offSentDone, 1)
+	a0 := a.gpu
+	now += 1_000_000
+	var got int64 = -1
+	for _, d := range tl.b.sweep(nil) {
+		if d.vm == v {
+			got = d.c.GPUNs
+		}
+	}
+	if ga := got - int64(a0); got < 0 || !near(ga, 900_000) {
+		t.Errorf("A's command ended 900 µs into a long interval: billed %d of it (delivered %v), want its count, 900000 (not the half)", ga, got >= 0)
 	}
 	if !tl.b.traceOn {
 		t.Fatal("tracing went off: the test's intervals are within traceLinger")
