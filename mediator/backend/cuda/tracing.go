@@ -253,8 +253,8 @@ type tracerCount struct {
 	held, part float64
 }
 
-// readTracer reads v's tracer for credit gen (once a credit).
-func (v *cudaVM) readTracer(gen uint64) {
+// readTracer reads v's tracer for credit gen, of dt (once a credit).
+func (v *cudaVM) readTracer(gen uint64, dt int64) {
 	t := &v.tc
 	if t.gen == gen {
 		return
@@ -263,10 +263,14 @@ func (v *cudaVM) readTracer(gen uint64) {
 	ran := v.blk.load(base + offSentRan)
 	live, done := v.blk.load(base+offSentLive), v.blk.load(base+offSentDone)
 	on := live > done
-	// Its count covers the interval since the read before when a tracer
-	// ran at either read: one that started in it counted from its start,
-	// one that ended in it up to its end.
-	t.fresh = t.gen != 0 && t.gen == gen-1 && (t.live || on) && ran >= t.ran
+	// Its count covers the interval since the read before where a tracer
+	// ran at both reads; in an interval longer than countOverHalfNs, where
+	// one ran at either (one that started in it counted from its start,
+	// one that ended in it up to its end): in a short one the count's
+	// edges (a tracer starts after its VM's command, its last step lands
+	// late) are off by as much as the half of the interval is.
+	t.fresh = t.gen != 0 && t.gen == gen-1 && ran >= t.ran &&
+		(t.live && on || dt > countOverHalfNs && (t.live || on))
 	t.delta = 0
 	if t.fresh {
 		t.delta = float64(ran - t.ran)
@@ -380,7 +384,7 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 			continue
 		}
 		v := ch.vm
-		v.readTracer(gen)
+		v.readTracer(gen, dt)
 		t := &v.tc
 		if v.creditGen == gen || v.busy || v.wasBusy || t.live || t.was {
 			present++
