@@ -390,20 +390,30 @@ func (b *Backend) credit(dt int64) (overlapped bool) {
 		return even[end] / float64(vms[end])
 	}
 	vmPart := func(v *cudaVM, end int) float64 {
-		if !traced || v.creditChans[end] == 0 {
-			return evenPart(v, end)
+		if v.creditChans[end] == 0 {
+			return 0
+		}
+		var carry float64
+		if b.traceOn { // tracedInterval ran: what v counted before (tracing.go)
+			carry = v.tc.carry
+			if v.creditChans[1-end] != 0 {
+				carry /= 2
+			}
+		}
+		if !traced {
+			return evenPart(v, end) + carry
 		}
 		if !v.tc.fresh {
 			// What the traced VMs left of the end's half, shared with
 			// the others whose tracers did not run.
-			return b.untracedPart[end]
+			return b.untracedPart[end] + carry
 		}
 		// Its part of the interval (tracedInterval), split between the
 		// ends it ran at.
 		if v.creditChans[1-end] != 0 {
-			return v.tc.part / 2
+			return v.tc.part/2 + carry
 		}
-		return v.tc.part
+		return v.tc.part + carry
 	}
 	chanCredit := func(ch *channel) float64 {
 		var c float64

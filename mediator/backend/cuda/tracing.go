@@ -249,8 +249,10 @@ type tracerCount struct {
 	quiet int64   // how long its VM ran with its tracer live and the count not growing (quietRan)
 	// held is the time its context held the GPU, counted and not yet
 	// billed or let go (tracedInterval); part is its VM's bill of the
-	// interval, the two ends together.
-	held, part float64
+	// interval by its count, the two ends together, and carry what it
+	// counted before and is billed in this interval besides, however it
+	// is billed.
+	held, part, carry float64
 }
 
 // readTracer reads v's tracer for credit gen, of dt (once a credit).
@@ -389,32 +391,48 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 		if v.creditGen == gen || v.busy || v.wasBusy || t.live || t.was {
 			present++
 		}
-		t.held += t.delta
-		t.part = 0
+		carry := t.held
+		t.part, t.carry = 0, 0
 		if v.creditGen == gen {
+			// What it counted before and was not billed is billed now,
+			// whatever this interval's count: it is time its context held
+			// the GPU while its commands ran, which landed in a lump (a
+			// count runs a step behind, and catches up), and let go at
+			// the end of a busy stretch it billed VMs of 100 µs kernels
+			// beside a busy one 2% under on an H100.
 			most := float64(dt)
 			if (v.creditChans[0] == 0 || v.creditChans[1] == 0) && dt <= countOverHalfNs {
 				most = half
 			}
-			t.part = min(t.held, most)
-		}
-		t.held = max(0, t.held-float64(dt))
-	}
-	if present == 1 && dt <= countOverHalfNs {
-		// The VM that ran had the GPU to itself: no other VM had work on
-		// it or its tracer running at either end. It is billed as a VM
-		// alone (the trapezoid), not by its count: a count lands in
-		// steps of a microsecond or two, and what a short busy stretch's
-		// last step holds is let go when it ends (sleepy VMs of 100 µs
-		// kernels traced alone were billed 3-4% under on an H100).
-		return false
-	}
-	for _, v := range b.ranVMs {
-		if v.tc.fresh {
-			return true
+			t.part = min(t.delta, most)
+			t.carry = carry
+			t.held = max(0, t.delta-float64(dt))
+		} else {
+			t.held = max(0, carry+t.delta-float64(dt))
 		}
 	}
-	return false
+	// The VM that ran had the GPU to itself where no other VM had work on
+	// it or its tracer running at either end. It is billed as a VM alone
+	// (the trapezoid), not by its count, in a usual sweep's interval: a
+	// count lands in steps of a microsecond or two, and sleepy VMs of
+	// 100 µs kernels traced alone were billed 3-4% under on an H100.
+	traced := false
+	if present > 1 || dt > countOverHalfNs {
+		for _, v := range b.ranVMs {
+			if v.tc.fresh {
+				traced = true
+				break
+			}
+		}
+	}
+	if !traced {
+		// Billed otherwise: what the counts hold of this interval is
+		// not carried to the next.
+		for _, v := range b.ranVMs {
+			v.tc.held = 0
+		}
+	}
+	return traced
 }
 
 // countOverHalfNs is the interval past which a VM that ran at one end of

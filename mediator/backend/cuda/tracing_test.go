@@ -283,6 +283,59 @@ func TestLoneVMBilledAloneWhileTracing(t *testing.T) {
 	}
 }
 
+// TestCountLumpBilledAtTheStretchEnd: a count that runs a step behind
+// and catches up in a lump past its interval carries the rest to the next
+// interval at which its VM runs, and is billed there however that one is
+// billed (here the last of the VM's command, its tracer ended): it is not
+// let go with the end of the stretch.
+func TestCountLumpBilledAtTheStretchEnd(t *testing.T) {
+	tl := newTimeline([]int{1, 1}, 1)
+	var now int64 = 1_000_000
+	tl.b.clock = func() int64 { return now }
+	tl.b.lastSweep = now
+	tl.mark(0, 0, 1, 0)
+	tl.mark(1, 0, 1, 0)
+	v := tl.vms[0]
+	var ranA uint64
+	var got int64 = -1
+	step := func(da uint64, aLive bool) float64 {
+		a := v.chans[0].find(1)
+		a0 := a.gpu
+		now += 10_000
+		ranA += da
+		tl.tracerRan(0, 1, ranA)
+		if !aLive {
+			v.blk.store(v.blk.chanBase(0)+offSentDone, 1)
+		}
+		tl.tracerRan(1, 1, 0) // B's tracer runs: B is there
+		for _, d := range tl.b.sweep(nil) {
+			if d.vm == v {
+				got = d.c.GPUNs
+				return float64(got) - a0
+			}
+		}
+		return a.gpu - a0
+	}
+	step(0, true) // both run: tracing on
+	step(0, true) // the first reads
+	tl.mark(1, 0, 1, 1)
+	step(0, true) // B's command ended: A runs beside B's tracer
+	if ga := step(8_000, true); !near(int64(ga), 8_000) {
+		t.Fatalf("A's count 8 µs of a 10 µs interval: billed %.0f, want 8000", ga)
+	}
+	if ga := step(12_000, true); !near(int64(ga), 10_000) {
+		t.Fatalf("A's count catching up, 12 µs in a 10 µs interval: billed %.0f, want 10000 (the rest carried)", ga)
+	}
+	tl.mark(0, 0, 1, 1) // A's command ends, and its tracer with it
+	ga := step(0, false)
+	if got < 0 {
+		t.Fatal("A's command was not delivered")
+	}
+	if !near(int64(ga), 5_000+2_000) {
+		t.Errorf("the last interval of A's command: billed %.0f, want 7000 (the half at whose start it ran, and the 2000 carried)", ga)
+	}
+}
+
 // TestStuckTracerNotBelieved: a VM that runs with its tracer live and its
 // count never growing for traceStale is split evenly again, not billed
 // nothing.
