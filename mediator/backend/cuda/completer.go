@@ -394,7 +394,7 @@ func (b *Backend) credit(dt int64) (overlapped bool) {
 			return 0
 		}
 		var carry float64
-		if b.traceOn { // tracedInterval ran: what v counted before (tracing.go)
+		if b.traceOn { // tracedInterval ran: what v counted before, where its count does not bill it (tracing.go)
 			carry = v.tc.carry
 			if v.creditChans[1-end] != 0 {
 				carry /= 2
@@ -411,9 +411,9 @@ func (b *Backend) credit(dt int64) (overlapped bool) {
 		// Its part of the interval (tracedInterval), split between the
 		// ends it ran at.
 		if v.creditChans[1-end] != 0 {
-			return v.tc.part/2 + carry
+			return v.tc.part / 2
 		}
-		return v.tc.part + carry
+		return v.tc.part
 	}
 	chanCredit := func(ch *channel) float64 {
 		var c float64

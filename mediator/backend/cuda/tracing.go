@@ -250,8 +250,7 @@ type tracerCount struct {
 	// held is the time its context held the GPU, counted and not yet
 	// billed or let go (tracedInterval); part is its VM's bill of the
 	// interval by its count, the two ends together, and carry what it
-	// counted before and is billed in this interval besides, however it
-	// is billed.
+	// counted before, billed besides where it is not billed by its count.
 	held, part, carry float64
 }
 
@@ -394,19 +393,24 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 		carry := t.held
 		t.part, t.carry = 0, 0
 		if v.creditGen == gen {
-			// What it counted before and was not billed is billed now,
-			// whatever this interval's count: it is time its context held
-			// the GPU while its commands ran, which landed in a lump (a
-			// count runs a step behind, and catches up), and let go at
-			// the end of a busy stretch it billed VMs of 100 µs kernels
-			// beside a busy one 2% under on an H100.
 			most := float64(dt)
 			if (v.creditChans[0] == 0 || v.creditChans[1] == 0) && dt <= countOverHalfNs {
 				most = half
 			}
-			t.part = min(t.delta, most)
+			t.part = min(carry+t.delta, most)
+			t.held = max(0, carry+t.delta-float64(dt))
+			// Where it is not billed by its count (its tracer ended or
+			// did not start, or the interval is billed as a VM alone's),
+			// what it counted before and was not billed is billed
+			// besides: time its context held the GPU while its commands
+			// ran, which landed in a lump (a count runs a step behind
+			// and catches up); let go at the end of each busy stretch it
+			// billed VMs of 100 µs kernels beside a busy one 2% under on
+			// an H100.
 			t.carry = carry
-			t.held = max(0, t.delta-float64(dt))
+			if !t.fresh {
+				t.held = 0
+			}
 		} else {
 			t.held = max(0, carry+t.delta-float64(dt))
 		}
