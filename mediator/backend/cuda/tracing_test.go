@@ -289,6 +289,15 @@ func TestLoneVMBilledAloneWhileTracing(t *testing.T) {
 // billed (here the last of the VM's command, its tracer ended): it is not
 // let go with the end of the stretch.
 func TestCountLumpBilledAtTheStretchEnd(t *testing.T) {
+	for _, live := range []bool{false, true} {
+		countLumpAtTheStretchEnd(t, live)
+	}
+}
+
+// countLumpAtTheStretchEnd is TestCountLumpBilledAtTheStretchEnd with A's
+// tracer ended at the read after its command's end, or still running
+// (then A is billed its count there, the carry besides).
+func countLumpAtTheStretchEnd(t *testing.T, live bool) {
 	tl := newTimeline([]int{1, 1}, 1)
 	var now int64 = 1_000_000
 	tl.b.clock = func() int64 { return now }
@@ -327,12 +336,22 @@ func TestCountLumpBilledAtTheStretchEnd(t *testing.T) {
 		t.Fatalf("A's count catching up, 12 µs in a 10 µs interval: billed %.0f, want 10000 (the rest carried)", ga)
 	}
 	tl.mark(0, 0, 1, 1) // A's command ends, and its tracer with it
-	ga := step(0, false)
+	if !live {
+		ga := step(0, false)
+		if got < 0 {
+			t.Fatal("A's command was not delivered")
+		}
+		if !near(int64(ga), 5_000+2_000) {
+			t.Errorf("the last interval of A's command, its tracer ended: billed %.0f, want 7000 (the half at whose start it ran, and the 2000 carried)", ga)
+		}
+		return
+	}
+	ga := step(4_000, true)
 	if got < 0 {
 		t.Fatal("A's command was not delivered")
 	}
-	if !near(int64(ga), 5_000+2_000) {
-		t.Errorf("the last interval of A's command: billed %.0f, want 7000 (the half at whose start it ran, and the 2000 carried)", ga)
+	if !near(int64(ga), 4_000+2_000) {
+		t.Errorf("the last interval of A's command, its tracer running: billed %.0f, want 6000 (its count, and the 2000 carried)", ga)
 	}
 }
 
