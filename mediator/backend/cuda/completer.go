@@ -319,9 +319,11 @@ func (b *Backend) rest(now int64) { b.running, b.lastSweep = b.running[:0], now 
 // (Completion.GPUNs), and the bills of one interval, with the switch
 // overhead taken from a half at whose end several VMs ran (f of it, see
 // switchcost.go), to the part of it in which something ran, however many
-// VMs ran. While tracing is on and every VM that ran has its tracer
-// running, each VM's part is what its tracer says (tracedInterval, at most
-// what it would be alone) instead, and the overhead what they leave:
+// VMs ran. While tracing is on and a VM that ran has its tracer running
+// beside another VM, each VM's part is what its tracer says
+// (tracedInterval, at most the interval), those whose tracers do not run
+// share what is left less the switches (splitUntraced), and the overhead is
+// what they leave:
 // within one interval the parts can come to more than it, a count landing
 // late, and the overhead is kept signed.
 func (b *Backend) credit(dt int64) (overlapped bool) {
@@ -367,6 +369,9 @@ func (b *Backend) credit(dt int64) (overlapped bool) {
 	half := float64(dt) / 2
 	overlapped = vms[0] >= 2 || vms[1] >= 2
 	traced := b.traceOn && b.tracedInterval(gen, dt)
+	if !traced {
+		b.untracedLeft = 0 // carried from one traced interval to the next only
+	}
 	f := b.overheadFraction()
 	if traced {
 		b.splitUntraced(half, f)
@@ -464,7 +469,7 @@ func (b *Backend) credit(dt int64) (overlapped bool) {
 		}
 		b.switchOwed += busy - billed
 		b.tracedNs.Add(dt)
-		if overlapped && b.allTraced() {
+		if overlapped && dt <= countOverHalfNs && !b.carried && b.allTraced() {
 			b.learnOverhead(busy, busy-billed)
 		}
 	}

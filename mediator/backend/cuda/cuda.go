@@ -102,6 +102,7 @@ type Backend struct {
 	untracedLeft float64      // what the traced VMs left and the untraced were not yet given (splitUntraced)
 	ovBusy       float64      // the fully traced intervals' busy time, ns (learnOverhead)
 	ovLeft       float64      // and what their bills left of it
+	carried      bool         // credit's: a VM was billed a carry past the interval's cap (tracedInterval)
 	late         []lateRef
 
 	// The switch overhead (switchcost.go): f's bits, whether Open

@@ -185,18 +185,19 @@
 // GPU was busy with any of them at the sweeps, less the switch overhead:
 // of a half at whose end several VMs ran, a fraction f (the option
 // switch_overhead; by default measured once at Open by two probe VMs that
-// spin at once, switchcost.go) is billed to nobody and counted apart
+// spin at once, switchcost.go, then as the tracers measure it, between f
+// and 2f) is billed to nobody and counted apart
 // (Backend.SwitchOverhead). f is the switch cost between the probe's small
 // contexts, not that of every kernel's state: it takes out the switches'
 // fixed part.
 //
 // That even split is the fallback. While several VMs' contexts run at once
-// (the first sweep at which two VMs ran turns it on, 100 ms without one
-// turns it off), each VM's worker runs a tracer in its context, one thread
-// on a stream of its own that counts, on %globaltimer, the time its
-// context holds the GPU (tracing.go). A VM is then billed an interval as
-// a VM alone would be (the half of each end it ran at), at most, and no
-// more than its tracer counted and it was not yet billed: a VM waiting its
+// (the first sweep at which two VMs ran, or one's work waited beside
+// another's running work, turns it on, 100 ms without one turns it off),
+// each VM's worker runs a tracer in its context, one thread on a stream of
+// its own that counts, on %globaltimer, the time its context holds the GPU
+// (tracing.go). A VM is then billed at most the interval, and no more than
+// its tracer counted and it was not yet billed: a VM waiting its
 // turn, its kernel preempted, is billed nothing, and what nobody is billed
 // of the time something ran is the switches', measured. On an H100, 100 µs
 // kernels beside 1 ms ones: both bills within 0.3% (evenly split, the long

@@ -180,10 +180,12 @@ func (b *Backend) measureSwitchOverhead(ns uint64, wait time.Duration) (float64,
 func (b *Backend) setSwitchOverhead(f float64) { b.switchF.Store(math.Float64bits(f)) }
 
 // SwitchOverhead is the GPU time billed to no VM as context switching
-// (credit: f of each stretch in which several VMs ran at once) since Open,
-// and f, the fraction it takes (measured at Open or set by the option
-// switch_overhead). It is an estimate: f is the switch cost of the probe's
-// small context, not of every kernel's state.
+// (credit: what the tracers' counts left of the stretches in which several
+// VMs ran at once, or f of each where they did not count) since Open, and
+// f as measured at Open or set by the option switch_overhead (credit uses
+// the tracers' measure of it once they have one, overheadFraction). f is
+// the switch cost of the probe's small context, not of every kernel's
+// state.
 func (b *Backend) SwitchOverhead() (ns int64, fraction float64) {
 	return b.switchNs.Load(), math.Float64frombits(b.switchF.Load())
 }

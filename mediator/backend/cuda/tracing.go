@@ -34,9 +34,9 @@ import (
 // The completer reads every VM's count at every sweep while tracing is
 // on. Its count says when a VM's context held the GPU, launch gaps
 // included; its markers, at the sweeps, when its commands ran: a VM is
-// billed an interval's time as a VM alone would be (the half of each end
-// it ran at), at most, and no more than its count holds of what it has
-// not yet been billed (tracedInterval). A VM waiting its turn, its kernel
+// billed at most the interval (the half of it where it ran at one end
+// only, in a usual sweep's interval), and no more than its count holds of
+// what it has not yet been billed (tracedInterval). A VM waiting its turn, its kernel
 // preempted, is billed nothing; what nobody is billed of the time
 // something ran is the switches' (SwitchOverhead), measured and not
 // estimated. A VM that ran whose tracer was not running at this sweep and
@@ -63,8 +63,11 @@ import (
 // A VM's kernels run in the tracer's context and could write its words as
 // they could write the markers (doc.go, "Limits"). A VM that lowers its
 // count lowers its own bill only, as one that forges its end markers does,
-// and one that raises it is billed more; its neighbours' bills are their
-// own tracers' counts. One that makes its tracer look stopped makes the
+// and one that raises it is billed more (what it carries is bounded);
+// its neighbours' bills are their own tracers' counts, and where theirs do
+// not run, what the counts left less the switches' fraction, which the
+// counts move no further than between the probe's f and 2f
+// (overheadFraction). One that makes its tracer look stopped makes the
 // intervals it runs in split evenly, as they were without tracing; one
 // that forges its offIssued keeps tracing on and its neighbours billed by
 // their own counts where they would have been billed as VMs alone. The
@@ -241,10 +244,11 @@ func (w *worker) trace() error {
 // tracerCount is a VM's tracer state as the completer reads it at a sweep.
 type tracerCount struct {
 	gen   uint64  // the credit that read it (Backend.creditGen)
+	at    int64   // the sweep it read it at (the credit's interval's end)
 	ran   uint64  // the count then
 	live  bool    // a tracer ran then
 	was   bool    // a tracer ran at the read before
-	fresh bool    // a tracer ran at this read or the one before, the previous credit's: its count covers the interval
+	fresh bool    // its count covers the interval: read at its start too, a tracer running at both reads (or either, in a long one)
 	delta float64 // the count's growth since the read before (fresh)
 	quiet int64   // how long its VM ran with its tracer live and the count not growing (quietRan)
 	// held is the time its context held the GPU, counted and not yet
@@ -254,8 +258,9 @@ type tracerCount struct {
 	held, part, carry float64
 }
 
-// readTracer reads v's tracer for credit gen, of dt (once a credit).
-func (v *cudaVM) readTracer(gen uint64, dt int64) {
+// readTracer reads v's tracer for credit gen, whose interval is the dt
+// after start (once a credit).
+func (v *cudaVM) readTracer(gen uint64, start, dt int64) {
 	t := &v.tc
 	if t.gen == gen {
 		return
@@ -270,13 +275,13 @@ func (v *cudaVM) readTracer(gen uint64, dt int64) {
 	// one that ended in it up to its end): in a short one the count's
 	// edges (a tracer starts after its VM's command, its last step lands
 	// late) are off by as much as the half of the interval is.
-	t.fresh = t.gen != 0 && t.gen == gen-1 && ran >= t.ran &&
+	t.fresh = t.at != 0 && t.at == start && ran >= t.ran &&
 		(t.live && on || dt > countOverHalfNs && (t.live || on))
 	t.delta = 0
 	if t.fresh {
 		t.delta = float64(ran - t.ran)
 	}
-	t.gen, t.ran, t.was, t.live = gen, ran, t.live, on
+	t.gen, t.at, t.ran, t.was, t.live = gen, start+dt, ran, t.live, on
 	switch {
 	case t.delta > 0:
 		t.quiet = 0
@@ -346,7 +351,7 @@ func (b *Backend) traceTurn(now int64, beside bool, chans []*channel) {
 			}
 		}
 	case b.traceOn && now-b.overlapAt > traceLinger:
-		b.traceOn = false
+		b.traceOn, b.untracedLeft = false, 0
 		for _, ch := range chans {
 			ch.vm.setTracing(false)
 		}
@@ -380,12 +385,13 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 	// kernels at a sweep would have no read from the sweep before when it
 	// next ran.
 	present := 0
+	b.carried = false
 	for _, ch := range *b.chans.Load() {
 		if ch.idx != 0 {
 			continue
 		}
 		v := ch.vm
-		v.readTracer(gen, dt)
+		v.readTracer(gen, b.lastSweep, dt)
 		t := &v.tc
 		if v.creditGen == gen || v.busy || v.wasBusy || t.live || t.was {
 			present++
@@ -404,6 +410,7 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 				// tracer's last steps, after its command) let go.
 				t.part = carry + min(t.delta, most)
 				t.held = 0
+				b.carried = b.carried || carry > 0
 			} else {
 				// Its carry under the interval's cap: the gaps between
 				// its commands that its context held the GPU in are in
@@ -424,10 +431,16 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 			t.carry = carry
 			if !t.fresh {
 				t.held = 0
+				b.carried = b.carried || carry > 0
 			}
 		} else {
 			t.held = max(0, carry+t.delta-float64(dt))
 		}
+		// An honest carry is a step or two of a count that runs behind;
+		// a count the VM's kernels forged must not bill it without bound
+		// (its own bill, but the switches' time and the overhead the
+		// tracers measure are everyone's).
+		t.held = min(t.held, float64(max(dt, countOverHalfNs)))
 	}
 	// The VM that ran had the GPU to itself where no other VM had work on
 	// it or its tracer running at either end. It is billed as a VM alone
@@ -511,6 +524,10 @@ func (b *Backend) splitUntraced(half, f float64) {
 		if ran[end] >= 2 {
 			b.untracedLeft -= f * half
 		}
+		// Owed at most an end's half: a VM that runs untraced beside
+		// counts that fill the time (a VM of copies only) is not billed
+		// nothing for long after.
+		b.untracedLeft = max(b.untracedLeft, -half)
 		if b.untracedLeft <= 0 {
 			continue
 		}
@@ -535,7 +552,7 @@ const (
 // ns and the bills left left ns of it.
 func (b *Backend) learnOverhead(busy, left float64) {
 	b.ovBusy += busy
-	b.ovLeft += left
+	b.ovLeft += min(max(left, 0), busy)
 	if b.ovBusy > overheadWindowNs {
 		b.ovBusy, b.ovLeft = b.ovBusy/2, b.ovLeft/2
 	}
@@ -553,13 +570,17 @@ func (b *Backend) allTraced() bool {
 }
 
 // overheadFraction is the switch overhead's fraction for credit: the
-// tracers' measure where it stands for f (learnOverhead), else f.
+// tracers' measure where it stands for f (learnOverhead), else f. The
+// measure is kept between f and 2f: the counts are in the VMs' reach, and
+// a VM whose count says more or less than its context held must not move
+// the split of its neighbours' overlaps far (on an H100 the tracers
+// measured 8-11% where the probe measured 7%).
 func (b *Backend) overheadFraction() float64 {
 	f := math.Float64frombits(b.switchF.Load())
 	if !b.switchAuto || b.ovBusy < overheadMinNs {
 		return f
 	}
-	return min(max(b.ovLeft/b.ovBusy, 0), maxSwitchOverhead)
+	return min(max(b.ovLeft/b.ovBusy, f), 2*f, maxSwitchOverhead)
 }
 
 // TracedNs is how long the intervals billed by the VMs' tracers lasted in
@@ -567,9 +588,10 @@ func (b *Backend) overheadFraction() float64 {
 func (b *Backend) TracedNs() int64 { return b.tracedNs.Load() }
 
 // How an interval's bill was made: one VM ran at its ends (its bill the
-// interval's time at those ends), several ran and their tracers' counts
-// held (each its count), or several ran and were split evenly less the
-// switch overhead's fraction.
+// interval's time at those ends, and what its count carried from before
+// while tracing), several ran and their tracers' counts held (each its
+// count), or several ran and were split evenly less the switch overhead's
+// fraction.
 const (
 	billAlone = iota
 	billTraced

@@ -134,11 +134,12 @@ func TestUntracedVMHasWhatTheSwitchesLeave(t *testing.T) {
 	tl.mark(1, 0, 1, 0)
 	a, b := tl.vms[0].chans[0].find(1), tl.vms[1].chans[0].find(1)
 	var ranA, ranB uint64
-	// step sweeps 1 ms on with A's tracer counting da, B's db (untraced:
-	// B's tracer not live); it returns what A and B were billed.
-	step := func(da, db uint64, untraced bool) (float64, float64) {
+	// stepBy sweeps dt on with A's tracer counting da, B's db (untraced:
+	// B's tracer not live); it returns what A and B were billed. step
+	// sweeps 1 ms on.
+	stepBy := func(dt int64, da, db uint64, untraced bool) (float64, float64) {
 		a0, b0 := a.gpu, b.gpu
-		now += 1_000_000
+		now += dt
 		ranA, ranB = ranA+da, ranB+db
 		tl.tracerRan(0, 1, ranA)
 		tl.tracerRan(1, 1, ranB)
@@ -148,6 +149,9 @@ func TestUntracedVMHasWhatTheSwitchesLeave(t *testing.T) {
 		}
 		tl.b.sweep(nil)
 		return a.gpu - a0, b.gpu - b0
+	}
+	step := func(da, db uint64, untraced bool) (float64, float64) {
+		return stepBy(1_000_000, da, db, untraced)
 	}
 	step(0, 0, true) // tracing on
 	step(0, 0, true) // A's first read
@@ -162,25 +166,38 @@ func TestUntracedVMHasWhatTheSwitchesLeave(t *testing.T) {
 	if ga, gb := step(400_000, 0, true); !near(int64(ga), 400_000) || !near(int64(gb), 500_000) {
 		t.Errorf("B running: A %.0f, B %.0f; want 400000 and 500000", ga, gb)
 	}
-	// The probe's f is an operator's: the tracers' measure does not stand for it.
-	learn := func() {
-		for range 2 + overheadMinNs/1_000_000 {
-			step(450_000, 430_000, false) // both traced: 120 µs of each ms left
+	// The probe's f is an operator's: the tracers' measure does not stand
+	// for it. The tracers measure in usual sweeps' intervals only.
+	learn := func(da, db uint64) {
+		for range 2 + overheadMinNs/10_000 {
+			stepBy(10_000, da, db, false)
 		}
 	}
-	learn()
+	learn(4_500, 4_300) // both traced: 1.2 µs of each 10 µs left
+
 	if f := tl.b.overheadFraction(); f != 0.1 {
 		t.Errorf("f set by an operator: the fraction is %g, want 0.1", f)
 	}
 	// Measured: after enough fully traced intervals, their 12% stands.
 	tl.b.switchAuto = true
-	learn()
+	learn(4_500, 4_300)
 	if f := tl.b.overheadFraction(); f < 0.119 || f > 0.121 {
 		t.Fatalf("measured overhead %g, want 0.12 (what the counts left)", f)
 	}
+	// A count that leaves nothing (forged, or a VM's own gaps), or too
+	// much, moves the measure no further than the probe's f or twice it.
+	learn(5_000, 5_000)
+	if f := tl.b.overheadFraction(); f != 0.1 {
+		t.Errorf("counts that leave nothing: measured overhead %g, want the probe's 0.1 at least", f)
+	}
+	learn(1_000, 1_000)
+	if f := tl.b.overheadFraction(); f != 0.2 {
+		t.Errorf("counts that leave 80%%: measured overhead %g, want twice the probe's, 0.2, at most", f)
+	}
+	f := tl.b.overheadFraction() // what B's share is taken less of
 	step(450_000, 430_000, true) // B's tracer ends: this read is its last
-	if ga, gb := step(400_000, 0, true); !near(int64(ga), 400_000) || !near(int64(gb), 480_000) {
-		t.Errorf("B running, overhead measured 12%%: A %.0f, B %.0f; want 400000 and 480000", ga, gb)
+	if ga, gb := step(400_000, 0, true); !near(int64(ga), 400_000) || !near(int64(gb), int64(600_000-f*1_000_000)) {
+		t.Errorf("B running, overhead measured %.3f: A %.0f, B %.0f; want 400000 and %.0f", f, ga, gb, 600_000-f*1_000_000)
 	}
 }
 
@@ -352,6 +369,61 @@ func countLumpAtTheStretchEnd(t *testing.T, live bool) {
 	}
 	if !near(int64(ga), 4_000+2_000) {
 		t.Errorf("the last interval of A's command, its tracer running: billed %.0f, want 6000 (its count, and the 2000 carried)", ga)
+	}
+}
+
+// TestForgedCountBilledWithinBounds: a VM whose kernels write a huge count
+// into its tracer's words is billed a bounded amount more (its own bill),
+// the switches' time owed goes back by no more than the intervals' time,
+// and the other VM's bills stay its count.
+func TestForgedCountBilledWithinBounds(t *testing.T) {
+	tl := newTimeline([]int{1, 1}, 1)
+	var now int64 = 1_000_000
+	tl.b.clock = func() int64 { return now }
+	tl.b.lastSweep = now
+	tl.b.setSwitchOverhead(0.1)
+	tl.mark(0, 0, 1, 0)
+	tl.mark(1, 0, 1, 0)
+	a, b := tl.vms[0].chans[0].find(1), tl.vms[1].chans[0].find(1)
+	var ranB uint64
+	step := func(ranA, db uint64) (float64, float64) {
+		a0, b0 := a.gpu, b.gpu
+		now += 10_000
+		ranB += db
+		tl.tracerRan(0, 1, ranA)
+		tl.tracerRan(1, 1, ranB)
+		tl.b.sweep(nil)
+		return a.gpu - a0, b.gpu - b0
+	}
+	step(0, 0) // tracing on
+	step(0, 0) // the first reads
+	for i := range 20 {
+		ga, gb := step(1<<62, 4_000)
+		if ga > 2*countOverHalfNs || !near(int64(gb), 4_000) {
+			t.Fatalf("interval %d, A's count forged to 2^62: A billed %.0f (want at most %d), B %.0f (want its count, 4000)",
+				i, ga, 2*countOverHalfNs, gb)
+		}
+	}
+	// A's command ends: its busy stretch with it, where a carry is billed
+	// in full.
+	tl.mark(0, 0, 1, 1)
+	a0 := a.gpu
+	now += 10_000
+	tl.tracerRan(0, 1, 1<<62)
+	var got int64 = -1
+	for _, d := range tl.b.sweep(nil) {
+		if d.vm == tl.vms[0] {
+			got = d.c.GPUNs
+		}
+	}
+	if ga := float64(got) - a0; got < 0 || ga > 2*countOverHalfNs {
+		t.Errorf("A's command ended after its count was forged: billed %.0f at its end (delivered %v), want at most %d", ga, got >= 0, 2*countOverHalfNs)
+	}
+	if tl.b.switchOwed < -21*10_000 {
+		t.Errorf("the switches' time owed went to %.0f ns", tl.b.switchOwed)
+	}
+	if f := tl.b.overheadFraction(); f != 0.1 {
+		t.Errorf("the overhead fraction moved to %g", f)
 	}
 }
 
