@@ -369,9 +369,6 @@ func (b *Backend) credit(dt int64) (overlapped bool) {
 	half := float64(dt) / 2
 	overlapped = vms[0] >= 2 || vms[1] >= 2
 	traced := b.traceOn && b.tracedInterval(gen, dt)
-	if !traced {
-		b.untracedLeft = 0 // carried from one traced interval to the next only
-	}
 	f := b.overheadFraction()
 	if traced {
 		b.splitUntraced(half, f)

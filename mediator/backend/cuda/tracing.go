@@ -244,11 +244,10 @@ func (w *worker) trace() error {
 // tracerCount is a VM's tracer state as the completer reads it at a sweep.
 type tracerCount struct {
 	gen   uint64  // the credit that read it (Backend.creditGen)
-	at    int64   // the sweep it read it at (the credit's interval's end)
 	ran   uint64  // the count then
 	live  bool    // a tracer ran then
 	was   bool    // a tracer ran at the read before
-	fresh bool    // its count covers the interval: read at its start too, a tracer running at both reads (or either, in a long one)
+	fresh bool    // its count covers the interval: read at the last credit too, a tracer running at both reads (or either, in a long one)
 	delta float64 // the count's growth since the read before (fresh)
 	quiet int64   // how long its VM ran with its tracer live and the count not growing (quietRan)
 	// held is the time its context held the GPU, counted and not yet
@@ -258,9 +257,8 @@ type tracerCount struct {
 	held, part, carry float64
 }
 
-// readTracer reads v's tracer for credit gen, whose interval is the dt
-// after start (once a credit).
-func (v *cudaVM) readTracer(gen uint64, start, dt int64) {
+// readTracer reads v's tracer for credit gen, of dt (once a credit).
+func (v *cudaVM) readTracer(gen uint64, dt int64) {
 	t := &v.tc
 	if t.gen == gen {
 		return
@@ -275,13 +273,13 @@ func (v *cudaVM) readTracer(gen uint64, start, dt int64) {
 	// one that ended in it up to its end): in a short one the count's
 	// edges (a tracer starts after its VM's command, its last step lands
 	// late) are off by as much as the half of the interval is.
-	t.fresh = t.at != 0 && t.at == start && ran >= t.ran &&
+	t.fresh = t.gen != 0 && t.gen == gen-1 && ran >= t.ran &&
 		(t.live && on || dt > countOverHalfNs && (t.live || on))
 	t.delta = 0
 	if t.fresh {
 		t.delta = float64(ran - t.ran)
 	}
-	t.gen, t.at, t.ran, t.was, t.live = gen, start+dt, ran, t.live, on
+	t.gen, t.ran, t.was, t.live = gen, ran, t.live, on
 	switch {
 	case t.delta > 0:
 		t.quiet = 0
@@ -391,7 +389,7 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 			continue
 		}
 		v := ch.vm
-		v.readTracer(gen, b.lastSweep, dt)
+		v.readTracer(gen, dt)
 		t := &v.tc
 		if v.creditGen == gen || v.busy || v.wasBusy || t.live || t.was {
 			present++
@@ -552,7 +550,7 @@ const (
 // ns and the bills left left ns of it.
 func (b *Backend) learnOverhead(busy, left float64) {
 	b.ovBusy += busy
-	b.ovLeft += min(max(left, 0), busy)
+	b.ovLeft += left
 	if b.ovBusy > overheadWindowNs {
 		b.ovBusy, b.ovLeft = b.ovBusy/2, b.ovLeft/2
 	}
