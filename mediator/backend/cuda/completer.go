@@ -323,9 +323,8 @@ func (b *Backend) rest(now int64) { b.running, b.lastSweep = b.running[:0], now 
 // beside another VM, each VM's part is what its tracer says
 // (tracedInterval, at most the interval), those whose tracers do not run
 // share what is left less the switches (splitUntraced), and the overhead is
-// what they leave:
-// within one interval the parts can come to more than it, a count landing
-// late, and the overhead is kept signed.
+// what they leave: within one interval the parts can come to more than it,
+// a count landing late, and the overhead is kept signed.
 func (b *Backend) credit(dt int64) (overlapped bool) {
 	if dt <= 0 || len(b.running)+len(b.now1) == 0 {
 		return false
@@ -397,10 +396,7 @@ func (b *Backend) credit(dt int64) (overlapped bool) {
 		}
 		var carry float64
 		if b.traceOn { // tracedInterval ran: what v counted before, where its count does not bill it (tracing.go)
-			carry = v.tc.carry
-			if v.creditChans[1-end] != 0 {
-				carry /= 2
-			}
+			carry = v.atEnd(v.tc.carry, end)
 		}
 		if !traced {
 			return evenPart(v, end) + carry
@@ -410,18 +406,13 @@ func (b *Backend) credit(dt int64) (overlapped bool) {
 			// the others whose tracers did not run.
 			return b.untracedPart[end] + carry
 		}
-		// Its part of the interval (tracedInterval), split between the
-		// ends it ran at.
-		if v.creditChans[1-end] != 0 {
-			return v.tc.part / 2
-		}
-		return v.tc.part
+		return v.atEnd(v.tc.part, end) // its part of the interval (tracedInterval)
 	}
 	chanCredit := func(ch *channel) float64 {
 		var c float64
 		for end := range 2 {
 			if ch.creditEnds[end] {
-				c += vmPart(ch.vm, end) / float64(ch.vm.creditChans[end])
+				c += ch.vm.creditPart[end] / float64(ch.vm.creditChans[end])
 			}
 		}
 		return c
@@ -446,7 +437,8 @@ func (b *Backend) credit(dt int64) (overlapped bool) {
 		case overlapped || traced:
 			kind = billEven
 		}
-		p := vmPart(v, 0) + vmPart(v, 1)
+		v.creditPart = [2]float64{vmPart(v, 0), vmPart(v, 1)}
+		p := v.creditPart[0] + v.creditPart[1]
 		v.billKinds[kind] += p
 		billed += p
 		v.quietRan(dt)

@@ -370,13 +370,12 @@ func (b *Backend) traceTurn(now int64, beside bool, chans []*channel) {
 // commands, or idle) the time goes by and takes what it held with it.
 //
 // It reports whether a VM that ran at an end of the interval had its
-// count cover it (tc.fresh: a tracer ran at this read or the one before)
+// count cover it (tc.fresh: readTracer)
 // and another VM was there to share the GPU with (it ran, had work on the
 // GPU, or its tracer ran, at either end) or the interval is long: it is
-// then billed by the tracers,
-// and the VMs whose tracers did not run share what those that did left
-// (splitUntraced); otherwise it is billed otherwise (a VM alone: the
-// trapezoid), and the parts go unused.
+// then billed by the tracers, and the VMs whose tracers did not run share
+// what those that did left (splitUntraced); otherwise it is billed
+// otherwise (a VM alone: the trapezoid), and the parts go unused.
 func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 	half := float64(dt) / 2
 	// Every VM's, not only those that ran: a VM between two of its
@@ -496,13 +495,10 @@ func (b *Backend) splitUntraced(half, f float64) {
 				continue
 			}
 			ran[end]++
-			switch {
-			case !v.tc.fresh:
+			if v.tc.fresh {
+				held[end] += v.atEnd(v.tc.part, end)
+			} else {
 				untraced[end]++
-			case v.creditChans[1-end] != 0:
-				held[end] += v.tc.part / 2
-			default:
-				held[end] += v.tc.part
 			}
 		}
 	}
@@ -532,6 +528,16 @@ func (b *Backend) splitUntraced(half, f float64) {
 		b.untracedPart[end] = b.untracedLeft / float64(untraced[end])
 		b.untracedLeft = 0
 	}
+}
+
+// atEnd is v's share at one end of credit's interval of an amount of the
+// whole interval's: all of it where v ran at that end only, half where it
+// ran at both.
+func (v *cudaVM) atEnd(x float64, end int) float64 {
+	if v.creditChans[1-end] != 0 {
+		return x / 2
+	}
+	return x
 }
 
 // The switch overhead as the tracers measure it: in the intervals where
@@ -598,8 +604,8 @@ const (
 
 // BillKinds is how much of VM id's bill was made each way (billAlone,
 // billTraced, billEven), ns, its tracer's count and the switches out it
-// saw; read it once the
-// VM's commands have completed (the completer writes them).
+// saw; read it once the VM's commands have completed (the completer
+// writes them).
 func (b *Backend) BillKinds(id uint32) (kinds [3]float64, count, outs uint64) {
 	// The sweeps' lock first: a VM that finish takes out after this
 	// looks it up is not unmapped before it is let go.

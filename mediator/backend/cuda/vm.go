@@ -65,6 +65,7 @@ type cudaVM struct {
 	// end of the interval it splits (the completer's alone).
 	creditGen   uint64
 	creditChans [2]int
+	creditPart  [2]float64 // its bill of each end (credit)
 	// Its tracer (tracing.go), the completer's: the count as last read,
 	// and whether its block says tracing is on.
 	tc      tracerCount
