@@ -72,6 +72,9 @@ func (b *Backend) completer() {
 				return
 			}
 			b.parked.Store(false)
+			if b.hops != nil {
+				b.hops.parks.Add(1)
+			}
 			// Woken by the Submit that added work, which starts on the
 			// GPU a launch latency later at the earliest: the idle time
 			// parked is nobody's.

@@ -196,13 +196,13 @@
 // another's running work, turns it on, 100 ms without one turns it off),
 // each VM's worker runs a tracer in its context, one thread on a stream of
 // its own that counts, on %globaltimer, the time its context holds the GPU
-// (tracing.go). A VM is then billed at most the interval, and no more than
-// its tracer counted and it was not yet billed: a VM waiting its
-// turn, its kernel preempted, is billed nothing, and what nobody is billed
-// of the time something ran is the switches', measured. On an H100, 100 µs
-// kernels beside 1 ms ones: both bills within 0.3% (evenly split, the long
-// VM was billed 2-3% over); 37 µs and 20 µs kernels beside longer ones
-// within 1.5%.
+// while one of the VM's commands runs (tracing.go). A VM is then billed its
+// count, at most the interval at a time, the rest at its next intervals: a
+// VM waiting its turn, its kernel preempted, is billed nothing, and what
+// nobody is billed of the time something ran is the switches', measured.
+// On an H100, 100 µs kernels beside 1 ms ones: both bills within 1% (evenly
+// split, the long VM was billed 2-3% over); 37 µs kernels beside longer
+// ones within 1.5%, 20 µs ones −1.5 … +3.6%.
 //
 // # The hop diagnostic
 //
@@ -212,8 +212,9 @@
 // processes share), the THROTTLE kernel's first and last %globaltimer
 // reads (moved onto the host's clock by a ping-pong kernel the worker runs
 // at its start: clocksync.go), the completer's sight of the end, the
-// callback, and the channel's next Submit. Close writes each hop's
-// quantiles as JSON to FILE; the native baseline writes its loop's to
+// callback, and the channel's next Submit; a THROTTLE's bill less its
+// kernel's own time (bill_less_kernel, with its mean) and the completer's
+// parks besides. Close writes each hop's quantiles as JSON to FILE; the native baseline writes its loop's to
 // FILE.native.json (and with SLUICE_NATIVE_STREAM_MARKERS=1 puts the
 // markers on the stream as two cuStreamWriteValue64 around each kernel,
 // as a worker does for LAUNCH). Unset, the hot path pays a nil check a

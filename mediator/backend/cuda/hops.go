@@ -3,9 +3,11 @@ package cuda
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -61,6 +63,8 @@ type HopStat struct {
 	P50  int64  `json:"p50_ns"`
 	P90  int64  `json:"p90_ns"`
 	P99  int64  `json:"p99_ns"`
+	// Mean: what a signed hop (a bill's error) adds up to per sample.
+	Mean int64 `json:"mean_ns"`
 }
 
 // GPUClock is how a process related the GPU's %globaltimer to the host's
@@ -98,6 +102,11 @@ func (h *hopSet) report() []HopStat {
 		if len(s) > 0 {
 			q := func(f float64) int64 { return s[min(len(s)-1, int(f*float64(len(s))))] }
 			st.P10, st.P50, st.P90, st.P99 = q(0.10), q(0.50), q(0.90), q(0.99)
+			var sum float64
+			for _, x := range s {
+				sum += float64(x)
+			}
+			st.Mean = int64(math.Round(sum / float64(len(s))))
 		}
 		out = append(out, st)
 	}
@@ -164,6 +173,8 @@ const (
 	hopSubmitSubmit
 	hopSubmitSeen
 	hopSweep
+	hopStartSeen
+	hopBillLessKernel
 )
 
 var mediatorHops = [][2]string{
@@ -179,6 +190,8 @@ var mediatorHops = [][2]string{
 	hopSubmitSubmit:           {"submit_to_submit", "a channel's cuda Submit to its next: the period of a depth-1 loop"},
 	hopSubmitSeen:             {"submit_to_end_seen", "cuda Submit to the completer seeing the command's end marker"},
 	hopSweep:                  {"completer_sweep", "the completer's time between two sweeps while work is out (every 64th)"},
+	hopStartSeen:              {"kernel_start_to_start_seen", "the kernel's first %globaltimer read to the completer seeing its start marker, for kernels seen running (needs gpu_clock)"},
+	hopBillLessKernel:         {"bill_less_kernel", "the THROTTLE's credited GPU time less its kernel's own (signed: mean_ns is the bill's error per kernel)"},
 }
 
 // backendHops is the mediator's side of the hop diagnostic.
@@ -190,6 +203,7 @@ type backendHops struct {
 	// The VMs' GPU clocks as their workers related them (the last worker's).
 	clocks map[uint32]GPUClock
 	sweeps int
+	parks  atomic.Int64 // the completer's parks (it slept until a Submit woke it)
 }
 
 // newBackendHops is the diagnostic writing to path, for a backend whose
@@ -234,6 +248,7 @@ func (h *backendHops) completed(ch *channel, it *item, gpu bool) {
 		soff := ch.base + blk.l.slotOff(it.seq)
 		first, last = int64(blk.load(soff+8)), int64(blk.load(soff+16))
 		h.set.add(hopKernel, last-first)
+		h.set.add(hopBillLessKernel, int64(math.Round(it.gpu))-(last-first))
 	}
 	toff := blk.l.traceSlot(ch.idx, it.seq)
 	if blk.l.traceOff == 0 || blk.load(toff+traceStamp) != it.seq {
@@ -258,6 +273,9 @@ func (h *backendHops) completed(ch *channel, it *item, gpu bool) {
 	if ok && c.OK {
 		h.set.add(hopLaunchedStart, first-c.OffsetNs-launched)
 		h.set.add(hopEndSeen, seen-(last-c.OffsetNs))
+		if it.startAt != 0 {
+			h.set.add(hopStartSeen, h.mono+it.startAt-(first-c.OffsetNs))
+		}
 	}
 }
 
@@ -289,7 +307,7 @@ func (h *backendHops) write(inlined int64) error {
 			"kernel + end_seen_to_callback + callback_to_next_submit.",
 		Hops: h.set.report(),
 	}
-	r.Counters = map[string]int64{"inlined": inlined, "delivered": int64(r.Hops[hopCallback].N)}
+	r.Counters = map[string]int64{"inlined": inlined, "delivered": int64(r.Hops[hopCallback].N), "completer_parks": h.parks.Load()}
 	h.mu.Lock()
 	for _, c := range h.clocks {
 		r.GPUClock = &c // one VM in a diagnostic run; the last if several

@@ -158,7 +158,8 @@ func TestHopReport(t *testing.T) {
 	want := map[string]int{
 		"submit_to_worker_read": n, "kernel": n, "end_seen_to_callback": n, "callback": n,
 		"callback_to_next_submit": n - 1, "submit_to_submit": n - 1, "submit_to_end_seen": n,
-		"launched_to_kernel_start": 0, "kernel_end_to_end_seen": 0,
+		"launched_to_kernel_start": 0, "kernel_end_to_end_seen": 0, "kernel_start_to_start_seen": 0,
+		"bill_less_kernel": n,
 	}
 	for name, count := range want {
 		h, ok := hops[name]
@@ -173,8 +174,14 @@ func TestHopReport(t *testing.T) {
 			t.Errorf("hop %s: %+v, want %d samples at most", name, h, n)
 		}
 	}
-	if k := hops["kernel"]; k.P10 != 1500 || k.P99 != 1500 {
+	if k := hops["kernel"]; k.P10 != 1500 || k.P99 != 1500 || k.Mean != 1500 {
 		t.Errorf("kernel hop %+v, want 1500 ns throughout", k)
+	}
+	// The fake's kernels end inside the launch call, mostly between two
+	// sweeps, billed nothing: the hop is the bill less the kernel, never
+	// below the kernel's negative.
+	if h := hops["bill_less_kernel"]; h.P10 != -1500 || h.Mean < -1500 || h.Mean > h.P99 {
+		t.Errorf("bill_less_kernel hop %+v, want -1500 ns at p10 and a mean at or above it", h)
 	}
 	for _, name := range []string{"submit_to_worker_read", "callback", "submit_to_submit"} {
 		if h := hops[name]; h.P10 < 0 || h.P50 > h.P90 {

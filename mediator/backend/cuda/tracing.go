@@ -32,12 +32,16 @@ import (
 // time slicing, so one tracer at a time runs on the whole GPU.
 //
 // The completer reads every VM's count at every sweep while tracing is
-// on. Its count says when a VM's context held the GPU, launch gaps
-// included; its markers, at the sweeps, when its commands ran: a VM is
-// billed at most the interval (the half of it where it ran at one end
-// only, in a usual sweep's interval), and no more than its count holds of
-// what it has not yet been billed (tracedInterval). A VM waiting its turn, its kernel
-// preempted, is billed nothing; what nobody is billed of the time
+// on. A round of the tracer's reads counts only where one of its VM's
+// commands had started and not ended: the count is the time its context
+// held the GPU while its commands ran, without the launch gaps between
+// them (14-18% of a 20 µs-kernel VM's count on an H100 when they were
+// in). A VM that ran at an end of an interval is billed its count, an
+// interval's worth at a time; what it carries past that (the count lands
+// a round late, in lumps, or grew while the VM's commands ran between two
+// sweeps, at neither) is billed at its next intervals, and in full where
+// its busy stretch ends (tracedInterval). A VM waiting its turn, its
+// kernel preempted, is billed nothing; what nobody is billed of the time
 // something ran is the switches' (SwitchOverhead), measured and not
 // estimated. A VM that ran whose tracer was not running at this sweep and
 // the one before shares what the traced VMs left, less the switches' time
@@ -83,13 +87,26 @@ const traceLinger = 100_000_000
 //
 //	live = idx; fence
 //	ran = *count
-//	loop: for each channel:
+//	loop: round = 0
+//	      for each channel:
+//	          start, end = one load; issued
 //	          queued |= issued > end
+//	          running |= start > end
 //	          step = timer - last
 //	          if step <= gap { usual += (step - usual) / 16 } else { step = usual / 2; outs++ }
-//	          ran += step; *count = ran
+//	          round += step
+//	      if running { ran += round; *count = ran }
 //	      while queued
 //	done = idx
+//
+// A round counts only where a command of its VM's had started and not
+// ended at one of its channels' reads: the time its context holds the GPU
+// between its commands (the markers, the launch gaps of a VM of short
+// kernels, 14-18% of a 20 µs-kernel VM's count on an H100) is not its
+// kernels' time. A channel's start and end markers are read in one load
+// (they are adjacent): read one after the other, a command's start would
+// be seen at the later read and its end at the earlier, and every command
+// would count the reads' distance more.
 //
 // A step is one channel's marker reads, over PCIe, a microsecond or two
 // however many channels the VM has (a step of all of them went past the
@@ -138,12 +155,15 @@ const tracerPTX = `
 	mov.u64 %rd15, 0;
 TRACE_LOOP:
 	setp.ne.u64 %p2, %rd3, %rd3;
+	setp.ne.u64 %p1, %rd3, %rd3;
+	mov.u64 %rd18, 0;
 	mov.u64 %rd8, %rd1;
 	mov.u64 %rd9, 0;
 TRACE_SCAN:
-	ld.volatile.global.u64 %rd11, [%rd8+8];
+	ld.volatile.global.v2.u64 {%rd19, %rd11}, [%rd8];
 	ld.volatile.global.u64 %rd12, [%rd8+16];
 	setp.gt.or.u64 %p2, %rd12, %rd11, %p2;
+	setp.gt.or.u64 %p1, %rd19, %rd11, %p1;
 	mov.u64 %rd13, %globaltimer;
 	sub.u64 %rd14, %rd13, %rd7;
 	mov.u64 %rd7, %rd13;
@@ -160,12 +180,15 @@ TRACE_OUT:
 	st.volatile.global.u64 [%rd1+48], %rd17;
 	shr.u64 %rd14, %rd15, 1;
 TRACE_COUNT:
-	add.u64 %rd6, %rd6, %rd14;
-	st.volatile.global.u64 [%rd1+24], %rd6;
+	add.u64 %rd18, %rd18, %rd14;
 	add.u64 %rd8, %rd8, %rd2;
 	add.u64 %rd9, %rd9, 1;
 	setp.lt.u64 %p3, %rd9, %rd3;
 	@%p3 bra TRACE_SCAN;
+	@!%p1 bra TRACE_NEXT;
+	add.u64 %rd6, %rd6, %rd18;
+	st.volatile.global.u64 [%rd1+24], %rd6;
+TRACE_NEXT:
 	@%p2 bra TRACE_LOOP;
 	st.volatile.global.u64 [%rd1+40], %rd5;
 	ret;
@@ -249,12 +272,21 @@ type tracerCount struct {
 	was   bool    // a tracer ran at the read before
 	fresh bool    // its count covers the interval: read at the last credit too, a tracer running at both reads (or either, in a long one)
 	delta float64 // the count's growth since the read before (fresh)
-	quiet int64   // how long its VM ran with its tracer live and the count not growing (quietRan)
+	// grew is the count's growth since the read before where a tracer ran
+	// in between (at either read, or one that started and ended between
+	// them), fresh or not: the time its VM's commands ran, which a VM that
+	// ran at neither end of the interval is billed later (tracedInterval).
+	grew  float64
+	n     uint64 // the last tracer started then (offSentLive)
+	quiet int64  // how long its VM ran with its tracer live and the count not growing (quietRan)
 	// held is the time its context held the GPU, counted and not yet
 	// billed or let go (tracedInterval); part is its VM's bill of the
 	// interval by its count, the two ends together, and carry what it
 	// counted before, billed besides where it is not billed by its count.
 	held, part, carry float64
+	// heldSince is the start of the interval in which held last grew from
+	// nothing (completer time): held is at most the time since.
+	heldSince int64
 }
 
 // readTracer reads v's tracer for credit gen, of dt (once a credit).
@@ -275,11 +307,14 @@ func (v *cudaVM) readTracer(gen uint64, dt int64) {
 	// late) are off by as much as the half of the interval is.
 	t.fresh = t.gen != 0 && t.gen == gen-1 && ran >= t.ran &&
 		(t.live && on || dt > countOverHalfNs && (t.live || on))
-	t.delta = 0
-	if t.fresh {
-		t.delta = float64(ran - t.ran)
+	t.delta, t.grew = 0, 0
+	if t.gen != 0 && t.gen == gen-1 && ran >= t.ran && (t.live || on || live != t.n) {
+		t.grew = float64(ran - t.ran)
 	}
-	t.gen, t.ran, t.was, t.live = gen, ran, t.live, on
+	if t.fresh {
+		t.delta = t.grew
+	}
+	t.gen, t.ran, t.was, t.live, t.n = gen, ran, t.live, on, live
 	switch {
 	case t.delta > 0:
 		t.quiet = 0
@@ -358,16 +393,15 @@ func (b *Backend) traceTurn(now int64, beside bool, chans []*channel) {
 
 // tracedInterval reads every VM's tracer for credit gen, of dt, and makes
 // each VM's bill of the interval from its count: what the count grew by
-// goes into what the VM's context held the GPU for and was not yet billed
-// (held); a VM that ran at an end of the interval is billed of that the
-// interval at most, or the half of it where it ran at one end only and
-// the interval is short (countOverHalfNs), as a VM alone would be
-// (part); and the interval's time, dt, lets go of the rest. So a VM is
-// billed the time its context held the GPU while its markers said it ran:
-// its count lands in steps (a round of its tracer's marker reads, a
-// microsecond or two), later than the time it counts, and what is held
-// carries it to the next sweeps; while it runs at no sweep (between its
-// commands, or idle) the time goes by and takes what it held with it.
+// goes into what the VM's context held the GPU for while its commands ran
+// and was not yet billed (held); a VM that ran at an end of the interval
+// is billed of that the interval at most (part), and all of it where its
+// busy stretch ended in the interval; the rest waits for its next
+// interval. So a VM is billed its count: it lands in steps (a round of
+// its tracer's marker reads, a microsecond or two), later than the time
+// it counts, and a command that ran between two sweeps (one that a late
+// sweep left unseen) is counted though no sweep saw it; what is held
+// carries it to the next sweeps at which the VM runs.
 //
 // It reports whether a VM that ran at an end of the interval had its
 // count cover it (tc.fresh: readTracer)
@@ -377,7 +411,6 @@ func (b *Backend) traceTurn(now int64, beside bool, chans []*channel) {
 // what those that did left (splitUntraced); otherwise it is billed
 // otherwise (a VM alone: the trapezoid), and the parts go unused.
 func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
-	half := float64(dt) / 2
 	// Every VM's, not only those that ran: a VM between two of its
 	// kernels at a sweep would have no read from the sweep before when it
 	// next ran.
@@ -396,48 +429,58 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 		carry := t.held
 		t.part, t.carry = 0, 0
 		if v.creditGen == gen {
-			most := float64(dt)
-			if (v.creditChans[0] == 0 || v.creditChans[1] == 0) && dt <= countOverHalfNs {
-				most = half
-			}
+			// Its count is its commands' time (the tracer counts only
+			// while one has started and not ended), so it is billed all
+			// of it, an interval's worth at a time: the rest, a count
+			// that landed in a lump (it runs a round behind and catches
+			// up), is carried to the next interval at which it runs, and
+			// billed in full where its busy stretch ends.
 			if v.creditChans[1] == 0 && !v.busy {
-				// Its busy stretch ended in the interval: what it
-				// carries is billed in full (the count catching up on
-				// its last command), the rest of its count (its
-				// tracer's last steps, after its command) let go.
-				t.part = carry + min(t.delta, most)
+				// Its count's growth in the interval is at most the
+				// interval and the round it lands late by, whatever the
+				// VM's kernels wrote.
+				t.part = carry + min(t.delta, float64(dt+countOverHalfNs))
 				t.held = 0
 				b.carried = b.carried || carry > 0
 			} else {
-				// Its carry under the interval's cap: the gaps between
-				// its commands that its context held the GPU in are in
-				// its count (a VM of 20 µs kernels counted 14% more than
-				// its kernels ran), and billed in full the carries billed
-				// it 3.5% over.
-				t.part = min(carry+t.delta, most)
-				t.held = max(0, carry+t.delta-float64(dt))
+				t.part = min(carry+t.delta, float64(dt))
+				t.held = carry + t.delta - t.part
 			}
 			// Where it is not billed by its count (its tracer ended or
 			// did not start, or the interval is billed as a VM alone's),
 			// what it counted before and was not billed is billed
-			// besides: time its context held the GPU while its commands
-			// ran, which landed in a lump (a count runs a step behind
-			// and catches up); let go at the end of each busy stretch it
-			// billed VMs of 100 µs kernels beside a busy one 2% under on
-			// an H100.
+			// besides.
 			t.carry = carry
 			if !t.fresh {
 				t.held = 0
 				b.carried = b.carried || carry > 0
 			}
 		} else {
-			t.held = max(0, carry+t.delta-float64(dt))
+			// Its commands ran between the sweeps, at neither (a late
+			// sweep's long interval held a sleepy VM's whole command),
+			// or it ran none: its count goes to the next interval at
+			// which it runs. Its tracer may have started and ended in
+			// between: the count is its commands' time all the same.
+			t.held = carry + t.grew
 		}
-		// An honest carry is a step or two of a count that runs behind;
-		// a count the VM's kernels forged must not bill it without bound
-		// (its own bill, but the switches' time and the overhead the
-		// tracers measure are everyone's).
-		t.held = min(t.held, float64(max(dt, countOverHalfNs)))
+		// An honest carry is time its context held the GPU since the
+		// carry began (and the round its count lands late by); a count
+		// the VM's kernels forged must not bill it without bound (its own
+		// bill, but the switches' time and the overhead the tracers
+		// measure are everyone's). Bounded by the interval instead, a
+		// carry of commands that ran inside a long interval (the
+		// completer descheduled) shrank at the short ones after, and
+		// VMs of 100 µs kernels beside a busy one were billed 5-14%
+		// under on an H100.
+		switch {
+		case t.held <= 0:
+			t.held, t.heldSince = 0, 0
+		case t.heldSince == 0:
+			t.heldSince = max(b.lastSweep, 1)
+		}
+		if t.held > 0 {
+			t.held = min(t.held, float64(b.lastSweep+dt-t.heldSince+countOverHalfNs))
+		}
 	}
 	// The VM that ran had the GPU to itself where no other VM had work on
 	// it or its tracer running at either end. It is billed as a VM alone
@@ -457,22 +500,22 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 		// Billed otherwise: what the counts hold of this interval is
 		// not carried to the next.
 		for _, v := range b.ranVMs {
-			v.tc.held = 0
+			v.tc.held, v.tc.heldSince = 0, 0
 		}
 	}
 	return traced
 }
 
-// countOverHalfNs is the interval past which a VM that ran at one end of
-// it only (its command started or ended in it) is billed its count, and
-// not the half of the interval that the trapezoid gives it: a count is
-// short of the time by its tracer's start after the kernel's and the
-// step it lands in, a few microseconds, where the half is off by a
-// quarter of the interval on average. The sweeps come every few
-// microseconds; an interval that a late sweep made long (the completer
-// descheduled) is billed by the counts, a VM alone too: the half of
-// 250 µs intervals billed 100 µs kernels 60-110% over on an H100, and the
-// half of such an interval capped at the end of a stretch 20-30% under.
+// countOverHalfNs is the interval past which a VM is billed its count
+// even where no other VM was there to share the GPU with, and its count
+// read where its tracer ran at one of the interval's reads only (it
+// started or ended in it): in a usual sweep's interval (the sweeps come
+// every few microseconds) a count's edges are off by as much as the
+// interval, and a VM alone is billed by the trapezoid; an interval that a
+// late sweep made long (the completer descheduled) is billed by the
+// counts: the half of 250 µs intervals billed 100 µs kernels 60-110% over
+// on an H100. It is also the slack of a count's bounds (the round a count
+// lands late by).
 const countOverHalfNs = 16_000
 
 // splitUntraced sets, for each end of the traced interval of this credit, the
