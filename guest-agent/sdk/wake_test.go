@@ -13,12 +13,14 @@ import (
 )
 
 // A waiter on a host that wakes guests spins WakeSpin, then sleeps until
-// the host signals.
+// the host signals. The command is a thousand spins long: a waiter
+// descheduled for a few milliseconds mid-spin on a loaded test host (it
+// was, with a 3 ms command) still finds it running after.
 func TestWakeSleepsUntilSignalled(t *testing.T) {
 	ctx := testCtx(t)
 	h, d := sdktest.Open(t, sdktest.Config{Wake: true})
 	c := channel(t, d, 1)
-	idx, err := c.Submit(ctx, abi.Command{Op: abi.OpThrottle, DurationNs: 3e6})
+	idx, err := c.Submit(ctx, abi.Command{Op: abi.OpThrottle, DurationNs: 50e6})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +28,7 @@ func TestWakeSleepsUntilSignalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Sleeps() == 0 || h.Wakes() == 0 {
-		t.Fatalf("a 3 ms command: %d sleeps, %d signals; want the waiter asleep until signalled", c.Sleeps(), h.Wakes())
+		t.Fatalf("a 50 ms command: %d sleeps, %d signals; want the waiter asleep until signalled", c.Sleeps(), h.Wakes())
 	}
 }
 

@@ -152,6 +152,7 @@ func TestVMBilledTheUnionOfItsChannels(t *testing.T) {
 func TestStartSeenByAnotherReaderWaitsForTheNextSweep(t *testing.T) {
 	tl := newTimeline([]int{1}, 1)
 	ch := tl.vms[0].chans[0]
+	ch.readMarkers()
 	tl.b.unseen, tl.b.now1 = ch.peek(nil, nil)
 	tl.mark(0, 0, 1, 0)
 	var st backend.Status
@@ -162,6 +163,7 @@ func TestStartSeenByAnotherReaderWaitsForTheNextSweep(t *testing.T) {
 	if _, seq := ch.sweep(nil); seq != 0 {
 		t.Fatalf("the sweep reports seq %d running from markers read before its start", seq)
 	}
+	ch.readMarkers()
 	ch.peek(nil, nil)
 	if _, seq := ch.sweep(nil); seq != 1 {
 		t.Fatalf("the next sweep reports %d running, want 1", seq)

@@ -270,11 +270,20 @@ func (b *Backend) sweep(out []delivery) []delivery {
 	for _, ch := range chans {
 		if ch.idx == 0 {
 			ch.vm.wasBusy, ch.vm.busy = ch.vm.busy, false
+			ch.vm.wasQueued, ch.vm.queued = ch.vm.queued, false
 		}
+	}
+	// Every channel's markers first, at the sweep's instant: peek takes
+	// each channel's lock, which a Submit on it (the deliverer's callback
+	// right after an end) holds for a while, and markers read after such
+	// a wait are a later instant's than the sweep's time.
+	for _, ch := range chans {
+		ch.readMarkers()
 	}
 	busyVMs := 0
 	for _, ch := range chans {
 		b.unseen, b.now1 = ch.peek(b.unseen, b.now1)
+		ch.vm.queued = ch.vm.queued || ch.pending
 		if ch.busy && !ch.vm.busy {
 			ch.vm.busy = true
 			busyVMs++
@@ -324,7 +333,7 @@ func (b *Backend) rest(now int64) { b.running, b.lastSweep = b.running[:0], now 
 // switchcost.go), to the part of it in which something ran, however many
 // VMs ran. While tracing is on and a VM that ran has its tracer running
 // beside another VM, each VM's part is what its tracer says
-// (tracedInterval, at most the interval), those whose tracers do not run
+// (tracedInterval: its count, at most the interval at a time), those whose tracers do not run
 // share what is left less the switches (splitUntraced), and the overhead is
 // what they leave: within one interval the parts can come to more than it,
 // a count landing late, and the overhead is kept signed.
@@ -508,20 +517,27 @@ func (ch *channel) ranAt(refs []runRef, seq uint64) bool {
 	return false
 }
 
-// peek reads ch's markers for this sweep, end and start together right
-// after the sweep took its time (kept for its sweep: what ran and ended is
-// judged on one reading of both, so that starts and ends are seen equally
-// late), adds to unseen the commands that ended since the last sweep and
-// were never seen running there (they ran in the interval the sweep
-// credits), and to running the command that runs now, if any (the one
-// ch.sweep reports).
-func (ch *channel) peek(unseen, running []runRef) ([]runRef, []runRef) {
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
+// readMarkers reads ch's markers for this sweep, end and start together
+// right after the sweep took its time (kept for its sweep: what ran and
+// ended is judged on one reading of both, so that starts and ends are seen
+// equally late), and what the worker issued. The completer's alone: no
+// lock (the words are atomic, and only the completer reads what it keeps).
+func (ch *channel) readMarkers() {
 	// The end first: a command whose end is read has its start read too.
 	ch.peekEnd = ch.vm.blk.load(ch.base + offEnd)
 	ch.peekStart = ch.vm.blk.load(ch.base + offStart)
-	ch.busy = len(ch.q) != 0 && ch.vm.blk.load(ch.base+offIssued) > ch.peekEnd
+	ch.peekIssued = ch.vm.blk.load(ch.base + offIssued)
+}
+
+// peek adds to unseen the commands of ch that ended since the last sweep
+// by the markers readMarkers read, and were never seen running there (they
+// ran in the interval the sweep credits), and to running the command that
+// runs now, if any (the one ch.sweep reports).
+func (ch *channel) peek(unseen, running []runRef) ([]runRef, []runRef) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.pending = len(ch.q) != 0
+	ch.busy = ch.pending && ch.peekIssued > ch.peekEnd
 	for k := range ch.q {
 		it := &ch.q[k]
 		if it.seq == 0 {

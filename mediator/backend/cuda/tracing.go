@@ -67,7 +67,10 @@ import (
 // A VM's kernels run in the tracer's context and could write its words as
 // they could write the markers (doc.go, "Limits"). A VM that lowers its
 // count lowers its own bill only, as one that forges its end markers does,
-// and one that raises it is billed more (what it carries is bounded);
+// and one that raises it is billed more: at most the time its tracer could
+// have counted while the VM had commands queued (the queue is the
+// mediator's), less what its count billed, and a round's slack (room,
+// countSlack);
 // its neighbours' bills are their own tracers' counts, and where theirs do
 // not run, what the counts left less the switches' fraction, which the
 // counts move no further than between the probe's f and 2f
@@ -103,21 +106,21 @@ const traceLinger = 100_000_000
 // ended at one of its channels' reads: the time its context holds the GPU
 // between its commands (the markers, the launch gaps of a VM of short
 // kernels, 14-18% of a 20 µs-kernel VM's count on an H100) is not its
-// kernels' time. A channel's start and end markers are read in one load
-// (they are adjacent): read one after the other, a command's start would
-// be seen at the later read and its end at the earlier, and every command
-// would count the reads' distance more.
+// kernels' time. A channel's start and end markers are read in one 16-byte
+// load (they are adjacent; one PCIe read where measured, though PTX does
+// not promise the two words one instant): read one after the other, a
+// command's start would be seen at the later read and its end at the
+// earlier, and every command would count the reads' distance more.
 //
 // A step is one channel's marker reads, over PCIe, a microsecond or two
 // however many channels the VM has (a step of all of them went past the
 // gap from about 14 channels on, and counted nothing), and its count lands
-// in steps of that. A step
+// a round, every channel's step, at a time. A step
 // longer than the gap is one in which its context was switched out; the
 // switch came anywhere in it, and the context held the GPU for the part
 // before, half a usual step on average (the steps' running average, not
 // the last one, which a slow read can make ten times as long), which is
-// what it counts of it. Whether its VM's commands ran meanwhile is the
-// sweeps' to say (tracedInterval). (A tracer of two warps, a timer stepping
+// what it counts of it. (A tracer of two warps, a timer stepping
 // in tens of nanoseconds and publishing every 256 ns beside a scanner,
 // billed a VM of 20 µs kernels beside two others 2-4% over on an H100,
 // this one 1-2%: its count lands about a sweep late, at a command's start
@@ -284,17 +287,28 @@ type tracerCount struct {
 	// interval by its count, the two ends together, and carry what it
 	// counted before, billed besides where it is not billed by its count.
 	held, part, carry float64
-	// heldSince is the start of the interval in which held last grew from
-	// nothing (completer time): held is at most the time since.
-	heldSince int64
+	// room is the time its tracer could have counted in and its VM was
+	// not billed for: since held last grew from nothing, the time between
+	// reads at which a tracer of its ran and it had commands queued
+	// (active, each read's), less what its count billed; held is at most
+	// room and the slack of a round (countSlack). prevHeld and prevRoom
+	// are what they were before this credit.
+	room, active, prevHeld, prevRoom float64
+	at                               int64 // when it was read (completer time)
 }
 
-// readTracer reads v's tracer for credit gen, of dt (once a credit).
-func (v *cudaVM) readTracer(gen uint64, dt int64) {
+// readTracer reads v's tracer for credit gen, of dt, at now (once a
+// credit).
+func (v *cudaVM) readTracer(gen uint64, dt, now int64) {
 	t := &v.tc
 	if t.gen == gen {
 		return
 	}
+	span := dt // since the read before: credits with nothing run at either end read no tracer
+	if t.at != 0 {
+		span = now - t.at
+	}
+	t.at = now
 	base := v.blk.chanBase(0)
 	ran := v.blk.load(base + offSentRan)
 	live, done := v.blk.load(base+offSentLive), v.blk.load(base+offSentDone)
@@ -307,9 +321,12 @@ func (v *cudaVM) readTracer(gen uint64, dt int64) {
 	// late) are off by as much as the half of the interval is.
 	t.fresh = t.gen != 0 && t.gen == gen-1 && ran >= t.ran &&
 		(t.live && on || dt > countOverHalfNs && (t.live || on))
-	t.delta, t.grew = 0, 0
+	t.delta, t.grew, t.active = 0, 0, 0
 	if t.gen != 0 && t.gen == gen-1 && ran >= t.ran && (t.live || on || live != t.n) {
 		t.grew = float64(ran - t.ran)
+		if v.queued || v.wasQueued { // the queue is the mediator's: the VM cannot forge it
+			t.active = float64(span)
+		}
 	}
 	if t.fresh {
 		t.delta = t.grew
@@ -421,13 +438,16 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 			continue
 		}
 		v := ch.vm
-		v.readTracer(gen, dt)
+		v.readTracer(gen, dt, b.lastSweep+dt)
 		t := &v.tc
-		if v.creditGen == gen || v.busy || v.wasBusy || t.live || t.was {
+		if v.creditGen == gen || v.busy || v.wasBusy || t.live || t.was || t.grew > 0 {
 			present++
 		}
 		carry := t.held
+		t.prevHeld, t.prevRoom = carry, t.room
 		t.part, t.carry = 0, 0
+		slack := v.countSlack()
+		counted := carry + t.delta
 		if v.creditGen == gen {
 			// Its count is its commands' time (the tracer counts only
 			// while one has started and not ended), so it is billed all
@@ -439,7 +459,7 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 				// Its count's growth in the interval is at most the
 				// interval and the round it lands late by, whatever the
 				// VM's kernels wrote.
-				t.part = carry + min(t.delta, float64(dt+countOverHalfNs))
+				t.part = carry + min(t.delta, float64(dt)+slack)
 				t.held = 0
 				b.carried = b.carried || carry > 0
 			} else {
@@ -462,24 +482,19 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 			// which it runs. Its tracer may have started and ended in
 			// between: the count is its commands' time all the same.
 			t.held = carry + t.grew
+			counted = t.held
 		}
-		// An honest carry is time its context held the GPU since the
-		// carry began (and the round its count lands late by); a count
-		// the VM's kernels forged must not bill it without bound (its own
-		// bill, but the switches' time and the overhead the tracers
-		// measure are everyone's). Bounded by the interval instead, a
-		// carry of commands that ran inside a long interval (the
-		// completer descheduled) shrank at the short ones after, and
-		// VMs of 100 µs kernels beside a busy one were billed 5-14%
-		// under on an H100.
-		switch {
-		case t.held <= 0:
-			t.held, t.heldSince = 0, 0
-		case t.heldSince == 0:
-			t.heldSince = max(b.lastSweep, 1)
-		}
-		if t.held > 0 {
-			t.held = min(t.held, float64(b.lastSweep+dt-t.heldSince+countOverHalfNs))
+		// An honest carry is time its tracer counted in and its VM was
+		// not billed for (room), and the round its count lands late by; a
+		// count the VM's kernels forged must not bill it without bound
+		// (its own bill, but the switches' time is everyone's). Bounded
+		// by the interval instead, a carry of commands that ran inside a
+		// long interval (the completer descheduled) shrank at the short
+		// ones after, and VMs of 100 µs kernels beside a busy one were
+		// billed 5-14% under on an H100.
+		t.room = max(0, t.room+t.active-(counted-t.held))
+		if t.held = min(t.held, t.room+slack); t.held <= 0 {
+			t.held, t.room = 0, 0
 		}
 	}
 	// The VM that ran had the GPU to itself where no other VM had work on
@@ -497,13 +512,28 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 		}
 	}
 	if !traced {
-		// Billed otherwise: what the counts hold of this interval is
-		// not carried to the next.
-		for _, v := range b.ranVMs {
-			v.tc.held, v.tc.heldSince = 0, 0
+		// Billed otherwise (the VMs that ran had the interval by the
+		// trapezoid or evenly): what the counts hold of it is not carried
+		// to the next, theirs nor that of a VM whose commands ran
+		// between the sweeps.
+		for _, ch := range *b.chans.Load() {
+			if t := &ch.vm.tc; ch.idx == 0 {
+				if ch.vm.creditGen == gen {
+					t.held, t.room = 0, 0
+				} else {
+					t.held, t.room = min(t.held, t.prevHeld), t.prevRoom
+				}
+			}
 		}
 	}
 	return traced
+}
+
+// countSlack is how far v's count may run ahead of the time its tracer
+// could have counted: a count lands a round of its channels' reads late,
+// each read's step at most the gap.
+func (v *cudaVM) countSlack() float64 {
+	return countOverHalfNs + float64(len(v.chans))*float64(v.b.gap)
 }
 
 // countOverHalfNs is the interval past which a VM is billed its count
@@ -514,8 +544,8 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 // interval, and a VM alone is billed by the trapezoid; an interval that a
 // late sweep made long (the completer descheduled) is billed by the
 // counts: the half of 250 µs intervals billed 100 µs kernels 60-110% over
-// on an H100. It is also the slack of a count's bounds (the round a count
-// lands late by).
+// on an H100. With a round's steps, it is the slack of a count's bounds
+// (countSlack).
 const countOverHalfNs = 16_000
 
 // splitUntraced sets, for each end of the traced interval of this credit, the

@@ -78,13 +78,21 @@ func TestTracedOverlapBilledByTheCounts(t *testing.T) {
 	if ga, gb, sw := step(750_000, 150_000); !near(int64(ga), 750_000) || !near(int64(gb), 150_000) || !near(sw, 100_000) {
 		t.Errorf("traced interval: A %v, B %v, overhead %d; want their counts 750000, 150000 and the rest, 100000", ga, gb, sw)
 	}
-	// A's count of two intervals lands at once: an interval's worth now,
-	// the rest at the next sweep.
-	if ga, gb, _ := step(2_000_000, 0); !near(int64(ga), 1_000_000) || gb != 0 {
-		t.Errorf("a count of two intervals at once: A %v, B %v; want 1000000 (the interval), 0", ga, gb)
+	// A's count lands a round late, 10 µs past the interval: an
+	// interval's worth now, the rest at the next sweep.
+	if ga, gb, _ := step(1_010_000, 0); !near(int64(ga), 1_000_000) || gb != 0 {
+		t.Errorf("a count 10 µs past its interval: A %v, B %v; want 1000000 (the interval), 0", ga, gb)
 	}
-	if ga, _, _ := step(0, 0); !near(int64(ga), 1_000_000) {
-		t.Errorf("the rest of it at the next sweep: A %v, want 1000000", ga)
+	if ga, _, _ := step(0, 0); !near(int64(ga), 10_000) {
+		t.Errorf("the rest of it at the next sweep: A %v, want 10000", ga)
+	}
+	// A count of two intervals at once is more than a tracer lags by
+	// (countSlack): what its tracer could not have counted is not billed.
+	if ga, _, _ := step(2_000_000, 0); !near(int64(ga), 1_000_000) {
+		t.Errorf("a count of two intervals at once: A %v, want 1000000 (the interval)", ga)
+	}
+	if ga, _, _ := step(0, 0); !near(int64(ga), int64(tl.vms[0].countSlack())) {
+		t.Errorf("what carried of it: A %v, want the slack, %.0f", ga, tl.vms[0].countSlack())
 	}
 	// A's first command ends and its second has not started at the next
 	// two sweeps: what its tracer counts meanwhile (a command that ran
@@ -600,42 +608,133 @@ func TestForgedTracerWordsPileNothingUp(t *testing.T) {
 // 0.25-2 ms billed VMs of 100 µs kernels beside a busy one 5-14% under on
 // an H100).
 func TestUnseenCommandBilledByItsCount(t *testing.T) {
-	tl := newTimeline([]int{1, 1}, 3)
-	now := tl.stepClock(1_000_000, 0)
-	b := tl.vms[1]
-	var ranA, ranB uint64
-	step := func(dt int64, da, db, bLive, bDone uint64) {
-		*now += dt
-		ranA, ranB = ranA+da, ranB+db
-		tl.tracerWords(0, 1, 0, ranA)
-		tl.tracerWords(1, bLive, bDone, ranB)
-		tl.b.sweep(nil)
-	}
-	tl.mark(0, 0, 1, 0)
-	tl.mark(1, 0, 1, 0)
-	step(10_000, 0, 0, 1, 0) // both run: tracing on
-	step(10_000, 0, 0, 1, 0) // the first reads
-	step(10_000, 8_000, 2_000, 1, 0)
-	tl.mark(1, 0, 1, 1) // B's first command ends, its tracer with it
-	step(10_000, 8_000, 2_000, 1, 1)
-	billed := func() float64 {
-		return b.billKinds[0] + b.billKinds[1] + b.billKinds[2]
-	}
-	bill0, count0 := billed(), ranB
+	p := newTracedPair(3)
+	p.step(10_000, 8_000, 2_000)
+	p.tl.mark(1, 0, 1, 1) // B's first command ends, its tracer with it
+	p.done[1] = 1
+	p.step(10_000, 8_000, 2_000)
+	bill0, count0 := p.billed(1), p.ran[1]
 	// B's second command runs and ends inside a 500 µs interval, its
 	// tracer (the second) starting and ending there, counting 100 µs.
-	tl.mark(1, 0, 2, 2)
-	step(500_000, 400_000, 100_000, 2, 2)
+	p.tl.mark(1, 0, 2, 2)
+	p.live[1], p.done[1] = 2, 2
+	p.step(500_000, 400_000, 100_000)
 	for range 20 {
-		step(2_000, 2_000, 0, 2, 2)
+		p.step(2_000, 2_000, 0)
 	}
-	// B's third command, seen running: intervals past countOverHalfNs,
-	// billed by the counts where a tracer started or ended in them.
-	tl.mark(1, 0, 3, 2)
-	step(20_000, 10_000, 10_000, 3, 2)
-	tl.mark(1, 0, 3, 3)
-	step(20_000, 10_000, 10_000, 3, 3)
-	if got, want := billed()-bill0, ranB-count0; math.Abs(got-float64(want)) > 2 {
+	p.thirdOfB(10_000)
+	if got, want := p.billed(1)-bill0, p.ran[1]-count0; math.Abs(got-float64(want)) > 2 {
 		t.Errorf("B's commands after its first, one of them seen by no sweep: billed %.0f, want their count %d", got, want)
 	}
+}
+
+// TestForgedCountAfterIdleBounded: a VM whose kernels raise its count
+// while it has no command queued (between its busy stretches) is billed,
+// at its next command, no more than its tracer could have counted while
+// it had commands queued, and the slack of a round: the time it sat idle
+// beside a busy VM is no room for a forged count (a bound by the time
+// since its carry began billed a 20 µs command 50 ms).
+func TestForgedCountAfterIdleBounded(t *testing.T) {
+	p := newTracedPair(1)
+	a := p.tl.vms[0]
+	p.step(10_000, 5_000, 5_000)
+	p.tl.mark(0, 0, 1, 1) // A's only command ends and is delivered: nothing queued
+	p.step(10_000, 5_000, 5_000)
+	if n := len(a.chans[0].q); n != 0 {
+		t.Fatalf("A's command not delivered: %d queued", n)
+	}
+	bill0 := p.billed(0)
+	// 50 ms idle beside B, its tracer's words forged to look running and
+	// counting 1 ns now and then.
+	for range 5_000 {
+		p.step(10_000, 1, 10_000)
+	}
+	// Its next command, 20 µs, with its count forged up by 50 ms.
+	ch := a.chans[0]
+	ch.mu.Lock()
+	ch.q = append(ch.q, item{seq: 2, w: &workerConn{}, op: abi.OpNop, submitAt: 1})
+	ch.mu.Unlock()
+	a.blk.store(a.blk.l.codeOff(0, 2)+codeStamp, 2)
+	p.live[0] = 2
+	p.tl.mark(0, 0, 2, 1)
+	p.step(10_000, 50_000_000, 5_000)
+	p.tl.mark(0, 0, 2, 2)
+	p.step(10_000, 10_000, 5_000)
+	p.step(10_000, 0, 5_000)
+	if got, most := p.billed(0)-bill0, 20_000+2*a.countSlack(); got > most {
+		t.Errorf("a 20 µs command after 50 ms idle, its count forged: billed %.0f, want at most %.0f", got, most)
+	}
+}
+
+// TestUnseenCountDroppedWhereTheIntervalIsNotTraced: where the VM that ran
+// at the ends of an interval is billed it by the trapezoid (its tracer is
+// not running), the count of a VM whose command ran between the sweeps
+// is not carried to its next command besides: the interval's time went to
+// the VM that ran.
+func TestUnseenCountDroppedWhereTheIntervalIsNotTraced(t *testing.T) {
+	p := newTracedPair(3)
+	p.tl.mark(1, 0, 1, 1) // B's first command ends, its tracer with it
+	p.done[1] = 1
+	p.step(10_000, 5_000, 5_000)
+	bill0, count0 := p.billed(1), p.ran[1]
+	// A's tracer ends (A runs on, untraced); B's second command and its
+	// tracer run between the next two sweeps, counting 4 µs.
+	p.done[0] = 1
+	p.step(10_000, 0, 0)
+	p.tl.mark(1, 0, 2, 2)
+	p.live[1], p.done[1] = 2, 2
+	p.step(10_000, 0, 4_000)
+	p.thirdOfB(0)
+	if got, want := p.billed(1)-bill0, float64(p.ran[1]-count0-4_000); math.Abs(got-want) > 2 {
+		t.Errorf("B after a command that ran inside an interval A was billed whole: billed %.0f, want %.0f (its third command's count)", got, want)
+	}
+}
+
+// tracedPair is two VMs of a channel each, their first commands running
+// and their tracers counting, swept by hand (tracing on, the first reads
+// made): live, done and ran are each VM's tracer words at the next step.
+type tracedPair struct {
+	tl              *timeline
+	now             *int64
+	live, done, ran [2]uint64
+}
+
+func newTracedPair(seqs uint64) *tracedPair {
+	p := &tracedPair{tl: newTimeline([]int{1, 1}, seqs), live: [2]uint64{1, 1}}
+	p.now = p.tl.stepClock(1_000_000, 0)
+	p.tl.mark(0, 0, 1, 0)
+	p.tl.mark(1, 0, 1, 0)
+	p.step(10_000, 0, 0) // both run: tracing on
+	p.step(10_000, 0, 0) // the first reads
+	return p
+}
+
+// step moves the clock by dt and the counts by da and db, and sweeps.
+func (p *tracedPair) step(dt int64, da, db uint64) {
+	*p.now += dt
+	p.ran[0] += da
+	p.ran[1] += db
+	for i := range 2 {
+		p.tl.tracerWords(i, p.live[i], p.done[i], p.ran[i])
+	}
+	p.tl.b.sweep(nil)
+}
+
+// thirdOfB runs B's third command, seen running, and its third tracer,
+// over two 20 µs intervals (past countOverHalfNs: billed by the counts
+// where a tracer started or ended in them), counting 10 µs in each; A's
+// count grows by da in each.
+func (p *tracedPair) thirdOfB(da uint64) {
+	p.tl.mark(1, 0, 3, 2)
+	p.live[1] = 3
+	p.step(20_000, da, 10_000)
+	p.tl.mark(1, 0, 3, 3)
+	p.done[1] = 3
+	p.step(20_000, da, 10_000)
+}
+
+// billed is VM i's bill so far.
+func (p *tracedPair) billed(i int) float64 {
+	k := p.tl.vms[i].billKinds
+	return k[0] + k[1] + k[2]
 }

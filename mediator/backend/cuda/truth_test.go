@@ -125,6 +125,7 @@ func TestUnseenCommandCreditedNothingBilledNothing(t *testing.T) {
 	v.blk.store(ch.base+offStart, 1)
 	v.blk.store(ch.base+offEnd, 1)
 	b.prevSweep = 900_000_000
+	ch.readMarkers()
 	unseen, running := ch.peek(nil, nil)
 	if len(unseen) != 1 || unseen[0].seq != 1 || len(running) != 0 {
 		t.Fatalf("peek found %+v ended unseen and %+v running, want seq 1 unseen", unseen, running)

@@ -71,9 +71,10 @@ type cudaVM struct {
 	tc      tracerCount
 	tracing bool
 	// Whether a channel of its was busy (channel.busy) at this sweep and
-	// the one before (the completer's).
-	busy, wasBusy bool
-	billKinds     [3]float64 // BillKinds
+	// the one before, and whether one had commands queued (the completer's).
+	busy, wasBusy     bool
+	queued, wasQueued bool
+	billKinds         [3]float64 // BillKinds
 }
 
 // workerConn is the mediator's end of one worker.
@@ -132,7 +133,9 @@ type channel struct {
 	// credit's count of the channel's commands that ran in the interval.
 	peekEnd    uint64
 	peekStart  uint64
+	peekIssued uint64
 	busy       bool // a LAUNCH, THROTTLE or MEMSET issued on it had not ended (its offIssued)
+	pending    bool // it had commands queued, not yet delivered
 	creditGen  uint64
 	creditCmds int     // the commands it ran in the interval
 	creditEnds [2]bool // running at the interval's start, at its end
