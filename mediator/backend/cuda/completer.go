@@ -263,7 +263,7 @@ func (b *Backend) sweep(out []delivery) []delivery {
 	defer b.sweeping.RUnlock()
 	now := b.now()
 	if b.hops != nil {
-		b.hops.swept(now - b.lastSweep)
+		b.hops.swept(now-b.lastSweep, b.delivered)
 	}
 	chans := *b.chans.Load()
 	b.unseen, b.now1 = b.unseen[:0], b.now1[:0]
@@ -303,6 +303,7 @@ func (b *Backend) sweep(out []delivery) []delivery {
 			}
 		}
 	}
+	b.delivered = len(out) != 0
 	return out
 }
 

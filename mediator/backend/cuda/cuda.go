@@ -88,6 +88,7 @@ type Backend struct {
 	// and the commands found past their VM's limit (watchdog.go).
 	lastSweep int64
 	prevSweep int64     // the sweep before the one in progress (completer)
+	delivered bool      // the last sweep found completions (the hop diagnostic's)
 	running   []runRef  // commands running at the last sweep
 	now1      []runRef  // commands running at this sweep (its peek)
 	unseen    []runRef  // commands that ran and ended between the last sweep and this one

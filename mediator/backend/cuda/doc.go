@@ -212,9 +212,11 @@
 // processes share), the THROTTLE kernel's first and last %globaltimer
 // reads (moved onto the host's clock by a ping-pong kernel the worker runs
 // at its start: clocksync.go), the completer's sight of the end, the
-// callback, and the channel's next Submit; a THROTTLE's bill less its
-// kernel's own time (bill_less_kernel, with its mean) and the completer's
-// parks besides. Close writes each hop's quantiles as JSON to FILE; the native baseline writes its loop's to
+// callback, and the channel's next Submit; for billing, a THROTTLE's bill
+// less its kernel's own time (bill_less_kernel, with its mean), the span
+// the sweeps saw it run less that time, the GPU's launch gap between two
+// queued kernels, the interval after a sweep that delivered, and the
+// completer's parks. Close writes each hop's quantiles as JSON to FILE; the native baseline writes its loop's to
 // FILE.native.json (and with SLUICE_NATIVE_STREAM_MARKERS=1 puts the
 // markers on the stream as two cuStreamWriteValue64 around each kernel,
 // as a worker does for LAUNCH). Unset, the hot path pays a nil check a

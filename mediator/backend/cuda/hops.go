@@ -181,6 +181,8 @@ const (
 	hopStartSeen
 	hopBillLessKernel
 	hopSeenLessKernel
+	hopKernelGap
+	hopAfterDelivery
 )
 
 var mediatorHops = [][2]string{
@@ -198,6 +200,8 @@ var mediatorHops = [][2]string{
 	hopSweep:                  {"completer_sweep", "the completer's time between two sweeps while work is out (every 64th)"},
 	hopStartSeen:              {"kernel_start_to_start_seen", "the kernel's first %globaltimer read to the completer seeing its start marker, for kernels seen running (needs gpu_clock)"},
 	hopBillLessKernel:         {"bill_less_kernel", "the THROTTLE's credited GPU time less its kernel's own (signed; a carried count lands on a later command than the one it was counted in, so mean_ns, the bill's error per kernel, is the figure to read)"},
+	hopKernelGap:              {"kernel_gap", "a THROTTLE's first %globaltimer read less the last of the one before it on its channel (the GPU's launch gap between two kernels, where the second was queued behind the first)"},
+	hopAfterDelivery:          {"sweep_after_delivery", "the completer's time from a sweep that found completions to the next sweep (the interval in which the next command's start falls)"},
 	hopSeenLessKernel:         {"seen_span_less_kernel", "the completer's sight of the end less its sight of the start, less the kernel's own span, for kernels seen running (signed: how much later an end is seen than a start, with the sweeps' spacing; no clock relation needed)"},
 }
 
@@ -255,6 +259,10 @@ func (h *backendHops) completed(ch *channel, it *item, gpu bool) {
 		soff := ch.base + blk.l.slotOff(it.seq)
 		first, last = int64(blk.load(soff+8)), int64(blk.load(soff+16))
 		h.set.add(hopKernel, last-first)
+		if ch.hopLastSeq == it.seq-1 && ch.hopLastKernel != 0 && it.submitAt <= ch.hopLastEndAt {
+			h.set.add(hopKernelGap, first-ch.hopLastKernel)
+		}
+		ch.hopLastSeq, ch.hopLastKernel, ch.hopLastEndAt = it.seq, last, it.endAt
 		h.set.add(hopBillLessKernel, int64(math.Round(it.gpu))-(last-first))
 		if it.startAt != 0 {
 			h.set.add(hopSeenLessKernel, it.endAt-it.startAt-(last-first))
@@ -300,8 +308,12 @@ func (h *backendHops) callback(ch *channel, seen, start int64) {
 	}
 }
 
-// swept records the time between two sweeps (every 64th).
-func (h *backendHops) swept(dt int64) {
+// swept records the time between two sweeps (every 64th, and every one
+// after a sweep that found completions: delivered).
+func (h *backendHops) swept(dt int64, delivered bool) {
+	if delivered {
+		h.set.add(hopAfterDelivery, dt)
+	}
 	if h.sweeps++; h.sweeps%64 == 0 {
 		h.set.add(hopSweep, dt)
 	}

@@ -159,7 +159,7 @@ func TestHopReport(t *testing.T) {
 		"submit_to_worker_read": n, "kernel": n, "end_seen_to_callback": n, "callback": n,
 		"callback_to_next_submit": n - 1, "submit_to_submit": n - 1, "submit_to_end_seen": n,
 		"launched_to_kernel_start": 0, "kernel_end_to_end_seen": 0, "kernel_start_to_start_seen": 0,
-		"bill_less_kernel": n,
+		"bill_less_kernel": n, "kernel_gap": 0, // a depth-1 loop: no kernel queued behind another
 	}
 	for name, count := range want {
 		h, ok := hops[name]
@@ -176,6 +176,9 @@ func TestHopReport(t *testing.T) {
 	}
 	if k := hops["kernel"]; k.P10 != 1500 || k.P99 != 1500 || k.Mean != 1500 {
 		t.Errorf("kernel hop %+v, want 1500 ns throughout", k)
+	}
+	if h := hops["sweep_after_delivery"]; h.N == 0 || h.P10 < 0 {
+		t.Errorf("sweep_after_delivery hop %+v, want the intervals after the sweeps that delivered", h)
 	}
 	// The fake's kernels end inside the launch call, mostly between two
 	// sweeps, billed nothing: the hop is the bill less the kernel, never

@@ -143,6 +143,10 @@ type channel struct {
 	// The hop diagnostic's (backendHops.mu): the last callback's start and
 	// the last Submit.
 	hopCallback, hopSubmit int64
+	// The completer's (under mu): the last THROTTLE completed, its last
+	// %globaltimer read and when its end was seen (the kernel_gap hop).
+	hopLastSeq                  uint64
+	hopLastKernel, hopLastEndAt int64
 }
 
 // push queues it behind the commands in flight (ch.mu held). q moves
