@@ -106,6 +106,10 @@ func (b *Backend) completer() {
 		if b.inline(out) {
 			continue
 		}
+		var handOff int64
+		if b.hops != nil {
+			handOff = b.now()
+		}
 		b.dmu.Lock()
 		b.dq = append(b.dq, out...)
 		b.queued.Add(int64(len(out)))
@@ -113,6 +117,9 @@ func (b *Backend) completer() {
 		select {
 		case b.dwake <- struct{}{}:
 		default:
+		}
+		if b.hops != nil {
+			b.hops.set.add(hopHandOff, b.now()-handOff)
 		}
 	}
 }
@@ -304,6 +311,9 @@ func (b *Backend) sweep(out []delivery) []delivery {
 		}
 	}
 	b.delivered = len(out) != 0
+	if b.hops != nil && b.delivered {
+		b.hops.set.add(hopDeliveringSweep, b.now()-now)
+	}
 	return out
 }
 

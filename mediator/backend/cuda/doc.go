@@ -215,7 +215,8 @@
 // callback, and the channel's next Submit; for billing, a THROTTLE's bill
 // less its kernel's own time (bill_less_kernel, with its mean), the span
 // the sweeps saw it run less that time, the GPU's launch gap between two
-// queued kernels, the interval after a sweep that delivered, and the
+// queued kernels, the interval after a sweep that delivered (the
+// delivering sweep and its hand-off to the deliverer apart), and the
 // completer's parks. Close writes each hop's quantiles as JSON to FILE; the native baseline writes its loop's to
 // FILE.native.json (and with SLUICE_NATIVE_STREAM_MARKERS=1 puts the
 // markers on the stream as two cuStreamWriteValue64 around each kernel,

@@ -183,6 +183,8 @@ const (
 	hopSeenLessKernel
 	hopKernelGap
 	hopAfterDelivery
+	hopDeliveringSweep
+	hopHandOff
 )
 
 var mediatorHops = [][2]string{
@@ -201,6 +203,8 @@ var mediatorHops = [][2]string{
 	hopStartSeen:              {"kernel_start_to_start_seen", "the kernel's first %globaltimer read to the completer seeing its start marker, for kernels seen running (needs gpu_clock)"},
 	hopBillLessKernel:         {"bill_less_kernel", "the THROTTLE's credited GPU time less its kernel's own (signed; a carried count lands on a later command than the one it was counted in, so mean_ns, the bill's error per kernel, is the figure to read)"},
 	hopKernelGap:              {"kernel_gap", "a THROTTLE's first %globaltimer read less the last of the one before it on its channel (the GPU's launch gap between two kernels, where the second was queued behind the first)"},
+	hopDeliveringSweep:        {"delivering_sweep", "a sweep that found completions, from its clock read to its return (its credit and its channels' collection of the completions)"},
+	hopHandOff:                {"hand_off", "the completer's hand-off of a sweep's completions to the deliverer (its queue's lock and the wakeup)"},
 	hopAfterDelivery:          {"sweep_after_delivery", "the completer's time from a sweep that found completions to the next sweep (the interval in which the next command's start falls)"},
 	hopSeenLessKernel:         {"seen_span_less_kernel", "the completer's sight of the end less its sight of the start, less the kernel's own span, for kernels seen running (signed: how much later an end is seen than a start, with the sweeps' spacing; no clock relation needed)"},
 }

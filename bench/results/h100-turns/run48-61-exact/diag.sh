@@ -14,7 +14,7 @@ for f in sorted(glob.glob(sys.argv[1] + '/*.hops.json')):
     h = json.load(open(f)); res = json.load(open(f.replace('.hops.json', '.json')))
     hs = {x['hop']: x for x in h['hops']}
     print(f.split('/')[-1][:-10], 'bills', ' '.join(f"{v['name']}:{100*(v.get('accounting_error') or 0):+.1f}" for v in res['vms']), h.get('counters'))
-    for k in ['bill_less_kernel', 'seen_span_less_kernel', 'kernel_gap', 'sweep_after_delivery', 'kernel', 'kernel_start_to_start_seen', 'kernel_end_to_end_seen', 'completer_sweep', 'submit_to_worker_read', 'launched_to_kernel_start']:
+    for k in ['bill_less_kernel', 'seen_span_less_kernel', 'kernel_gap', 'sweep_after_delivery', 'delivering_sweep', 'hand_off', 'kernel', 'kernel_start_to_start_seen', 'kernel_end_to_end_seen', 'completer_sweep', 'submit_to_worker_read', 'launched_to_kernel_start']:
         x = hs.get(k)
         if x: print(f"   {k:28s} n {x['n']:7d} mean {x.get('mean_ns',0)/1e3:8.2f} p10 {x['p10_ns']/1e3:8.2f} p50 {x['p50_ns']/1e3:8.2f} p90 {x['p90_ns']/1e3:8.2f} p99 {x['p99_ns']/1e3:8.2f} us")
 PY
