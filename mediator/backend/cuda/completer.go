@@ -274,17 +274,15 @@ func (b *Backend) sweep(out []delivery) []delivery {
 	}
 	chans := *b.chans.Load()
 	b.unseen, b.now1 = b.unseen[:0], b.now1[:0]
-	for _, ch := range chans {
-		if ch.idx == 0 {
-			ch.vm.wasBusy, ch.vm.busy = ch.vm.busy, false
-			ch.vm.wasQueued, ch.vm.queued = ch.vm.queued, false
-		}
-	}
 	// Every channel's markers first, at the sweep's instant: peek takes
 	// each channel's lock, which a Submit on it (the deliverer's callback
 	// right after an end) holds for a while, and markers read after such
 	// a wait are a later instant's than the sweep's time.
 	for _, ch := range chans {
+		if ch.idx == 0 {
+			ch.vm.wasBusy, ch.vm.busy = ch.vm.busy, false
+			ch.vm.wasQueued, ch.vm.queued = ch.vm.queued, false
+		}
 		ch.readMarkers()
 	}
 	busyVMs := 0
@@ -310,9 +308,10 @@ func (b *Backend) sweep(out []delivery) []delivery {
 			}
 		}
 	}
-	b.delivered = len(out) != 0
-	if b.hops != nil && b.delivered {
-		b.hops.set.add(hopDeliveringSweep, b.now()-now)
+	if b.hops != nil {
+		if b.delivered = len(out) != 0; b.delivered {
+			b.hops.set.add(hopDeliveringSweep, b.now()-now)
+		}
 	}
 	return out
 }

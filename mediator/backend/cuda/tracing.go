@@ -319,10 +319,12 @@ func (v *cudaVM) readTracer(gen uint64, dt, now int64) {
 	// one that ended in it up to its end): in a short one the count's
 	// edges (a tracer starts after its VM's command, its last step lands
 	// late) are off by as much as the half of the interval is.
-	t.fresh = t.gen != 0 && t.gen == gen-1 && ran >= t.ran &&
-		(t.live && on || dt > countOverHalfNs && (t.live || on))
+	// The read before was the last credit's, and the count has not gone
+	// back (a worker restarted, or words the VM's kernels wrote).
+	next := t.gen != 0 && t.gen == gen-1 && ran >= t.ran
+	t.fresh = next && (t.live && on || dt > countOverHalfNs && (t.live || on))
 	t.delta, t.grew, t.active = 0, 0, 0
-	if t.gen != 0 && t.gen == gen-1 && ran >= t.ran && (t.live || on || live != t.n) {
+	if next && (t.live || on || live != t.n) {
 		t.grew = float64(ran - t.ran)
 		if v.queued || v.wasQueued { // the queue is the mediator's: the VM cannot forge it
 			t.active = float64(span)

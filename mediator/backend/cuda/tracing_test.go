@@ -44,13 +44,10 @@ func (tl *timeline) stepClock(start int64, f float64) *int64 {
 // ended) the split is even.
 func TestTracedOverlapBilledByTheCounts(t *testing.T) {
 	tl := newTimeline([]int{1, 1}, 2)
-	var now int64 = 1_000_000
-	tl.b.clock = func() int64 { return now }
-	tl.b.lastSweep = now
-	tl.b.setSwitchOverhead(0)
+	now := tl.stepClock(1_000_000, 0)
 	var ranA, ranB uint64
 	sweep := func(da, db uint64) {
-		now += 1_000_000
+		*now += 1_000_000
 		ranA, ranB = ranA+da, ranB+db
 		tl.tracerRan(0, 1, ranA)
 		tl.tracerRan(1, 1, ranB)
@@ -113,7 +110,7 @@ func TestTracedOverlapBilledByTheCounts(t *testing.T) {
 	v := tl.vms[1]
 	ranA += 300_000
 	a0, b0 := a2.gpu, b.gpu
-	now += 1_000_000
+	*now += 1_000_000
 	tl.tracerRan(0, 1, ranA)
 	v.blk.store(v.blk.chanBase(0)+offSentDone, 1)
 	tl.b.sweep(nil)
@@ -122,7 +119,7 @@ func TestTracedOverlapBilledByTheCounts(t *testing.T) {
 	}
 	ranA += 300_000
 	a0, b0 = a2.gpu, b.gpu
-	now += 1_000_000
+	*now += 1_000_000
 	tl.tracerRan(0, 1, ranA)
 	tl.b.sweep(nil)
 	if ga, gb := a2.gpu-a0, b.gpu-b0; !near(int64(ga), 300_000) || !near(int64(gb), 700_000) {
@@ -131,10 +128,10 @@ func TestTracedOverlapBilledByTheCounts(t *testing.T) {
 	// Neither tracer runs (A's count lands at its end's read): the split
 	// is even again.
 	tl.vms[0].blk.store(tl.vms[0].blk.chanBase(0)+offSentDone, 1)
-	now += 1_000_000
+	*now += 1_000_000
 	tl.b.sweep(nil)
 	a0, b0 = a2.gpu, b.gpu
-	now += 1_000_000
+	*now += 1_000_000
 	tl.b.sweep(nil)
 	if ga, gb := a2.gpu-a0, b.gpu-b0; !near(int64(ga), int64(gb)) || ga == 0 {
 		t.Errorf("with both tracers ended: A %.0f, B %.0f, want an even split", ga, gb)
@@ -151,10 +148,7 @@ func TestTracedOverlapBilledByTheCounts(t *testing.T) {
 // and not an operator's.
 func TestUntracedVMHasWhatTheSwitchesLeave(t *testing.T) {
 	tl := newTimeline([]int{1, 1}, 1)
-	var now int64 = 1_000_000
-	tl.b.clock = func() int64 { return now }
-	tl.b.lastSweep = now
-	tl.b.setSwitchOverhead(0.1)
+	now := tl.stepClock(1_000_000, 0.1)
 	tl.mark(0, 0, 1, 0)
 	tl.mark(1, 0, 1, 0)
 	a, b := tl.vms[0].chans[0].find(1), tl.vms[1].chans[0].find(1)
@@ -164,7 +158,7 @@ func TestUntracedVMHasWhatTheSwitchesLeave(t *testing.T) {
 	// sweeps 1 ms on.
 	stepBy := func(dt int64, da, db uint64, untraced bool) (float64, float64) {
 		a0, b0 := a.gpu, b.gpu
-		now += dt
+		*now += dt
 		ranA, ranB = ranA+da, ranB+db
 		tl.tracerRan(0, 1, ranA)
 		tl.tracerRan(1, 1, ranB)
@@ -266,9 +260,7 @@ func TestTracingComesOnWhenWorkWaitsBesideARunningVM(t *testing.T) {
 // it at whose start the VM ran is a poor guess there).
 func TestLoneVMBilledAloneWhileTracing(t *testing.T) {
 	tl := newTimeline([]int{1, 1}, 1)
-	var now int64 = 1_000_000
-	tl.b.clock = func() int64 { return now }
-	tl.b.lastSweep = now
+	now := tl.stepClock(1_000_000, 0)
 	tl.mark(0, 0, 1, 0)
 	tl.mark(1, 0, 1, 0)
 	a := tl.vms[0].chans[0].find(1)
@@ -276,7 +268,7 @@ func TestLoneVMBilledAloneWhileTracing(t *testing.T) {
 	const dt = 10_000 // a usual sweep's interval
 	step := func(dt int64, da, db uint64, bLive bool) float64 {
 		a0 := a.gpu
-		now += dt
+		*now += dt
 		ranA, ranB = ranA+da, ranB+db
 		tl.tracerRan(0, 1, ranA)
 		tl.tracerRan(1, 1, ranB)
@@ -310,7 +302,7 @@ func TestLoneVMBilledAloneWhileTracing(t *testing.T) {
 	v.blk.store(v.blk.chanBase(0)+offSentRan, ranA+900_000)
 	v.blk.store(v.blk.chanBase(0)+offSentDone, 1)
 	a0 := a.gpu
-	now += 1_000_000
+	*now += 1_000_000
 	var got int64 = -1
 	for _, d := range tl.b.sweep(nil) {
 		if d.vm == v {
@@ -341,9 +333,7 @@ func TestCountLumpBilledAtTheStretchEnd(t *testing.T) {
 // (then A is billed its count there, the carry besides).
 func countLumpAtTheStretchEnd(t *testing.T, live bool) {
 	tl := newTimeline([]int{1, 1}, 1)
-	var now int64 = 1_000_000
-	tl.b.clock = func() int64 { return now }
-	tl.b.lastSweep = now
+	now := tl.stepClock(1_000_000, 0)
 	tl.mark(0, 0, 1, 0)
 	tl.mark(1, 0, 1, 0)
 	v := tl.vms[0]
@@ -352,7 +342,7 @@ func countLumpAtTheStretchEnd(t *testing.T, live bool) {
 	step := func(da uint64, aLive bool) float64 {
 		a := v.chans[0].find(1)
 		a0 := a.gpu
-		now += 10_000
+		*now += 10_000
 		ranA += da
 		tl.tracerRan(0, 1, ranA)
 		if !aLive {
@@ -403,17 +393,14 @@ func countLumpAtTheStretchEnd(t *testing.T, live bool) {
 // and the other VM's bills stay its count.
 func TestForgedCountBilledWithinBounds(t *testing.T) {
 	tl := newTimeline([]int{1, 1}, 1)
-	var now int64 = 1_000_000
-	tl.b.clock = func() int64 { return now }
-	tl.b.lastSweep = now
-	tl.b.setSwitchOverhead(0.1)
+	now := tl.stepClock(1_000_000, 0.1)
 	tl.mark(0, 0, 1, 0)
 	tl.mark(1, 0, 1, 0)
 	a, b := tl.vms[0].chans[0].find(1), tl.vms[1].chans[0].find(1)
 	var ranB uint64
 	step := func(ranA, db uint64) (float64, float64) {
 		a0, b0 := a.gpu, b.gpu
-		now += 10_000
+		*now += 10_000
 		ranB += db
 		tl.tracerRan(0, 1, ranA)
 		tl.tracerRan(1, 1, ranB)
@@ -433,7 +420,7 @@ func TestForgedCountBilledWithinBounds(t *testing.T) {
 	// in full.
 	tl.mark(0, 0, 1, 1)
 	a0 := a.gpu
-	now += 10_000
+	*now += 10_000
 	tl.tracerRan(0, 1, 1<<62)
 	var got int64 = -1
 	for _, d := range tl.b.sweep(nil) {
@@ -457,22 +444,20 @@ func TestForgedCountBilledWithinBounds(t *testing.T) {
 // nothing.
 func TestStuckTracerNotBelieved(t *testing.T) {
 	tl := newTimeline([]int{1, 1}, 1)
-	var now int64 = 1_000_000
-	tl.b.clock = func() int64 { return now }
-	tl.b.lastSweep = now
+	now := tl.stepClock(1_000_000, 0)
 	tl.mark(0, 0, 1, 0)
 	tl.mark(1, 0, 1, 0)
 	b := tl.vms[1].chans[0].find(1)
 	var ranA uint64
 	for range 2 + traceStale/10_000_000 {
-		now += 10_000_000
+		*now += 10_000_000
 		ranA += 100
 		tl.tracerRan(0, 1, ranA)
 		tl.tracerRan(1, 1, 0) // live, never counting
 		tl.b.sweep(nil)
 	}
 	b0 := b.gpu
-	now += 10_000_000
+	*now += 10_000_000
 	tl.tracerRan(0, 1, ranA+100)
 	tl.b.sweep(nil)
 	if db := b.gpu - b0; db == 0 {
@@ -485,25 +470,23 @@ func TestStuckTracerNotBelieved(t *testing.T) {
 // turns it off in every VM's block.
 func TestTracingTurnsOffAfterTheLastOverlap(t *testing.T) {
 	tl := newTimeline([]int{1, 1}, 1)
-	var now int64
-	tl.b.clock = func() int64 { return now }
-	tl.b.lastSweep = 0
+	now := tl.stepClock(0, 0)
 	tl.mark(0, 0, 1, 0)
 	tl.mark(1, 0, 1, 0)
-	now = 1000
+	*now = 1000
 	tl.b.sweep(nil)
 	if !tl.b.traceOn {
 		t.Fatal("tracing off after two VMs ran at a sweep")
 	}
 	tl.mark(1, 0, 1, 1) // B ends; A runs on alone
-	now += 1000
+	*now += 1000
 	tl.b.sweep(nil)
-	now += traceLinger / 2
+	*now += traceLinger / 2
 	tl.b.sweep(nil)
 	if !tl.b.traceOn || tl.vms[1].blk.load(offTracing) != 1 {
 		t.Fatal("tracing off before traceLinger passed")
 	}
-	now += traceLinger
+	*now += traceLinger
 	tl.b.sweep(nil)
 	if tl.b.traceOn || tl.vms[0].blk.load(offTracing) != 0 || tl.vms[1].blk.load(offTracing) != 0 {
 		t.Errorf("tracing on %v (blocks %d %d) traceLinger after the last overlap", tl.b.traceOn,
