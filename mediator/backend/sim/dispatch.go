@@ -146,6 +146,13 @@ func (s *Sim) engineDoneLocked(e Engine) {
 		s.sliceEndLocked(e, en)
 		return
 	}
+	if fx := en.fx; s.wall && fx != nil && !fx.done && !en.orphan {
+		// The host has not moved the command's data yet: it runs on, its
+		// engine busy, until it has (movedLocked ends it).
+		en.ran += busy
+		fx.holding, fx.engine = true, e
+		return
+	}
 	ch, orphan, code, fx := en.ch, en.orphan, en.code, en.fx
 	first, ran := en.first, en.ran+busy
 	en.ch, en.stats, en.orphan, en.prog, en.code, en.fx = nil, nil, false, nil, abi.OK, nil
@@ -160,9 +167,9 @@ func (s *Sim) engineDoneLocked(e Engine) {
 	}
 	ch.running = false
 	if fx != nil && !fx.done {
-		// Wall clock (the virtual timeline waits for a movement), or the
-		// loss after a timeout: the engine is free on time, the
-		// completion waits for the effect.
+		// The loss after a timeout (a movement's command ran on above;
+		// the virtual timeline waits for a movement): the engine is free
+		// on time, the completion waits for the effect.
 		fx.parked, fx.code, fx.start, fx.end = true, code, en.start, en.end
 		ch.parked = fx
 		s.parkedFx++ // the virtual timeline waits for it

@@ -11,10 +11,14 @@ type effect struct {
 	data bool // a MEMSET's or COPY's (beforeMove runs before it)
 	ch   *channel
 	done bool // moved (or dropped: its VM closed)
-	// parked: the command ended on the timeline before its data had moved
-	// (wall clock), or before the loss of its VM's buffers after it timed
-	// out; its completion waits here for the mover.
-	parked     bool
+	// parked: the command ended on the timeline before the loss of its
+	// VM's buffers after it timed out; its completion waits here for the
+	// mover.
+	parked bool
+	// holding: with the wall clock, the command reached its modelled End
+	// before the host had moved its data; it runs on engine until then.
+	holding    bool
+	engine     Engine
 	code       abi.ErrorCode
 	start, end int64
 }
@@ -41,7 +45,8 @@ func (s *Sim) queueEffectLocked(v *simVM, ch *channel, move func()) *effect {
 
 // mover carries out the VM's queued data movements in order, then ends.
 // Sim.mu is held only between them: one VM's large MEMSETs and COPYs hold
-// up nothing of the other VMs' (nor the timeline, but as heldLocked says).
+// up only their engine (with the wall clock, until moved: engineDoneLocked)
+// and, with the virtual clock, the timeline (heldLocked).
 func (v *simVM) mover() {
 	defer v.movers.Done()
 	s := v.s
@@ -65,13 +70,22 @@ func (v *simVM) mover() {
 	v.moving = false
 }
 
-// movedLocked marks fx done: a parked command completes now (its channel's
-// next command starts from now, as the host could not keep up with the
-// model), a held virtual timeline goes on.
+// movedLocked marks fx done: a command that ran on past its modelled End
+// for its data (wall clock) ends now, as a parked one completes now, and a
+// held virtual timeline goes on.
 func (s *Sim) movedLocked(fx *effect) {
 	fx.done = true
 	if s.wall {
 		s.advanceLocked(s.wallNow())
+	}
+	if fx.holding {
+		// The host could not keep up with the model: the command ran
+		// until now, its engine busy, and is billed that.
+		fx.holding = false
+		en := &s.engines[fx.engine]
+		en.start, en.end = en.end, max(s.now, en.end)
+		s.engineDoneLocked(fx.engine)
+		s.dispatchLocked()
 	}
 	if fx.parked {
 		s.finishParkedLocked(fx)

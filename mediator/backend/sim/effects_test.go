@@ -3,6 +3,9 @@ package sim
 import (
 	"bytes"
 	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,41 +22,79 @@ func gate(s *Sim) (release func()) {
 	return func() { close(ch) }
 }
 
-// TestMovesDoNotHoldOtherVMs: while VM A's MEMSET moves its data (held
-// here for as long as the test likes), VM B's kernels complete, each in
-// its modelled time; A's MEMSET completes once its data has moved, with its
-// modelled Start and End. Data moved under the backend's lock would stop B
-// dead and fail the test at its deadline.
-func TestMovesDoNotHoldOtherVMs(t *testing.T) {
+// TestMoveHoldsItsEngine: with the wall clock, a MEMSET whose data the
+// host has not moved by its modelled End runs on, its engine busy, until
+// the data has moved (held here for as long as the test likes), and is
+// billed that: VM B's kernels behind it on the compute engine wait for
+// it, as they would for a GPU's slow MEMSET, while B's COPY on the copy
+// engine moves and completes meanwhile (data moved under the backend's
+// lock would stop it dead and fail the test at its deadline). So no
+// command is ever in flight on an idle engine: arbitration turns, which
+// give the GPU to one VM at a time, charge a VM what its commands held it.
+func TestMoveHoldsItsEngine(t *testing.T) {
 	s := newSim(t, "wall", nil)
-	release := gate(s)
+	heap := make([]byte, 4096)
 	a, ra := attach(t, s, 1, 1, nil)
-	b, rb := attach(t, s, 2, 1, nil)
+	b, rb := attach(t, s, 2, 2, heap)
 	submit(t, a, 0, abi.Command{Op: abi.OpAlloc, Handle: 1, Size: 1 << 20}, 0)
+	submit(t, b, 0, abi.Command{Op: abi.OpAlloc, Handle: 1, Size: 4096}, 0)
+	ra.wait(t, 1)
+	rb.wait(t, 1)
+	held, unblock := make(chan struct{}), make(chan struct{})
+	var released sync.Once
+	release := func() { released.Do(func() { close(unblock) }) }
+	t.Cleanup(release) // before the sim's Close, which waits for the mover
+	var first atomic.Bool
+	s.mu.Lock()
+	s.beforeMove = func() { // holds the first movement: A's MEMSET
+		if first.CompareAndSwap(false, true) {
+			close(held)
+			<-unblock
+		}
+	}
+	s.mu.Unlock()
 	memset := abi.Command{Op: abi.OpMemset, Handle: 1, Offset: 1, Length: 1<<20 - 1, Value: 9}
 	submit(t, a, 0, memset, 1)
 	submit(t, a, 0, abi.Command{Op: abi.OpNop}, 2) // behind the MEMSET on its channel
-	const kernels = 200
+	<-held
+	const kernels = 20
 	for i := range kernels {
-		submit(t, b, 0, throttle(10*us), uint64(i))
+		submit(t, b, 0, throttle(10*us), uint64(10+i))
 	}
-	got := rb.wait(t, kernels)
-	for _, c := range got {
-		if c.Code != abi.OK || c.End-c.Start != 10*us {
-			t.Fatalf("B's kernel %+v", c)
-		}
+	submit(t, b, 1, abi.Command{Op: abi.OpCopy, Handle: 1, Dir: abi.CopyDeviceToHost, Length: 4096}, 1)
+	if c := rb.wait(t, 2)[1]; c.Tag != 1 || c.Code != abi.OK {
+		t.Fatalf("B's first completion while A's MEMSET is held: %+v, want its COPY", c)
+	}
+	var st backend.Status
+	s.ReadStatus(&st)
+	if !slices.ContainsFunc(st.Running, func(r backend.Running) bool {
+		return r.ChannelRef == backend.ChannelRef{VM: 1, Channel: 0} && r.Engine == int(Compute)
+	}) {
+		t.Errorf("running while A's MEMSET's data is held: %+v, want A's channel on the compute engine", st.Running)
+	}
+	const hold = 20 * time.Millisecond
+	time.Sleep(hold)
+	if n := len(rb.all()); n != 2 {
+		t.Fatalf("B has %d completions while A's MEMSET holds the compute engine, want 2 (the ALLOC and the COPY)", n)
 	}
 	if n := len(ra.all()); n != 1 {
 		t.Fatalf("A has %d completions while its MEMSET's data has not moved, want 1 (the ALLOC)", n)
 	}
 	release()
 	done := ra.wait(t, 3)
+	got := rb.wait(t, 2+kernels)
 	p := s.Params()
-	if c := done[1]; c.Code != abi.OK || c.End-c.Start != p.Cost(&memset) {
-		t.Errorf("MEMSET %+v: want its modelled cost %d", c, p.Cost(&memset))
+	m := done[1]
+	if m.Code != abi.OK || m.End-m.Start < int64(hold) || m.End-m.Start <= p.Cost(&memset) {
+		t.Errorf("MEMSET %+v ran %d ns: want it to run until its data moved, %v at least", m, m.End-m.Start, hold)
 	}
-	if done[2].Tag != 2 || done[2].Start < done[1].End {
-		t.Errorf("the NOP %+v did not wait for the MEMSET %+v", done[2], done[1])
+	if done[2].Tag != 2 || done[2].Start < m.End {
+		t.Errorf("the NOP %+v did not wait for the MEMSET %+v", done[2], m)
+	}
+	for _, c := range got[2:] {
+		if c.Code != abi.OK || c.End-c.Start != 10*us || c.Start < m.End {
+			t.Fatalf("B's kernel %+v: want 10 µs, after the MEMSET %+v", c, m)
+		}
 	}
 }
 
