@@ -146,7 +146,9 @@ type CommandLimit interface {
 // is ended with abi.ErrTimedOut: a quarter more, so that a command at the
 // limit (a THROTTLE of abi.Limits.MaxThrottleNs, which the mediator
 // accepts) is never ended for what a backend adds to it (a GPU's context
-// switches in a command's share). Every backend ends commands there.
+// switches in a command's share). Every backend ends commands there (the
+// sim's a MEMSET or COPY whose host movement outruns it on the wall clock:
+// it ends when moved, see its package doc).
 func Deadline(lim int64) int64 { return lim + lim/4 }
 
 // Completion reports one command's end.

@@ -1,6 +1,7 @@
 package qmp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,10 +48,11 @@ func connect(ctx context.Context, path string, retry bool) (net.Conn, error) {
 		if err == nil {
 			return c, nil
 		}
-		if retry && last != nil && ctx.Err() != nil {
+		if retry && ctx.Err() != nil {
 			// The deadline cut this attempt short ("i/o timeout"): what
-			// kept failing is the attempt before.
-			return nil, fmt.Errorf("%w (last attempt: %w)", ctx.Err(), last)
+			// kept failing is the attempt before, if one ended (on a
+			// loaded host the first can start past the deadline).
+			return nil, fmt.Errorf("%w (last attempt: %w)", ctx.Err(), cmp.Or(last, err))
 		}
 		if !retry || !retryable(err) {
 			return nil, err

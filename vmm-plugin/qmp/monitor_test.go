@@ -391,7 +391,9 @@ func TestDial(t *testing.T) {
 		m.Close()
 	})
 	t.Run("retry until the deadline", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		// Long enough that an attempt ends before it on a loaded host (at
+		// 100 ms one make test saw the first attempt start past it).
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		_, err := qmp.DialRetry(ctx, qmptest.SocketPath(t, "none.sock"))
 		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, fs.ErrNotExist) {

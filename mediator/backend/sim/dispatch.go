@@ -139,18 +139,19 @@ func (s *Sim) finishHeadLocked(ch *channel, code abi.ErrorCode, start, end, gpuN
 // engineDoneLocked ends the command running on e.
 func (s *Sim) engineDoneLocked(e Engine) {
 	en := &s.engines[e]
+	if fx := en.fx; s.wall && fx != nil && !fx.done && !en.orphan {
+		// The host has not moved the command's data yet: it runs on, its
+		// engine busy and its end open as a program's, until it has
+		// (movedLocked ends it, at its modelled End at the earliest).
+		fx.holding, fx.engine, fx.end = true, e, en.end
+		en.end = en.start + maxCost
+		return
+	}
 	busy := en.end - en.start
 	en.busy += busy
 	en.stats.busy += busy
 	if en.rest > 0 && !en.orphan {
 		s.sliceEndLocked(e, en)
-		return
-	}
-	if fx := en.fx; s.wall && fx != nil && !fx.done && !en.orphan {
-		// The host has not moved the command's data yet: it runs on, its
-		// engine busy, until it has (movedLocked ends it).
-		en.ran += busy
-		fx.holding, fx.engine = true, e
 		return
 	}
 	ch, orphan, code, fx := en.ch, en.orphan, en.code, en.fx

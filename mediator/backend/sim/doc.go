@@ -43,7 +43,10 @@
 // them fail with ErrBadHandle); unlike on a GPU, the VM's other commands
 // go on. The loss is the timed-out command's effect: its completion waits
 // until the VM's mover has recorded it (below), and with the virtual
-// clock the timeline waits with it. Timeouts counts these.
+// clock the timeline waits with it. Timeouts counts these. A command whose
+// modelled cost is within the deadline is not ended at it while it runs
+// on for its data on the wall clock (Memory, below): the host's movement
+// cannot be cut short, its length bounds it, and the VM is billed it.
 //
 // # Programs
 //

@@ -16,7 +16,8 @@ type effect struct {
 	// mover.
 	parked bool
 	// holding: with the wall clock, the command reached its modelled End
-	// before the host had moved its data; it runs on engine until then.
+	// (then in end) before the host had moved its data; it runs on its
+	// engine until then.
 	holding    bool
 	engine     Engine
 	code       abi.ErrorCode
@@ -82,8 +83,7 @@ func (s *Sim) movedLocked(fx *effect) {
 		// The host could not keep up with the model: the command ran
 		// until now, its engine busy, and is billed that.
 		fx.holding = false
-		en := &s.engines[fx.engine]
-		en.start, en.end = en.end, max(s.now, en.end)
+		s.engines[fx.engine].end = max(s.now, fx.end)
 		s.engineDoneLocked(fx.engine)
 		s.dispatchLocked()
 	}

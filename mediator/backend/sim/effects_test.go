@@ -80,6 +80,9 @@ func TestMoveHoldsItsEngine(t *testing.T) {
 	if n := len(ra.all()); n != 1 {
 		t.Fatalf("A has %d completions while its MEMSET's data has not moved, want 1 (the ALLOC)", n)
 	}
+	if busy := s.VMBusy(1); busy < int64(hold) {
+		t.Errorf("A's busy time %d ns while its MEMSET runs on, want %v at least", busy, hold)
+	}
 	release()
 	done := ra.wait(t, 3)
 	got := rb.wait(t, 2+kernels)
@@ -90,6 +93,13 @@ func TestMoveHoldsItsEngine(t *testing.T) {
 	}
 	if done[2].Tag != 2 || done[2].Start < m.End {
 		t.Errorf("the NOP %+v did not wait for the MEMSET %+v", done[2], m)
+	}
+	var billed int64
+	for _, c := range done {
+		billed += c.End - c.Start
+	}
+	if busy := s.VMBusy(1); busy != billed {
+		t.Errorf("A's busy time %d ns, want what its completions span, %d", busy, billed)
 	}
 	for _, c := range got[2:] {
 		if c.Code != abi.OK || c.End-c.Start != 10*us || c.Start < m.End {

@@ -48,7 +48,7 @@ type channel struct {
 	idx      int
 	q        ring[queued] // the head is the running or next command
 	running  bool         // the head runs on an engine
-	parked   *effect      // the head ended, its data not moved yet (wall clock)
+	parked   *effect      // the head timed out, the loss of its VM's buffers not recorded yet
 	inReady  bool         // in an engine's ready FIFO
 	dead     bool         // its VM closed
 	lastEnd  int64        // when its previous command ended
