@@ -195,14 +195,6 @@ type turnState struct {
 	idleNs     int64             // the holder's idle turn time not charged yet
 	turnIdle   int64             // its idle turn time in this turn
 	turnBusy   int64             // its BusyNs when it got the turn
-	// The contended spell of the turn (usedLocked): since when the holder
-	// is charged, and what it was charged since.
-	contFrom    int64
-	contCharged int64
-	// passed: the last holder lost its turn at its quantum's end for not
-	// using it (usedLocked): the next turn goes to another VM that waits.
-	passed  uint32
-	passing bool
 	// Pending records with nothing in flight (holderBusyLocked): the gate
 	// polled the holder's channels for them once.
 	polled     bool   // a poll for them was made
@@ -397,11 +389,7 @@ func (g *Gate) expire(t *turnState, gen uint64) {
 		return
 	}
 	if busy, _ := g.holderBusyLocked(h); busy {
-		if g.usedLocked() {
-			cands = append(cands, h)
-		} else {
-			t.passed, t.passing = h, true
-		}
+		cands = append(cands, h)
 	}
 	if next, ok := t.cfg.Picker.NextTurn(cands); ok && next == h {
 		g.contendLocked() // the holder is still the fairest: its turn goes on
@@ -489,31 +477,9 @@ func (g *Gate) chargeLocked() {
 	busy, q := b.BusyNs(), b.InFlight()
 	idle := g.idleChargeLocked()
 	if t.contended {
-		charge := busy - t.base + q - t.pre + idle
-		t.cfg.Picker.ChargeTurn(t.holder, charge)
-		t.contCharged += charge
+		t.cfg.Picker.ChargeTurn(t.holder, busy-t.base+q-t.pre+idle)
 	}
 	t.base, t.pre = busy, q
-}
-
-// usedLocked reports whether the holder, at its quantum's end, was charged
-// at least half the time its turn was contended: it used the GPU (its
-// commands ran, or it kept an idle turn, which is charged). A holder the
-// picker finds behind keeps the turn only then. One whose work in flight
-// held the GPU while the backend counted little of it as busy (a GPU
-// worker's host-side work, as a LOAD_MODULE's compile; a completion
-// delivered late) is charged little and so stays behind: keeping the turn
-// for that, it kept it for as long as the others' lead lasted (a VM beside
-// one charged 1% of its turns got 1% of the GPU, waiting up to 500 ms at a
-// time: TestTurnsHolderIdleInFlight). Its turns pass at each quantum's end
-// instead, so the others wait a quantum and its last commands at most;
-// behind by busy time it may be, but they waited for all of its turn. A
-// VM that uses its turns keeps them while behind, as before: a heavier
-// weight's longer share, a late starter catching up, the launch gaps of
-// short kernels (GPU time its commands do not count, well under half).
-func (g *Gate) usedLocked() bool {
-	t := g.turns
-	return 2*t.contCharged >= t.cfg.Clock.Now()-t.contFrom
 }
 
 // contendLocked starts a quantum for the holder: its budget queues no
@@ -527,7 +493,6 @@ func (g *Gate) contendLocked() {
 		if b := g.budgets[t.holder]; b != nil {
 			t.base, t.pre = b.BusyNs(), 0
 		}
-		t.contFrom, t.contCharged = now, 0
 	}
 	t.contended = true
 	t.deadline = now + t.cfg.QuantumNs
@@ -805,11 +770,6 @@ func (g *Gate) settleLocked() {
 		// scheduler holds it); it still counts as waiting.
 		pick = slices.DeleteFunc(slices.Clone(cands), func(id uint32) bool { return id == t.tail })
 	}
-	if t.passing && len(pick) > 1 {
-		// It did not use its turn: another VM that waits gets the next.
-		pick = slices.DeleteFunc(slices.Clone(pick), func(id uint32) bool { return id == t.passed })
-	}
-	t.passing = false
 	next, ok := t.cfg.Picker.NextTurn(pick)
 	if !ok {
 		return // nobody waits: the first to ring gets the turn
