@@ -39,9 +39,12 @@ const (
 	CopyDeviceToDevice uint32 = 3 // buffer SrcHandle -> buffer Handle
 )
 
-// Module formats for LOAD_MODULE.
+// Module formats for LOAD_MODULE. On a GPU the module's device memory
+// (globals, constants, code) counts against the VM's quota.
 const (
-	ModulePTX   uint32 = 1
+	ModulePTX uint32 = 1 // PTX text, compiled for the GPU by the host
+	// ModuleCubin is an ELF cubin for the host's GPU; a fatbin is
+	// ErrUnsupported.
 	ModuleCubin uint32 = 2
 	// ModuleSim (ABI 1.1) names the sim backend's built-in programs: the
 	// image is the text "sluice-sim" and the functions are the programs of

@@ -66,8 +66,8 @@ type VMSpec struct {
 	// completed (the channel ring's entries); 0 means DefaultMaxInFlight. A
 	// Submit beyond it is refused.
 	MaxInFlight int
-	// MemoryQuota bounds the device memory the VM's buffers may hold at
-	// once, in bytes; 0 is no bound but the device's. A backend whose VMs
+	// MemoryQuota bounds the device memory the VM's buffers (and, on a
+	// GPU, modules) may hold at once, in bytes; 0 is no bound but the device's. A backend whose VMs
 	// do not implement MemoryQuota cannot enforce one: the mediator refuses
 	// a quota rather than attach to it.
 	MemoryQuota uint64
@@ -115,9 +115,10 @@ type VM interface {
 
 // MemoryQuota is implemented by a VM whose backend counts its device
 // memory (sim and cuda; null, which allocates nothing). A command that would take the VM
-// past its quota (an ALLOC, so far the only command that takes device
-// memory) fails with abi.ErrNoMemory; the VM and the others go on. FREE
-// gives the buffer's bytes back.
+// past its quota (an ALLOC; on the cuda backend a LOAD_MODULE too, whose
+// globals, constants and code take device memory) fails with
+// abi.ErrNoMemory; the VM and the others go on. FREE gives the buffer's
+// bytes back; a module holds its bytes as long as the VM's context.
 type MemoryQuota interface {
 	// SetMemoryQuota sets the quota (0: none but the device's). It applies
 	// to the allocations that follow; a quota below what the VM holds

@@ -288,8 +288,8 @@ struct sluice_channel {
 #define SLUICE_COPY_DEVICE_TO_DEVICE 3 /* buffer src_handle -> buffer handle */
 
 /* sluice_cmd_load_module.format */
-#define SLUICE_MODULE_PTX 1
-#define SLUICE_MODULE_CUBIN 2
+#define SLUICE_MODULE_PTX 1   /* PTX text, compiled for the GPU by the host */
+#define SLUICE_MODULE_CUBIN 2 /* an ELF cubin for the host's GPU; a fatbin is SLUICE_EUNSUPPORTED */
 #define SLUICE_MODULE_SIM 3 /* 1.1: the sim backend's built-in programs (image SLUICE_SIM_MODULE_IMAGE) */
 
 /* sluice_reloc.kind */

@@ -262,13 +262,14 @@ func sizeWithBytes(n uint64) string {
 	return fmt.Sprintf("%s (%d bytes)", FormatSize(n), n)
 }
 
-// memoryField is a VM's device memory: what its buffers hold and its quota.
+// memoryField is a VM's device memory: what its buffers and modules hold
+// and its quota.
 func memoryField(used, quota uint64) string {
 	switch {
 	case quota == 0:
 		return approxSize(used) + " used, no quota"
 	case used > quota:
-		return fmt.Sprintf("%s used, quota %s (over it: ALLOCs fail until the VM frees enough)", approxSize(used), FormatSize(quota))
+		return fmt.Sprintf("%s used, quota %s (over it: ALLOCs and module loads fail until the VM frees enough)", approxSize(used), FormatSize(quota))
 	}
 	return fmt.Sprintf("%s used, quota %s", approxSize(used), FormatSize(quota))
 }

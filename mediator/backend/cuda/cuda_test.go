@@ -9,6 +9,8 @@ import (
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/internal/shm"
 	"github.com/sluice-gpu/sluice/mediator/backend"
+	"github.com/sluice-gpu/sluice/mediator/backend/cuda/cubin"
+	"github.com/sluice-gpu/sluice/mediator/backend/cuda/cubin/cubintest"
 	"golang.org/x/sys/unix"
 )
 
@@ -292,6 +294,81 @@ func TestMemoryQuota(t *testing.T) {
 	if u := a.MemoryUsed(); u != 0 {
 		t.Errorf("a closed VM uses %d", u)
 	}
+}
+
+// TestModuleQuota: what a module takes of device memory (its globals,
+// constants and code) counts against the VM's quota as a buffer does,
+// measured before the driver loads it: PTX through the driver's linker, a
+// cubin as it is; a fatbin is refused, and so is a module past
+// maxModules.
+func TestModuleQuota(t *testing.T) {
+	r := newRig(t, nil)
+	const small, big, mid, fat, junk, name = 0, 4096, 8192, 16384, 20480, 24576
+	heap := make([]byte, 32768)
+	smallPTX := ".entry k(\n)"
+	bigPTX := ".entry k(\n)\n.global .align 8 .b8 big[2097152];"
+	copy(heap[small:], smallPTX)
+	copy(heap[big:], bigPTX)
+	midCubin := cubintest.Build(cubintest.Image{Sections: []cubintest.Section{cubintest.Kernel("k"), cubintest.Global(512 << 10)}})
+	copy(heap[mid:], midCubin)
+	le.PutUint32(heap[fat:], 0xBA55ED50)
+	copy(heap[junk:], "not a cubin")
+	copy(heap[name:], "k")
+	done := make(chan backend.Completion, 64)
+	va, err := r.b.Attach(backend.VMSpec{ID: 1, Name: "a", Channels: 1, MemoryQuota: 1 << 20, Heap: heap,
+		Complete: func(c backend.Completion) { done <- c }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := va.(*cudaVM)
+	var tag uint64
+	step := func(c abi.Command, want abi.ErrorCode) {
+		t.Helper()
+		r.submit(a, 0, c, tag)
+		tag++
+		if got := wait(t, done, 1)[0]; got.Code != want {
+			t.Fatalf("%v handle %d at %d: code %v, want %v", c.Op, c.Handle, c.HeapOff, got.Code, want)
+		}
+	}
+	load := func(h uint32, format uint32, off, n int) abi.Command {
+		return abi.Command{Op: abi.OpLoadModule, Handle: h, Format: format, HeapOff: uint64(off), Length: uint64(n)}
+	}
+	launch := func(h uint32) abi.Command {
+		return abi.Command{Op: abi.OpLaunch, Handle: h, Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{1, 1, 1}, NameOff: name, NameLen: 1}
+	}
+	smallSize := fakeFootprint(smallPTX)
+	midSize, err := cubin.Footprint(midCubin)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	step(load(1, abi.ModulePTX, small, len(smallPTX)), abi.OK)
+	if u := a.MemoryUsed(); u != smallSize {
+		t.Fatalf("a module of code alone: the VM uses %d, want %d", u, smallSize)
+	}
+	loads := r.f.counted("ModuleLoadData")
+	step(load(2, abi.ModulePTX, big, len(bigPTX)), abi.ErrNoMemory) // 2 MiB of globals
+	if r.f.counted("ModuleLoadData") != loads {
+		t.Error("a module past the quota reached the driver's loader")
+	}
+	step(launch(2), abi.ErrBadHandle)
+	step(load(2, abi.ModuleCubin, mid, len(midCubin)), abi.OK) // 512 KiB of globals
+	if u := a.MemoryUsed(); u != smallSize+midSize {
+		t.Fatalf("two modules: the VM uses %d, want %d", u, smallSize+midSize)
+	}
+	step(launch(2), abi.OK)
+	step(load(3, abi.ModuleCubin, fat, 64), abi.ErrUnsupported)
+	step(load(3, abi.ModuleCubin, junk, 11), abi.ErrBadRecord)
+	step(abi.Command{Op: abi.OpAlloc, Handle: 9, Size: 1<<20 - smallSize - midSize + 1}, abi.ErrNoMemory)
+	step(abi.Command{Op: abi.OpAlloc, Handle: 9, Size: 1<<20 - smallSize - midSize}, abi.OK)
+
+	// Without a quota, the module table is the bound.
+	a.SetMemoryQuota(0)
+	for h := range uint32(maxModules - 2) { // 1 and 2 are loaded
+		step(load(10+h, abi.ModulePTX, small, len(smallPTX)), abi.OK)
+	}
+	step(load(1<<19, abi.ModulePTX, small, len(smallPTX)), abi.ErrNoMemory)
+	step(launch(2), abi.OK) // the VM goes on
 }
 
 // launchHeap lays out a module, a kernel name and an argument blob with

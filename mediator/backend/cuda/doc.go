@@ -260,14 +260,21 @@
 //
 // A VM's device memory quota (VMSpec.MemoryQuota, SetMemoryQuota) lives in
 // the shared block's first page, which the GPU cannot reach; the worker
-// reads it at every ALLOC and refuses one that would take the VM's buffers
-// past it with abi.ErrNoMemory before it reaches the driver (the GPU's own
-// out-of-memory is the same code). FREE gives the bytes back. The worker
-// publishes what its buffers hold beside the quota (MemoryUsed); a fresh
-// worker after a fault holds none. A quota lowered below the use takes
-// nothing back: ALLOCs fail until the VM has freed enough. Only ALLOC
-// takes device memory on the VM's behalf; what the driver takes for its
-// context, streams and modules is not counted.
+// reads it at every ALLOC and LOAD_MODULE and refuses one that would take
+// the VM's buffers and modules past it with abi.ErrNoMemory before it
+// reaches the driver (the GPU's own out-of-memory is the same code). A
+// module takes device memory when it loads (its global variables,
+// constants and code): LOAD_MODULE compiles PTX to a cubin with the
+// driver's linker (cuLinkAddData) and charges what the cubin's allocated
+// sections and loaded segments ask for (package cubin), before the driver
+// loads it; a fatbin is abi.ErrUnsupported (the driver would pick one of
+// its images by itself), and a VM loads at most maxModules modules. FREE
+// gives a buffer's bytes back; a module's stay until the context ends. The
+// worker publishes what its buffers and modules hold beside the quota
+// (MemoryUsed); a fresh worker after a fault holds none. A quota lowered
+// below the use takes nothing back: ALLOCs and module loads fail until the
+// VM has freed enough. What the driver takes for the context itself and
+// its streams is not counted.
 //
 // One VM at a time on the GPU (a VM alone, or the mediator's turns) splits
 // nothing, and its bill is its kernels' time but for the sweeps'

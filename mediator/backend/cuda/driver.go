@@ -58,6 +58,9 @@ type driver interface {
 	// ModuleLoadData loads image (PTX NUL terminated, or a cubin) into the
 	// current context; it lives as long as the context.
 	ModuleLoadData(image []byte) (cuModule, error)
+	// LinkPTX compiles ptx (NUL terminated) for the current context's
+	// device and returns the cubin, without loading it.
+	LinkPTX(ptx []byte) ([]byte, error)
 	ModuleGetFunction(m cuModule, name string) (cuFunction, error)
 	// LaunchKernel launches f with its parameters packed in args (the
 	// layout the kernel's parameter list gives them).

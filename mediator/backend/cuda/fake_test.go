@@ -2,15 +2,19 @@ package cuda
 
 import (
 	"bytes"
+	"debug/elf"
 	"errors"
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
+	"github.com/sluice-gpu/sluice/mediator/backend/cuda/cubin/cubintest"
 	"golang.org/x/sys/unix"
 )
 
@@ -306,21 +310,80 @@ func (f *fakeDriver) MemHostRegister(p unsafe.Pointer, size uint64) error {
 	return nil
 }
 
-var entryRE = regexp.MustCompile(`\.entry\s+([A-Za-z_][A-Za-z0-9_]*)`)
+var (
+	entryRE = regexp.MustCompile(`\.entry\s+([A-Za-z_][A-Za-z0-9_]*)`)
+	// globalRE is a PTX global array of bytes, `.global .b8 name[size]`
+	// (alignment and visibility aside): the fake's linker gives its
+	// module a .nv.global of the sizes' sum.
+	globalRE = regexp.MustCompile(`\.global\s+(?:\.align\s+\d+\s+)?\.b8\s+[A-Za-z_][A-Za-z0-9_]*\[(\d+)\]`)
+)
 
-func (f *fakeDriver) ModuleLoadData(image []byte) (cuModule, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(image) == 0 || image[len(image)-1] != 0 || bytes.IndexByte(image, 0) != len(image)-1 {
-		return 0, cudaErrorInvalidImage // PTX must arrive NUL terminated, once
+// ptxEntries are the kernels PTX declares, or an error as the driver's.
+func ptxEntries(ptx []byte) ([]string, error) {
+	if len(ptx) == 0 || ptx[len(ptx)-1] != 0 || bytes.IndexByte(ptx, 0) != len(ptx)-1 {
+		return nil, cudaErrorInvalidImage // PTX must arrive NUL terminated, once
 	}
 	var names []string
-	for _, m := range entryRE.FindAllSubmatch(image, -1) {
+	for _, m := range entryRE.FindAllSubmatch(ptx, -1) {
 		names = append(names, string(m[1]))
 	}
 	if len(names) == 0 {
-		return 0, cudaErrorInvalidPTX
+		return nil, cudaErrorInvalidPTX
 	}
+	return names, nil
+}
+
+// LinkPTX makes a cubin-shaped image of ptx: a code section a kernel and
+// the global arrays' bytes in .nv.global.
+func (f *fakeDriver) LinkPTX(ptx []byte) ([]byte, error) {
+	f.mu.Lock()
+	f.calls["LinkPTX"]++
+	f.mu.Unlock()
+	names, err := ptxEntries(ptx)
+	if err != nil {
+		return nil, err
+	}
+	var img cubintest.Image
+	for _, n := range names {
+		img.Sections = append(img.Sections, cubintest.Kernel(n))
+	}
+	var global uint64
+	for _, m := range globalRE.FindAllSubmatch(ptx, -1) {
+		n, err := strconv.ParseUint(string(m[1]), 10, 64)
+		if err != nil {
+			return nil, cudaErrorInvalidPTX
+		}
+		global += n
+	}
+	if global > 0 {
+		img.Sections = append(img.Sections, cubintest.Global(global))
+	}
+	return cubintest.Build(img), nil
+}
+
+// ModuleLoadData loads PTX (the mediator's own kernels) or a cubin (the
+// kernels of its .text.* sections).
+func (f *fakeDriver) ModuleLoadData(image []byte) (cuModule, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var names []string
+	if bytes.HasPrefix(image, []byte(elf.ELFMAG)) {
+		e, err := elf.NewFile(bytes.NewReader(image))
+		if err != nil || e.Machine != elf.EM_CUDA {
+			return 0, cudaErrorInvalidImage
+		}
+		for _, s := range e.Sections {
+			if n, ok := strings.CutPrefix(s.Name, ".text."); ok {
+				names = append(names, n)
+			}
+		}
+	} else {
+		var err error
+		if names, err = ptxEntries(image); err != nil {
+			return 0, err
+		}
+	}
+	f.calls["ModuleLoadData"]++
 	m := cuModule(f.handle())
 	f.mods[m] = names
 	return m, nil

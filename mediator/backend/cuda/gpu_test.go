@@ -578,3 +578,73 @@ func TestGPUSwitchOverhead(t *testing.T) {
 		t.Errorf("f %g at Open, want in [0, %g)", opened, maxSwitchOverhead)
 	}
 }
+
+// globalPTX declares 64 MiB of global memory, which the driver allocates
+// when the module loads; touch stores 7 at its last word and copies it
+// to p.
+const globalPTX = `
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .global .align 8 .b8 big[67108864];
+.visible .entry touch(.param .u64 p)
+{
+	.reg .b32 %r<2>;
+	.reg .b64 %rd<4>;
+	ld.param.u64 %rd1, [p];
+	mov.u64 %rd2, big;
+	add.s64 %rd3, %rd2, 67108860;
+	mov.u32 %r1, 7;
+	st.global.u32 [%rd3], %r1;
+	ld.global.u32 %r1, [%rd3];
+	st.global.u32 [%rd1], %r1;
+	ret;
+}
+`
+
+// TestGPUModuleQuota: a module's global variables count against the VM's
+// quota on the real driver: 64 MiB of them are refused under a 32 MiB
+// quota before the driver loads them, and load, run and are charged under
+// 128 MiB.
+func TestGPUModuleQuota(t *testing.T) {
+	b := gpuBackend(t, nil)
+	h := mapHeap(t, 1<<20)
+	vm, done := attachGPU(t, b, 1, h)
+	copy(h.mem[hModule:], globalPTX)
+	copy(h.mem[hName:], "touch")
+	le.PutUint64(h.mem[hArgs:], 5) // buffer handle 5
+	le.PutUint32(h.mem[hArgs+8:], 0)
+	le.PutUint32(h.mem[hArgs+12:], abi.RelocBuffer)
+	load := abi.Command{Op: abi.OpLoadModule, Handle: 1, Format: abi.ModulePTX, HeapOff: hModule, Length: uint64(len(globalPTX))}
+	launch := abi.Command{Op: abi.OpLaunch, Handle: 1, Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{1, 1, 1},
+		NameOff: hName, NameLen: 5, ArgsOff: hArgs, ArgsLen: 8, Relocs: 1}
+	vm.SetMemoryQuota(32 << 20)
+	var tag uint64
+	run := func(c abi.Command, want abi.ErrorCode) {
+		t.Helper()
+		if err := vm.Submit(0, c, tag); err != nil {
+			t.Fatal(err)
+		}
+		tag++
+		if got := wait(t, done, 1)[0]; got.Code != want {
+			t.Fatalf("%v: %v, want %v", c.Op, got.Code, want)
+		}
+	}
+	run(abi.Command{Op: abi.OpAlloc, Handle: 5, Size: 4}, abi.OK)
+	run(load, abi.ErrNoMemory)
+	if u := vm.MemoryUsed(); u != 4 {
+		t.Fatalf("after the refused module the VM uses %d, want 4", u)
+	}
+	vm.SetMemoryQuota(128 << 20)
+	run(load, abi.OK)
+	run(launch, abi.OK)
+	run(abi.Command{Op: abi.OpCopy, Handle: 5, Dir: abi.CopyDeviceToHost, HeapOff: hOut, Length: 4}, abi.OK)
+	if got := le.Uint32(h.mem[hOut:]); got != 7 {
+		t.Fatalf("the kernel read %d back from its global, want 7", got)
+	}
+	u := vm.MemoryUsed()
+	t.Logf("a module with 64 MiB of globals: the VM uses %d bytes", u)
+	if u < 4+64<<20 || u > 4+64<<20+64<<10 {
+		t.Fatalf("the VM uses %d bytes, want 64 MiB and a little", u)
+	}
+}

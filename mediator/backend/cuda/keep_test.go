@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-gpu/sluice/api/abi"
 	"github.com/sluice-gpu/sluice/internal/testlog"
 	"github.com/sluice-gpu/sluice/mediator/backend"
+	"github.com/sluice-gpu/sluice/mediator/backend/cuda/cubin"
 )
 
 // These tests hand GPU workers over between two Backends of this process,
@@ -48,6 +49,22 @@ const (
 )
 
 const keepPTX = ".entry scale(\n)"
+
+// kUsed is what the kept VM's buffer and module take of its quota.
+var kUsed = kSize + fakeFootprint(keepPTX)
+
+// fakeFootprint is what the fake driver's module of ptx is charged.
+func fakeFootprint(ptx string) uint64 {
+	img, err := newFake().LinkPTX(append([]byte(ptx), 0))
+	if err != nil {
+		panic(err)
+	}
+	n, err := cubin.Footprint(img)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
 
 var (
 	kAlloc  = abi.Command{Op: abi.OpAlloc, Handle: 3, Size: kSize}
@@ -85,8 +102,8 @@ func keptVM(t *testing.T, b *Backend) (backend.VMSpec, gpuHeap, backend.Kept) {
 			t.Fatalf("before the keep: %v: %v", c.Op, c.Code)
 		}
 	}
-	if u := v.MemoryUsed(); u != kSize {
-		t.Fatalf("the VM uses %d bytes, want %d", u, kSize)
+	if u := v.MemoryUsed(); u != kUsed {
+		t.Fatalf("the VM uses %d bytes, want %d", u, kUsed)
 	}
 	k, err := v.Keep()
 	if err != nil {
@@ -160,7 +177,7 @@ func TestKeepAdoptWorkerProcess(t *testing.T) {
 		t.Fatalf("the kept worker %d did not outlive its backend", pid)
 	}
 	var d keptData
-	if err := json.Unmarshal(k.Data, &d); err != nil || d.Buffers != 1 || d.Modules != 1 || d.MemUsed != kSize || d.Tail != 4 {
+	if err := json.Unmarshal(k.Data, &d); err != nil || d.Buffers != 1 || d.Modules != 1 || d.MemUsed != kUsed || d.Tail != 4 {
 		t.Fatalf("kept data %s (%v)", k.Data, err)
 	}
 
@@ -175,8 +192,8 @@ func TestKeepAdoptWorkerProcess(t *testing.T) {
 	closeFDs(k.FDs) // as the caller does: Attach took copies
 	k.FDs = nil
 	v := vm.(*cudaVM)
-	if u := v.MemoryUsed(); u != kSize {
-		t.Errorf("the adopted VM uses %d bytes, want %d", u, kSize)
+	if u := v.MemoryUsed(); u != kUsed {
+		t.Errorf("the adopted VM uses %d bytes, want %d", u, kUsed)
 	}
 	for i := range kSize {
 		heap.mem[kBack+i] = 0

@@ -15,14 +15,15 @@ import (
 // backends) on hosts without a GPU.
 type libcuda struct {
 	fn struct {
-		init, deviceGet, deviceGetName                    uintptr
-		deviceTotalMem, deviceGetPCIBusID                 uintptr
-		ctxCreate, ctxDestroy, ctxSetCurrent              uintptr
-		streamCreate, streamQuery, writeValue             uintptr
-		memAllocAsync, memFreeAsync, memsetD8Async        uintptr
-		memcpyHtoDAsync, memcpyDtoHAsync, memcpyDtoDAsync uintptr
-		memHostRegister, memHostGetDevicePointer          uintptr
-		moduleLoadData, moduleGetFunction, launchKernel   uintptr
+		init, deviceGet, deviceGetName                     uintptr
+		deviceTotalMem, deviceGetPCIBusID                  uintptr
+		ctxCreate, ctxDestroy, ctxSetCurrent               uintptr
+		streamCreate, streamQuery, writeValue              uintptr
+		memAllocAsync, memFreeAsync, memsetD8Async         uintptr
+		memcpyHtoDAsync, memcpyDtoHAsync, memcpyDtoDAsync  uintptr
+		memHostRegister, memHostGetDevicePointer           uintptr
+		moduleLoadData, moduleGetFunction, launchKernel    uintptr
+		linkCreate, linkAddData, linkComplete, linkDestroy uintptr
 	}
 }
 
@@ -69,6 +70,8 @@ func openLibcuda(path string) (*libcuda, error) {
 		{&f.memHostRegister, "cuMemHostRegister_v2"}, {&f.memHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"},
 		{&f.moduleLoadData, "cuModuleLoadData"},
 		{&f.moduleGetFunction, "cuModuleGetFunction"}, {&f.launchKernel, "cuLaunchKernel"},
+		{&f.linkCreate, "cuLinkCreate_v2"}, {&f.linkAddData, "cuLinkAddData_v2"},
+		{&f.linkComplete, "cuLinkComplete"}, {&f.linkDestroy, "cuLinkDestroy"},
 	}
 	for _, s := range syms {
 		if *s.p, err = purego.Dlsym(h, s.name); err != nil {
@@ -84,6 +87,7 @@ const (
 	cuMemHostRegisterPort   = 0x1
 	cuMemHostRegisterDevMap = 0x2
 	cuDeviceNameMax         = 256
+	cuJitInputPTX           = 1 // CUjitInputType CU_JIT_INPUT_PTX
 )
 
 func ptr[T any](p *T) uintptr { return uintptr(unsafe.Pointer(p)) }
@@ -213,6 +217,36 @@ func (l *libcuda) ModuleLoadData(image []byte) (cuModule, error) {
 	r, _, _ := purego.SyscallN(l.fn.moduleLoadData, ptr(&m), uintptr(unsafe.Pointer(&image[0])))
 	runtime.KeepAlive(image)
 	return m, check(r)
+}
+
+// LinkPTX runs the driver's linker on ptx alone: it compiles it for the
+// current context's device, as cuModuleLoadData would, and returns the
+// cubin (a copy: the linker's own goes with its state).
+func (l *libcuda) LinkPTX(ptx []byte) ([]byte, error) {
+	var st uintptr
+	r, _, _ := purego.SyscallN(l.fn.linkCreate, 0, 0, 0, ptr(&st))
+	if err := check(r); err != nil {
+		return nil, err
+	}
+	defer purego.SyscallN(l.fn.linkDestroy, st)
+	name := []byte("module\x00")
+	r, _, _ = purego.SyscallN(l.fn.linkAddData, st, cuJitInputPTX, uintptr(unsafe.Pointer(&ptx[0])), uintptr(len(ptx)),
+		uintptr(unsafe.Pointer(&name[0])), 0, 0, 0)
+	runtime.KeepAlive(ptx)
+	runtime.KeepAlive(name)
+	if err := check(r); err != nil {
+		return nil, err
+	}
+	var out *byte
+	var n uint64
+	r, _, _ = purego.SyscallN(l.fn.linkComplete, st, ptr(&out), ptr(&n))
+	if err := check(r); err != nil {
+		return nil, err
+	}
+	if out == nil || n == 0 {
+		return nil, cudaErrorInvalidImage
+	}
+	return bytes.Clone(unsafe.Slice(out, n)), nil
 }
 
 func (l *libcuda) ModuleGetFunction(m cuModule, name string) (cuFunction, error) {

@@ -2,9 +2,11 @@ package cuda
 
 import (
 	"bytes"
+	"errors"
 	"unsafe"
 
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/mediator/backend/cuda/cubin"
 )
 
 // work is a command's GPU work, queued on a stream.
@@ -83,17 +85,19 @@ func (w *worker) prepareAlloc(c *abi.Command) (work, abi.ErrorCode) {
 	}, abi.OK
 }
 
-// fits reports whether n more bytes of buffers stay within the VM's quota,
-// which the mediator keeps in the shared block (0: none; the GPU's own
-// limit is the driver's out-of-memory). The quota is read at every ALLOC,
-// so a change applies to the next one; a quota below what the VM holds
-// only refuses ALLOCs until it has freed enough.
+// fits reports whether n more bytes of buffers or modules stay within the
+// VM's quota, which the mediator keeps in the shared block (0: none; the
+// GPU's own limit is the driver's out-of-memory). The quota is read at
+// every ALLOC and LOAD_MODULE, so a change applies to the next one; a
+// quota below what the VM holds only refuses them until it has freed
+// enough.
 func (w *worker) fits(n uint64) bool {
 	q := w.blk.load(offQuota)
 	return q == 0 || w.memUsed <= q && n <= q-w.memUsed
 }
 
-// setMemUsed records what the VM's buffers hold, for the mediator to read.
+// setMemUsed records what the VM's buffers and modules hold, for the
+// mediator to read.
 func (w *worker) setMemUsed(n uint64) {
 	w.memUsed = n
 	w.blk.store(offMemUsed, n)
@@ -139,8 +143,18 @@ func (w *worker) prepareCopy(c *abi.Command) (work, abi.ErrorCode) {
 	return nil, abi.ErrBadRecord
 }
 
+// maxModules is how many modules a VM may load into one context: each
+// takes the driver's bookkeeping on the host and on the device, and a
+// module is never unloaded.
+const maxModules = 4096
+
 // loadModule loads a copy of the image (the heap is the guest's: it may
-// change under us) when the command is submitted.
+// change under us) when the command is submitted. What the module takes of
+// device memory (its globals, constants and code: cubin.Footprint) counts
+// against the VM's quota like a buffer, for as long as the context lives;
+// PTX is compiled to a cubin by the driver's linker first, so that it is
+// measured before it loads. A fatbin is refused (abi.ErrUnsupported): the
+// driver picks one of its images, whose size is not known before.
 func (w *worker) loadModule(c *abi.Command) abi.ErrorCode {
 	if _, used := w.mods[c.Handle]; used {
 		return abi.ErrBadHandle
@@ -152,6 +166,9 @@ func (w *worker) loadModule(c *abi.Command) abi.ErrorCode {
 	if !inside(uint64(len(w.heap)), c.HeapOff, c.Length) || c.Length == 0 {
 		return abi.ErrHeapRange
 	}
+	if len(w.mods) >= maxModules {
+		return abi.ErrNoMemory
+	}
 	image := make([]byte, c.Length, c.Length+1)
 	copy(image, w.heap[c.HeapOff:])
 	if c.Format == abi.ModulePTX {
@@ -161,12 +178,26 @@ func (w *worker) loadModule(c *abi.Command) abi.ErrorCode {
 		} else {
 			image = append(image, 0)
 		}
+		var err error
+		if image, err = w.d.LinkPTX(image); err != nil {
+			return codeOf(err)
+		}
+	}
+	size, err := cubin.Footprint(image)
+	switch {
+	case errors.Is(err, cubin.ErrFatbin):
+		return abi.ErrUnsupported
+	case err != nil:
+		return abi.ErrBadRecord // an image the driver would not load as a cubin
+	case !w.fits(size):
+		return abi.ErrNoMemory
 	}
 	m, err := w.d.ModuleLoadData(image)
 	if err != nil {
 		return codeOf(err)
 	}
-	w.mods[c.Handle] = &module{m: m, funcs: map[string]cuFunction{}}
+	w.mods[c.Handle] = &module{m: m, funcs: map[string]cuFunction{}, size: size}
+	w.setMemUsed(w.memUsed + size)
 	return abi.OK
 }
 

@@ -86,7 +86,7 @@ type worker struct {
 	tracerArgs  [tracerArgsSize]byte
 
 	bufs    map[uint32]buffer
-	memUsed uint64 // bytes of bufs, published at offMemUsed
+	memUsed uint64 // bytes of bufs and mods, published at offMemUsed
 	mods    map[uint32]*module
 
 	// files names the heap's and the syscall area's files a worker
@@ -102,6 +102,7 @@ type buffer struct {
 type module struct {
 	m     cuModule
 	funcs map[string]cuFunction
+	size  uint64 // device memory charged to the VM (cubin.Footprint)
 }
 
 // wchan is a channel on the worker's side.
