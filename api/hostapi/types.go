@@ -46,9 +46,10 @@ type CreateVMRequest struct {
 	// Cgroup is a cgroup v2 directory the VM's proxy runs in, so that the CPU
 	// its system calls use is charged to the VM; default none.
 	Cgroup string `json:"cgroup,omitempty"`
-	// Memory is the VM's device memory quota in bytes: an ALLOC or
-	// LOAD_MODULE that would take its buffers and modules past it fails
-	// with the channel error ErrNoMemory.
+	// Memory is the VM's device memory quota in bytes: an ALLOC,
+	// LOAD_MODULE or LAUNCH that would take the VM past it (its buffers,
+	// and on a GPU its modules and its kernels' local memory) fails with
+	// the channel error ErrNoMemory.
 	// Default none: the device's capacity is the only bound.
 	Memory uint64 `json:"memory,omitempty"`
 	// MaxCommandNs is the longest command the VM may run, in ns
@@ -87,9 +88,9 @@ type UpdateVMRequest struct {
 	SyscallWindowNs *int64 `json:"syscall_window_ns,omitempty"`
 	SyscallBatch    *int   `json:"syscall_batch,omitempty"`
 	// Memory is the VM's new device memory quota in bytes; 0 removes it.
-	// It applies to the next ALLOC or LOAD_MODULE; a quota below what the
-	// VM holds takes nothing back, it refuses them until the VM has freed
-	// enough.
+	// It applies to the next command that takes memory; a quota below
+	// what the VM holds takes nothing back, it refuses those until the VM
+	// has freed enough.
 	Memory *uint64 `json:"memory,omitempty"`
 	// MaxCommandNs is the VM's new longest command in ns
 	// (MinMaxCommand..MaxMaxCommand); 0 returns it to the daemon's default.

@@ -116,7 +116,8 @@ type VM interface {
 // MemoryQuota is implemented by a VM whose backend counts its device
 // memory (sim and cuda; null, which allocates nothing). A command that would take the VM
 // past its quota (an ALLOC; on the cuda backend a LOAD_MODULE too, whose
-// globals, constants and code take device memory) fails with
+// globals, constants and code take device memory, and a LAUNCH whose
+// kernel's local memory grows the context's) fails with
 // abi.ErrNoMemory; the VM and the others go on. FREE gives the buffer's
 // bytes back; a module holds its bytes as long as the VM's context.
 type MemoryQuota interface {

@@ -202,7 +202,7 @@ var commandTests = []commandTest{
 		want: result{stdout: "{\n  \"name\": \"web\",\n  \"id\": 1,\n  \"weight\": 2,\n  \"cap\": 0.5,\n"}, prefix: true},
 	{name: "set memory", args: []string{"vm", "set", "web", "--memory", "512MiB"},
 		want: result{stdout: strings.Replace(wantVMGet, "quota 8 GiB\n",
-			"quota 512 MiB (over it: ALLOCs and module loads fail until the VM frees enough)\n", 1)},
+			"quota 512 MiB (over it: what takes more memory fails until the VM frees enough)\n", 1)},
 		check: func(t *testing.T, f *fakeDaemon) { wantUpdates(t, f, "web weight=- cap=- memory=536870912") }},
 	{name: "set memory none", args: []string{"vm", "set", "web", "--memory", "none"},
 		want:  result{stdout: strings.Replace(wantVMGet, "used, quota 8 GiB\n", "used, no quota\n", 1)},

@@ -269,7 +269,7 @@ func memoryField(used, quota uint64) string {
 	case quota == 0:
 		return approxSize(used) + " used, no quota"
 	case used > quota:
-		return fmt.Sprintf("%s used, quota %s (over it: ALLOCs and module loads fail until the VM frees enough)", approxSize(used), FormatSize(quota))
+		return fmt.Sprintf("%s used, quota %s (over it: what takes more memory fails until the VM frees enough)", approxSize(used), FormatSize(quota))
 	}
 	return fmt.Sprintf("%s used, quota %s", approxSize(used), FormatSize(quota))
 }

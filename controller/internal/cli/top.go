@@ -34,7 +34,8 @@ func newTopCommand(a *app) *cobra.Command {
   DOORBELLS/S  doorbells rung by the guest per second
   SYSCALLS/S   GPU system calls the VM's programs made per second
   PROXY CPU    CPU time of the VM's syscall proxy over the interval, in % of a core
-  MEMORY       device memory the VM's buffers and modules hold now, and its quota after a
+  MEMORY       device memory the VM holds now (buffers; on a GPU modules and
+               kernels' local memory too), and its quota after a
                "/" where it has one (vm create/set --memory)
   IN FLIGHT    estimated GPU time the VM has forwarded to the GPU and not
                completed now / its in-flight budget ("-": none)

@@ -109,7 +109,7 @@ instead, including the number of MSI vectors the ivshmem device needs.`,
 	f.StringVar(&req.NetNS, "netns", "", "network namespace (/run/netns/NAME) the VM's syscall proxy joins for socket calls (default: an isolated one)")
 	f.StringVar(&req.Cgroup, "cgroup", "", "cgroup v2 directory the VM's syscall proxy runs in, so its CPU is charged to the VM")
 	f.Var(sizeValue{&req.Memory}, "memory",
-		"device memory quota: bytes or with a KiB/MiB/GiB/TiB suffix, e.g. 8GiB; an ALLOC or module load past it fails with ERR_NO_MEMORY (default none: the device's capacity)")
+		"device memory quota: bytes or with a KiB/MiB/GiB/TiB suffix, e.g. 8GiB; an ALLOC, module load or launch that takes the VM past it (buffers; on a GPU modules and kernels' local memory) fails with ERR_NO_MEMORY (default none: the device's capacity)")
 	f.Var(maxCommandValue{&req.MaxCommandNs}, "max-command",
 		"longest command the VM may run, e.g. 250ms (1ms..1h; default the daemon's): a longer THROTTLE fails with ERR_TOO_LONG, a command running past it with ERR_TIMED_OUT")
 	f.StringVar(&req.Owner, "owner", "",
@@ -227,9 +227,10 @@ as the VM's endpoint (sluiced --syscall-window/--syscall-batch set the
 defaults).
 
 --memory is the VM's new device memory quota (SIZE as for vm create; 0 or
-"none" removes it). It applies to the VM's next ALLOC or module load. A quota
-below what the VM holds (its buffers and modules) takes nothing back: its
-ALLOCs and module loads fail with "no memory" until it has freed enough to be
+"none" removes it). It applies to the VM's next command that takes device
+memory (an ALLOC; on a GPU a module load, or a launch whose kernel needs more
+local memory than any before). A quota below what the VM holds takes nothing
+back: those commands fail with "no memory" until it has freed enough to be
 under the quota ("vm get" shows the use).
 
 --max-command is the VM's new longest command (as for vm create; "default"

@@ -296,6 +296,28 @@ func TestMemoryQuota(t *testing.T) {
 	}
 }
 
+// quotaVM attaches VM 1 with heap and quota, and returns it with a step
+// that submits a command on channel 0 and checks its code.
+func (r *rig) quotaVM(heap []byte, quota uint64) (*cudaVM, func(abi.Command, abi.ErrorCode)) {
+	t := r.t
+	done := make(chan backend.Completion, 64)
+	va, err := r.b.Attach(backend.VMSpec{ID: 1, Name: "a", Channels: 1, MemoryQuota: quota, Heap: heap,
+		Complete: func(c backend.Completion) { done <- c }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := va.(*cudaVM)
+	var tag uint64
+	return a, func(c abi.Command, want abi.ErrorCode) {
+		t.Helper()
+		r.submit(a, 0, c, tag)
+		tag++
+		if got := wait(t, done, 1)[0]; got.Code != want {
+			t.Fatalf("%v handle %d at %d: code %v, want %v", c.Op, c.Handle, c.HeapOff, got.Code, want)
+		}
+	}
+}
+
 // TestModuleQuota: what a module takes of device memory (its globals,
 // constants and code) counts against the VM's quota as a buffer does,
 // measured before the driver loads it: PTX through the driver's linker, a
@@ -314,22 +336,7 @@ func TestModuleQuota(t *testing.T) {
 	le.PutUint32(heap[fat:], 0xBA55ED50)
 	copy(heap[junk:], "not a cubin")
 	copy(heap[name:], "k")
-	done := make(chan backend.Completion, 64)
-	va, err := r.b.Attach(backend.VMSpec{ID: 1, Name: "a", Channels: 1, MemoryQuota: 1 << 20, Heap: heap,
-		Complete: func(c backend.Completion) { done <- c }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := va.(*cudaVM)
-	var tag uint64
-	step := func(c abi.Command, want abi.ErrorCode) {
-		t.Helper()
-		r.submit(a, 0, c, tag)
-		tag++
-		if got := wait(t, done, 1)[0]; got.Code != want {
-			t.Fatalf("%v handle %d at %d: code %v, want %v", c.Op, c.Handle, c.HeapOff, got.Code, want)
-		}
-	}
+	a, step := r.quotaVM(heap, 1<<20)
 	load := func(h uint32, format uint32, off, n int) abi.Command {
 		return abi.Command{Op: abi.OpLoadModule, Handle: h, Format: format, HeapOff: uint64(off), Length: uint64(n)}
 	}
@@ -369,6 +376,56 @@ func TestModuleQuota(t *testing.T) {
 	}
 	step(load(1<<19, abi.ModulePTX, small, len(smallPTX)), abi.ErrNoMemory)
 	step(launch(2), abi.OK) // the VM goes on
+}
+
+// TestLocalMemoryQuota: the local memory the driver holds for a kernel's
+// threads (its local bytes for every thread the device runs at once, kept
+// at the most any launch used) counts against the VM's quota, charged at
+// the launch that grows it; a launch that grows nothing is never refused.
+func TestLocalMemoryQuota(t *testing.T) {
+	r := newRig(t, nil)
+	const m16, m32, name16, name32 = 0, 4096, 8192, 8448
+	heap := make([]byte, 16384)
+	ptx16 := ".entry k16(\n)\n.local .align 8 .b8 buf[16384];"
+	ptx32 := ".entry k32(\n)\n.local .align 8 .b8 buf[32768];"
+	copy(heap[m16:], ptx16)
+	copy(heap[m32:], ptx32)
+	copy(heap[name16:], "k16")
+	copy(heap[name32:], "k32")
+	a, step := r.quotaVM(heap, 100<<20)
+	launch := func(h uint32, at uint64) abi.Command {
+		return abi.Command{Op: abi.OpLaunch, Handle: h, Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{1, 1, 1}, NameOff: at, NameLen: 3}
+	}
+	step(abi.Command{Op: abi.OpLoadModule, Handle: 1, Format: abi.ModulePTX, HeapOff: m16, Length: uint64(len(ptx16))}, abi.OK)
+	step(abi.Command{Op: abi.OpLoadModule, Handle: 2, Format: abi.ModulePTX, HeapOff: m32, Length: uint64(len(ptx32))}, abi.OK)
+	mods := fakeFootprint(ptx16) + fakeFootprint(ptx32)
+	const resident = fakeSMs * fakeThreadsPerSM
+	if u := a.MemoryUsed(); u != mods {
+		t.Fatalf("before a launch the VM uses %d, want its modules' %d", u, mods)
+	}
+	step(launch(1, name16), abi.OK) // 15 KiB more a thread: 60 MiB
+	want := mods + (16384-fakeStack)*resident
+	if u := a.MemoryUsed(); u != want {
+		t.Fatalf("after a 16 KiB kernel the VM uses %d, want %d", u, want)
+	}
+	launches := len(r.f.launched())
+	step(launch(2, name32), abi.ErrNoMemory) // 16 KiB more a thread: 64 MiB, past 100 MiB
+	if len(r.f.launched()) != launches {
+		t.Error("a launch past the quota reached the driver")
+	}
+	a.SetMemoryQuota(1) // below the use: what grows nothing still runs
+	step(launch(1, name16), abi.OK)
+	step(abi.Command{Op: abi.OpAlloc, Handle: 5, Size: 1}, abi.ErrNoMemory)
+	a.SetMemoryQuota(0)
+	step(launch(2, name32), abi.OK)
+	want += (32768 - 16384) * resident
+	if u := a.MemoryUsed(); u != want {
+		t.Fatalf("after a 32 KiB kernel the VM uses %d, want %d", u, want)
+	}
+	step(launch(1, name16), abi.OK) // the context keeps the most
+	if u := a.MemoryUsed(); u != want {
+		t.Fatalf("after a smaller kernel again the VM uses %d, want %d", u, want)
+	}
 }
 
 // launchHeap lays out a module, a kernel name and an argument blob with

@@ -268,10 +268,15 @@
 // driver's linker (cuLinkAddData) and charges what the cubin's allocated
 // sections and loaded segments ask for (package cubin), before the driver
 // loads it; a fatbin is abi.ErrUnsupported (the driver would pick one of
-// its images by itself), and a VM loads at most maxModules modules. FREE
-// gives a buffer's bytes back; a module's stay until the context ends. The
-// worker publishes what its buffers and modules hold beside the quota
-// (MemoryUsed); a fresh worker after a fault holds none. A quota lowered
+// its images by itself), and a VM loads at most maxModules modules. A
+// kernel's local memory takes device memory at its launch: the driver
+// holds the most any kernel launched in the context used a thread (the
+// stack size at least) for every thread the device can run at once, and
+// keeps it; a LAUNCH that grows it is charged the growth (localGrowth) and
+// refused past the quota before it launches. FREE gives a buffer's bytes
+// back; a module's and the local memory's stay until the context ends. The
+// worker publishes what its buffers, modules and local memory hold beside
+// the quota (MemoryUsed); a fresh worker after a fault holds none. A quota lowered
 // below the use takes nothing back: ALLOCs and module loads fail until the
 // VM has freed enough. What the driver takes for the context itself and
 // its streams is not counted.

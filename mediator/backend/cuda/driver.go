@@ -28,10 +28,17 @@ type driver interface {
 	DeviceName(dev int32) (string, error)
 	DeviceTotalMem(dev int32) (uint64, error) // bytes
 	DevicePCIBusID(dev int32) (string, error) // "0000:00:06.0", as the driver writes it
+	// DeviceAttribute is one of the device's CUdevice_attribute values
+	// (attrSMs, attrThreadsPerSM).
+	DeviceAttribute(dev int32, attr int) (int32, error)
 
 	CtxCreate(dev int32) (cuContext, error)
 	CtxDestroy(ctx cuContext) error
 	CtxSetCurrent(ctx cuContext) error
+	// CtxStackSize is the current context's stack per thread, in bytes
+	// (CU_LIMIT_STACK_SIZE): the local memory it holds for every thread the
+	// device can run at once.
+	CtxStackSize() (uint64, error)
 
 	StreamCreate() (cuStream, error) // non-blocking: no implicit sync with the legacy stream
 	// StreamQuery is nil when everything queued on s has run, errNotReady
@@ -62,10 +69,19 @@ type driver interface {
 	// device and returns the cubin, without loading it.
 	LinkPTX(ptx []byte) ([]byte, error)
 	ModuleGetFunction(m cuModule, name string) (cuFunction, error)
+	// FuncLocalSize is the local memory one thread of f uses, in bytes
+	// (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES).
+	FuncLocalSize(f cuFunction) (uint64, error)
 	// LaunchKernel launches f with its parameters packed in args (the
 	// layout the kernel's parameter list gives them).
 	LaunchKernel(f cuFunction, grid, block [3]uint32, sharedMem uint32, s cuStream, args []byte) error
 }
+
+// CUdevice_attribute values the backend reads.
+const (
+	attrSMs          = 16 // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+	attrThreadsPerSM = 39 // CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR
+)
 
 // cuResult is a CUresult other than CUDA_SUCCESS.
 type cuResult int32

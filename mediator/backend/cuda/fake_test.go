@@ -37,6 +37,7 @@ type fakeDriver struct {
 	streams   map[cuStream]*fakeStream
 	mods      map[cuModule][]string
 	funcs     map[cuFunction]string
+	locals    map[string]uint64 // a kernel's local bytes a thread, by name (LinkPTX)
 	regions   []fakeRegion
 	hold      bool
 	launches  []fakeLaunch
@@ -79,7 +80,8 @@ func newFake() *fakeDriver {
 	return &fakeDriver{
 		next: 0x7000_0000_0000, cur: map[int]cuContext{}, ctxs: map[cuContext]*fakeCtx{},
 		streams: map[cuStream]*fakeStream{}, mods: map[cuModule][]string{}, funcs: map[cuFunction]string{},
-		calls: map[string]int{},
+		locals: map[string]uint64{},
+		calls:  map[string]int{},
 	}
 }
 
@@ -316,7 +318,40 @@ var (
 	// (alignment and visibility aside): the fake's linker gives its
 	// module a .nv.global of the sizes' sum.
 	globalRE = regexp.MustCompile(`\.global\s+(?:\.align\s+\d+\s+)?\.b8\s+[A-Za-z_][A-Za-z0-9_]*\[(\d+)\]`)
+	// localRE is a thread's local array of bytes, `.local .b8 name[size]`:
+	// the fake gives every kernel of the module that much local memory a
+	// thread.
+	localRE = regexp.MustCompile(`\.local\s+(?:\.align\s+\d+\s+)?\.b8\s+[A-Za-z_][A-Za-z0-9_]*\[(\d+)\]`)
 )
+
+// The fake device's threads and stack: 4 SMs of 1024 threads, 1 KiB a
+// thread.
+const (
+	fakeSMs, fakeThreadsPerSM = 4, 1024
+	fakeStack                 = 1024
+)
+
+func (f *fakeDriver) DeviceAttribute(dev int32, attr int) (int32, error) {
+	switch attr {
+	case attrSMs:
+		return fakeSMs, nil
+	case attrThreadsPerSM:
+		return fakeThreadsPerSM, nil
+	}
+	return 0, cudaErrorInvalidValue
+}
+
+func (f *fakeDriver) CtxStackSize() (uint64, error) { return fakeStack, nil }
+
+func (f *fakeDriver) FuncLocalSize(fn cuFunction) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	name, ok := f.funcs[fn]
+	if !ok {
+		return 0, cudaErrorInvalidHandle
+	}
+	return f.locals[name], nil
+}
 
 // ptxEntries are the kernels PTX declares, or an error as the driver's.
 func ptxEntries(ptx []byte) ([]string, error) {
@@ -357,6 +392,17 @@ func (f *fakeDriver) LinkPTX(ptx []byte) ([]byte, error) {
 	}
 	if global > 0 {
 		img.Sections = append(img.Sections, cubintest.Global(global))
+	}
+	for _, m := range localRE.FindAllSubmatch(ptx, -1) {
+		n, err := strconv.ParseUint(string(m[1]), 10, 64)
+		if err != nil {
+			return nil, cudaErrorInvalidPTX
+		}
+		f.mu.Lock()
+		for _, name := range names {
+			f.locals[name] = max(f.locals[name], n)
+		}
+		f.mu.Unlock()
 	}
 	return cubintest.Build(img), nil
 }

@@ -579,6 +579,22 @@ func TestGPUSwitchOverhead(t *testing.T) {
 	}
 }
 
+// stepper returns a step that submits a command on vm's channel 0 and
+// checks its code.
+func stepper(t *testing.T, vm *cudaVM, done chan backend.Completion) func(abi.Command, abi.ErrorCode) {
+	var tag uint64
+	return func(c abi.Command, want abi.ErrorCode) {
+		t.Helper()
+		if err := vm.Submit(0, c, tag); err != nil {
+			t.Fatal(err)
+		}
+		tag++
+		if got := wait(t, done, 1)[0]; got.Code != want {
+			t.Fatalf("%v: %v, want %v", c.Op, got.Code, want)
+		}
+	}
+}
+
 // globalPTX declares 64 MiB of global memory, which the driver allocates
 // when the module loads; touch stores 7 at its last word and copies it
 // to p.
@@ -619,17 +635,7 @@ func TestGPUModuleQuota(t *testing.T) {
 	launch := abi.Command{Op: abi.OpLaunch, Handle: 1, Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{1, 1, 1},
 		NameOff: hName, NameLen: 5, ArgsOff: hArgs, ArgsLen: 8, Relocs: 1}
 	vm.SetMemoryQuota(32 << 20)
-	var tag uint64
-	run := func(c abi.Command, want abi.ErrorCode) {
-		t.Helper()
-		if err := vm.Submit(0, c, tag); err != nil {
-			t.Fatal(err)
-		}
-		tag++
-		if got := wait(t, done, 1)[0]; got.Code != want {
-			t.Fatalf("%v: %v, want %v", c.Op, got.Code, want)
-		}
-	}
+	run := stepper(t, vm, done)
 	run(abi.Command{Op: abi.OpAlloc, Handle: 5, Size: 4}, abi.OK)
 	run(load, abi.ErrNoMemory)
 	if u := vm.MemoryUsed(); u != 4 {
@@ -646,5 +652,73 @@ func TestGPUModuleQuota(t *testing.T) {
 	t.Logf("a module with 64 MiB of globals: the VM uses %d bytes", u)
 	if u < 4+64<<20 || u > 4+64<<20+64<<10 {
 		t.Fatalf("the VM uses %d bytes, want 64 MiB and a little", u)
+	}
+}
+
+// localPTX's kernel uses 64 KiB of local memory a thread: it stores 7 at
+// buf[i] and copies it to p.
+const localPTX = `
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry deep(.param .u64 p, .param .u32 i)
+{
+	.local .align 8 .b8 buf[65536];
+	.reg .b64 %rd<5>;
+	.reg .b32 %r<3>;
+	.reg .b16 %rs<3>;
+	ld.param.u64 %rd1, [p];
+	ld.param.u32 %r1, [i];
+	mov.u64 %rd2, buf;
+	cvt.u64.u32 %rd3, %r1;
+	add.s64 %rd4, %rd2, %rd3;
+	mov.u16 %rs1, 7;
+	st.local.u8 [%rd4], %rs1;
+	ld.local.u8 %rs2, [%rd4];
+	cvt.u32.u16 %r2, %rs2;
+	st.global.u32 [%rd1], %r2;
+	ret;
+}
+`
+
+// TestGPULocalMemoryQuota: the local memory the driver holds for a
+// kernel's threads counts against the VM's quota: a kernel of 64 KiB a
+// thread (on an H100, 17 GB for its 270 336 threads) is refused under a
+// 1 GiB quota before it launches, and runs and is charged without one.
+func TestGPULocalMemoryQuota(t *testing.T) {
+	b := gpuBackend(t, nil)
+	h := mapHeap(t, 1<<20)
+	vm, done := attachGPU(t, b, 1, h)
+	copy(h.mem[hModule:], localPTX)
+	copy(h.mem[hName:], "deep")
+	le.PutUint64(h.mem[hArgs:], 5)       // buffer handle 5
+	le.PutUint32(h.mem[hArgs+8:], 65535) // the last byte of buf
+	le.PutUint32(h.mem[hArgs+16:], 0)
+	le.PutUint32(h.mem[hArgs+20:], abi.RelocBuffer)
+	launch := abi.Command{Op: abi.OpLaunch, Handle: 1, Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{1, 1, 1},
+		NameOff: hName, NameLen: 4, ArgsOff: hArgs, ArgsLen: 12, Relocs: 1}
+	vm.SetMemoryQuota(1 << 30)
+	run := stepper(t, vm, done)
+	run(abi.Command{Op: abi.OpAlloc, Handle: 5, Size: 4}, abi.OK)
+	run(abi.Command{Op: abi.OpLoadModule, Handle: 1, Format: abi.ModulePTX, HeapOff: hModule, Length: uint64(len(localPTX))}, abi.OK)
+	before := vm.MemoryUsed()
+	run(launch, abi.ErrNoMemory)
+	if u := vm.MemoryUsed(); u != before {
+		t.Fatalf("the refused launch charged %d bytes", u-before)
+	}
+	vm.SetMemoryQuota(0)
+	run(launch, abi.OK)
+	run(abi.Command{Op: abi.OpCopy, Handle: 5, Dir: abi.CopyDeviceToHost, HeapOff: hOut, Length: 4}, abi.OK)
+	if got := le.Uint32(h.mem[hOut:]); got != 7 {
+		t.Fatalf("the kernel read %d back from its local memory, want 7", got)
+	}
+	grew := vm.MemoryUsed() - before
+	t.Logf("MEASURED: a kernel of 64 KiB local memory a thread: the VM was charged %d bytes", grew)
+	if grew < 1<<30 {
+		t.Fatalf("charged %d bytes for the kernel's local memory, want more than the 1 GiB it was refused under", grew)
+	}
+	run(launch, abi.OK) // grows nothing
+	if u := vm.MemoryUsed() - before; u != grew {
+		t.Fatalf("a second launch charged %d bytes more", u-grew)
 	}
 }

@@ -24,6 +24,7 @@ type libcuda struct {
 		memHostRegister, memHostGetDevicePointer           uintptr
 		moduleLoadData, moduleGetFunction, launchKernel    uintptr
 		linkCreate, linkAddData, linkComplete, linkDestroy uintptr
+		deviceGetAttribute, ctxGetLimit, funcGetAttribute  uintptr
 	}
 }
 
@@ -72,6 +73,8 @@ func openLibcuda(path string) (*libcuda, error) {
 		{&f.moduleGetFunction, "cuModuleGetFunction"}, {&f.launchKernel, "cuLaunchKernel"},
 		{&f.linkCreate, "cuLinkCreate_v2"}, {&f.linkAddData, "cuLinkAddData_v2"},
 		{&f.linkComplete, "cuLinkComplete"}, {&f.linkDestroy, "cuLinkDestroy"},
+		{&f.deviceGetAttribute, "cuDeviceGetAttribute"}, {&f.ctxGetLimit, "cuCtxGetLimit"},
+		{&f.funcGetAttribute, "cuFuncGetAttribute"},
 	}
 	for _, s := range syms {
 		if *s.p, err = purego.Dlsym(h, s.name); err != nil {
@@ -88,6 +91,8 @@ const (
 	cuMemHostRegisterDevMap = 0x2
 	cuDeviceNameMax         = 256
 	cuJitInputPTX           = 1 // CUjitInputType CU_JIT_INPUT_PTX
+	cuLimitStackSize        = 0 // CUlimit CU_LIMIT_STACK_SIZE
+	cuFuncLocalSizeBytes    = 3 // CUfunction_attribute CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
 )
 
 func ptr[T any](p *T) uintptr { return uintptr(unsafe.Pointer(p)) }
@@ -126,6 +131,27 @@ func (l *libcuda) DeviceTotalMem(dev int32) (uint64, error) {
 	var n uint64
 	r, _, _ := purego.SyscallN(l.fn.deviceTotalMem, ptr(&n), uintptr(dev))
 	return n, check(r)
+}
+
+func (l *libcuda) DeviceAttribute(dev int32, attr int) (int32, error) {
+	var v int32
+	r, _, _ := purego.SyscallN(l.fn.deviceGetAttribute, ptr(&v), uintptr(attr), uintptr(dev))
+	return v, check(r)
+}
+
+func (l *libcuda) CtxStackSize() (uint64, error) {
+	var n uint64
+	r, _, _ := purego.SyscallN(l.fn.ctxGetLimit, ptr(&n), cuLimitStackSize)
+	return n, check(r)
+}
+
+func (l *libcuda) FuncLocalSize(f cuFunction) (uint64, error) {
+	var n int32
+	r, _, _ := purego.SyscallN(l.fn.funcGetAttribute, ptr(&n), cuFuncLocalSizeBytes, uintptr(f))
+	if err := check(r); err != nil {
+		return 0, err
+	}
+	return uint64(max(n, 0)), nil
 }
 
 // cuPCIBusIDMax fits "dddd:bb:dd.f" and more (the driver writes 13 bytes

@@ -86,8 +86,13 @@ type worker struct {
 	tracerArgs  [tracerArgsSize]byte
 
 	bufs    map[uint32]buffer
-	memUsed uint64 // bytes of bufs and mods, published at offMemUsed
+	memUsed uint64 // bytes of bufs, mods and local memory, published at offMemUsed
 	mods    map[uint32]*module
+	// The context's local memory (ops.go, localGrowth): the driver holds
+	// local bytes for each of resident threads, the most any kernel
+	// launched in the context used (at least the stack), and keeps it.
+	resident uint64
+	local    uint64
 
 	// files names the heap's and the syscall area's files a worker
 	// process mapped (nil: none), for a successor that adopts it.
@@ -101,8 +106,15 @@ type buffer struct {
 
 type module struct {
 	m     cuModule
-	funcs map[string]cuFunction
+	funcs map[string]kernel
 	size  uint64 // device memory charged to the VM (cubin.Footprint)
+}
+
+// kernel is a module's function the VM launched, and the local memory one
+// of its threads uses.
+type kernel struct {
+	f     cuFunction
+	local uint64
 }
 
 // wchan is a channel on the worker's side.
@@ -194,6 +206,17 @@ func (w *worker) create() (err error) {
 	}()
 	if err = d.CtxSetCurrent(w.ctx); err != nil {
 		return fmt.Errorf("making the context current: %w", err)
+	}
+	var sms, perSM int32
+	if sms, err = d.DeviceAttribute(dev, attrSMs); err == nil {
+		perSM, err = d.DeviceAttribute(dev, attrThreadsPerSM)
+	}
+	if err != nil {
+		return fmt.Errorf("reading the device's threads: %w", err)
+	}
+	w.resident = uint64(max(sms, 0)) * uint64(max(perSM, 0))
+	if w.local, err = d.CtxStackSize(); err != nil {
+		return fmt.Errorf("reading the context's stack size: %w", err)
 	}
 	var tmod cuModule // freed with the context
 	if tmod, err = d.ModuleLoadData(append([]byte(throttlePTX), 0)); err != nil {
