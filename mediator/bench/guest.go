@@ -162,6 +162,18 @@ func (g *guest) interrupt(c int) {
 	g.after(g.sleepNs, func() { g.submit(c, n, g.now()) })
 }
 
+// oldestWait is how long the oldest kernel not completed at now has
+// waited since its doorbell, over the guest's channels; 0 if none.
+func (g *guest) oldestWait(now int64) int64 {
+	var w int64
+	for _, gc := range g.chans {
+		if gc.get != gc.put {
+			w = max(w, now-gc.sent[gc.get&(g.h.layout.RingEntries-1)])
+		}
+	}
+	return w
+}
+
 func (g *guest) allCompleted() bool {
 	for _, gc := range g.chans {
 		if gc.get != gc.put {

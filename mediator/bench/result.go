@@ -124,6 +124,11 @@ type VMResult struct {
 	// saw (an upper bound, within 1.6%); 0 without kernels.
 	LatencyP50Ns int64 `json:"latency_p50_ns"`
 	LatencyP99Ns int64 `json:"latency_p99_ns"`
+	// OldestWaitNs is how long the oldest of its kernels still outstanding
+	// at the end had waited since its doorbell (0: none outstanding). A
+	// channel the others starved shows here and not in the latency
+	// quantiles, which count completed kernels only.
+	OldestWaitNs int64 `json:"oldest_wait_ns"`
 	HeldBackNs   int64 `json:"held_back_ns"` // time the scheduler held it
 	// FirstHeldNs is when the scheduler first held it; null if never.
 	FirstHeldNs *int64 `json:"first_held_ns"`
@@ -235,15 +240,15 @@ func WriteText(w io.Writer, r *Result) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "VM\tKIND\tWEIGHT\tTRUE\tACCOUNTED\tERROR\tESTIMATED\tERROR\tSHARE\tKERNELS\tTURNAROUND\tP99 LATENCY\tHELD\t")
+	fmt.Fprintln(tw, "VM\tKIND\tWEIGHT\tTRUE\tACCOUNTED\tERROR\tESTIMATED\tERROR\tSHARE\tKERNELS\tTURNAROUND\tP99 LATENCY\tOLDEST WAIT\tHELD\t")
 	for _, v := range r.VMs {
 		turn := "-"
 		if v.TurnaroundNs > 0 {
 			turn = ms(v.TurnaroundNs)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t%d\t%s\t%s\t%s\t\n", v.Name, v.Kind, v.Weight,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t%d\t%s\t%s\t%s\t%s\t\n", v.Name, v.Kind, v.Weight,
 			ms(v.TrueGPUNs), ms(v.AccountedGPUNs), pctOrDash(v.AccountingError), ms(v.EstimatedGPUNs),
-			pctOrDash(v.EstimateError), 100*v.Share, v.Kernels, turn, ms(v.LatencyP99Ns), ms(v.HeldBackNs))
+			pctOrDash(v.EstimateError), 100*v.Share, v.Kernels, turn, ms(v.LatencyP99Ns), ms(v.OldestWaitNs), ms(v.HeldBackNs))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

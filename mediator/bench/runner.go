@@ -126,6 +126,7 @@ type snapshot struct {
 	turnaround []int64
 	latP50     []int64
 	latP99     []int64
+	oldest     []int64
 	errs       []error
 }
 
@@ -260,7 +261,7 @@ func (r *runner) takeSnapshot() *snapshot {
 	sn := &snapshot{
 		at: r.gpu.Clock().Now(), busy: make([]int64, n), billed: make([]int64, n),
 		kernels: make([]int64, n), turnaround: make([]int64, n), errs: make([]error, n),
-		latP50: make([]int64, n), latP99: make([]int64, n),
+		latP50: make([]int64, n), latP99: make([]int64, n), oldest: make([]int64, n),
 	}
 	sn.gpuBusy = r.gpu.Busy()
 	if sc, ok := r.gpu.(switchCounter); ok {
@@ -286,6 +287,7 @@ func (r *runner) takeSnapshot() *snapshot {
 		sn.kernels[i] = g.done
 		sn.turnaround[i] = g.turnaround()
 		sn.latP50[i], sn.latP99[i] = g.lat.Quantile(0.5), g.lat.Quantile(0.99)
+		sn.oldest[i] = g.oldestWait(sn.at)
 		sn.errs[i] = g.err
 	}
 	return sn
@@ -424,7 +426,7 @@ func (r *runner) result(o Options) (*Result, error) {
 			FairShare: float64(h.vm.Weight) / weights,
 			TrueGPUNs: sn.busy[i], EstimatedGPUNs: c.accounted,
 			Kernels: sn.kernels[i], TurnaroundNs: sn.turnaround[i], HeldBackNs: c.heldNs,
-			LatencyP50Ns: sn.latP50[i], LatencyP99Ns: sn.latP99[i],
+			LatencyP50Ns: sn.latP50[i], LatencyP99Ns: sn.latP99[i], OldestWaitNs: sn.oldest[i],
 			StartNs: int64(h.vm.Workload.Start),
 		}
 		switch r.s.Accounting {

@@ -82,10 +82,11 @@ type Budget struct {
 	peak     atomic.Int64 // longest work command measured this period
 	lastPeak atomic.Int64 // ... in the last period
 	stalls   atomic.Uint64
-	waiting  atomic.Bool  // waiters is not empty
-	busy     atomic.Int64 // busy time of every completed command, ns
-	longest  atomic.Int64 // longest busy time of a completed command, decaying (Longest)
-	deadline atomic.Int64 // the limit is at most deadline − now; 0: none
+	stallSeq atomic.Uint64 // tickets of Channel.Stalled
+	waiting  atomic.Bool   // waiters is not empty
+	busy     atomic.Int64  // busy time of every completed command, ns
+	longest  atomic.Int64  // longest busy time of a completed command, decaying (Longest)
+	deadline atomic.Int64  // the limit is at most deadline − now; 0: none
 	now      atomic.Pointer[func() int64]
 	hook     atomic.Pointer[BudgetHook]
 	mark     atomic.Int64  // when what is in flight began to run at the latest (EndBound)
@@ -354,11 +355,17 @@ func (b *Budget) reserve(cost int64) bool {
 // registration is not missed. It reports whether cost was charged. A
 // command whose cost is no estimate (blind) is counted in Unmeasured from
 // before its reservation, so that Unmeasured never reads low.
+//
+// A channel that stops takes a ticket (Channel.Stalled) unless it holds
+// one, and gives it up at its next reservation: the tickets order the
+// VM's channels that wait for room, oldest first, for a release to serve
+// in that order.
 func (b *Budget) reserveOrWait(c *Channel, cost int64, blind bool) bool {
 	if blind {
 		b.blind.Add(1)
 	}
 	if b.reserve(cost) {
+		c.stalled.Store(0)
 		return true
 	}
 	b.mu.Lock()
@@ -366,12 +373,16 @@ func (b *Budget) reserveOrWait(c *Channel, cost int64, blind bool) bool {
 	b.waiting.Store(true)
 	b.mu.Unlock()
 	if b.reserve(cost) {
+		c.stalled.Store(0)
 		return true // it stays registered: one spurious forward later
 	}
 	if blind {
 		b.blind.Add(-1)
 	}
 	b.stalls.Add(1)
+	if c.stalled.Load() == 0 {
+		c.stalled.Store(b.stallSeq.Add(1))
+	}
 	return false
 }
 

@@ -149,6 +149,36 @@ func TestBudgetSharedByChannels(t *testing.T) {
 	}
 }
 
+// TestBudgetStallTickets: a channel that stops for room takes a ticket
+// (Stalled) after those that stopped before it, keeps its first while it
+// waits (a doorbell meanwhile takes no new one), and gives it up when it
+// reserves again.
+func TestBudgetStallTickets(t *testing.T) {
+	r := newVMRig(t, 1000*us)
+	r.write(0, throttle(800*us))
+	if s := r.chans[0].Stalled(); s != 0 {
+		t.Fatalf("a channel that forwarded holds ticket %d", s)
+	}
+	r.write(1, throttle(800*us))
+	t1 := r.chans[1].Stalled()
+	r.write(0, throttle(800*us))
+	t0 := r.chans[0].Stalled()
+	if t1 == 0 || t0 <= t1 {
+		t.Fatalf("tickets %d (channel 1, stopped first) and %d (channel 0), want 0 < channel 1's < channel 0's", t1, t0)
+	}
+	r.chans[1].Poll() // still no room
+	if s := r.chans[1].Stalled(); s != t1 {
+		t.Fatalf("a doorbell while waiting moved channel 1's ticket %d to %d", t1, s)
+	}
+	r.complete(0) // room for one: channel 1 waited longest
+	if r.inFlight(1) != 1 || r.chans[1].Stalled() != 0 {
+		t.Fatalf("channel 1 has %d in flight and ticket %d, want 1 and none", r.inFlight(1), r.chans[1].Stalled())
+	}
+	if s := r.chans[0].Stalled(); s != t0 {
+		t.Fatalf("channel 0, still waiting, holds ticket %d, want %d", s, t0)
+	}
+}
+
 func TestBudgetLimitChanges(t *testing.T) {
 	r := newVMRig(t, 1000*us)
 	r.write(0, throttle(500*us), throttle(500*us), throttle(500*us), throttle(500*us))

@@ -85,6 +85,9 @@ type Channel struct {
 
 	pollMu sync.Mutex  // held by the one goroutine forwarding (batch is used outside mu)
 	kick   atomic.Bool // more to forward: the goroutine holding pollMu goes round again
+	// stalled is the channel's ticket while it waits for room in its
+	// budget (Stalled), 0 once it reserved again.
+	stalled atomic.Uint64
 
 	// usageGen moves whenever a usage counter does (Commands, BusyNs,
 	// Kernels, Errors): a reader polling usage skips a channel it has not
@@ -248,6 +251,14 @@ const maxBatch = 64
 // A doorbell on a held channel is told to the VM's budget's hook
 // (BudgetHook.Knocked): turn arbitration gives the VM a turn on it.
 func (c *Channel) Poll() { c.poll(true) }
+
+// Stalled orders the channels of a VM that stopped for room in its
+// in-flight budget and have reserved none since: a smaller ticket waited
+// longer; 0 for a channel that is not waiting for room. A release serves
+// the oldest first (gate), so that channels that share a budget take
+// turns at the room a release gives rather than the first polled taking it
+// every time.
+func (c *Channel) Stalled() uint64 { return c.stalled.Load() }
 
 // Put is the guest's put index as it is in shared memory now: a look
 // without the lock, for a poller spinning on the ring (it may be garbage;

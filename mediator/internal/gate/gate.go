@@ -41,7 +41,9 @@
 package gate
 
 import (
+	"cmp"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 
@@ -115,8 +117,15 @@ func (g *Gate) unlock() {
 	}
 }
 
+// Staller is a channel that says how long it has waited for room in its
+// VM's budget (channel.Channel.Stalled).
+type Staller interface {
+	Stalled() uint64
+}
+
 // syncLocked latches or releases a VM's channels as the scheduler's hold
-// and the turn say; a released VM's channels are polled after mu.
+// and the turn say; a released VM's channels are polled after mu, those
+// that waited for room in its budget first, oldest first (releaseOrder).
 func (g *Gate) syncLocked(id uint32) {
 	chans, ok := g.vms[id]
 	if !ok {
@@ -128,7 +137,9 @@ func (g *Gate) syncLocked(id uint32) {
 	}
 	for _, c := range chans {
 		c.SetHeld(want)
-		if !want {
+	}
+	if !want {
+		for _, c := range releaseOrder(chans) {
 			g.polls = append(g.polls, pollEntry{id, c})
 		}
 	}
@@ -138,6 +149,26 @@ func (g *Gate) syncLocked(id uint32) {
 		delete(g.latched, id)
 	}
 	g.waitingChangedLocked(id, want)
+}
+
+// releaseOrder is the order a release polls a VM's channels in: those
+// waiting for room in its budget first, the longest waiting first, then
+// the others in their order. A VM's channels share its budget, and under
+// turns a release gives room for about a quantum's work: polled in one
+// order every time, the first channel took that room at every turn and
+// the others waited for seconds (the sim, a VM of four channels of 4 ms
+// kernels two deep: channels 1-3 1-2 s at a time, p99 696 ms against a
+// mean of 64 ms). Channels whose work all fits are polled as before.
+func releaseOrder(chans []Channel) []Channel {
+	ticket := func(c Channel) uint64 {
+		if s, ok := c.(Staller); ok && s.Stalled() != 0 {
+			return s.Stalled()
+		}
+		return math.MaxUint64
+	}
+	order := slices.Clone(chans)
+	slices.SortStableFunc(order, func(a, b Channel) int { return cmp.Compare(ticket(a), ticket(b)) })
+	return order
 }
 
 // Add registers a VM's channels, released (latched under turns unless it

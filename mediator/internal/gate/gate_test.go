@@ -85,3 +85,33 @@ func TestSetBudget(t *testing.T) {
 		t.Fatal("removed vm's budget still reported")
 	}
 }
+
+// stallChannel is a channel that says how long it waited for room, and
+// logs its polls.
+type stallChannel struct {
+	fakeChannel
+	id, ticket int
+	log        *[]int
+}
+
+func (s *stallChannel) Poll()           { *s.log = append(*s.log, s.id) }
+func (s *stallChannel) Stalled() uint64 { return uint64(s.ticket) }
+
+// TestReleaseServesTheLongestWaitingFirst: a released VM's channels that
+// waited for room in its budget are polled first, the longest waiting
+// first, then the others in their order.
+func TestReleaseServesTheLongestWaitingFirst(t *testing.T) {
+	var log []int
+	chans := []Channel{
+		&stallChannel{id: 0, log: &log}, &stallChannel{id: 1, ticket: 9, log: &log},
+		&stallChannel{id: 2, log: &log}, &stallChannel{id: 3, ticket: 4, log: &log},
+	}
+	g := New()
+	g.Add(1, chans)
+	g.Apply([]uint32{1})
+	log = nil
+	g.Apply(nil)
+	if want := []int{3, 1, 0, 2}; !slices.Equal(log, want) {
+		t.Fatalf("released channels polled in order %v, want %v", log, want)
+	}
+}
