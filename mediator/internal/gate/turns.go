@@ -195,6 +195,19 @@ type turnState struct {
 	idleNs     int64             // the holder's idle turn time not charged yet
 	turnIdle   int64             // its idle turn time in this turn
 	turnBusy   int64             // its BusyNs when it got the turn
+	// The contended spell of the turn (usedLocked): since when the holder
+	// is charged, and what it was charged since; how long of it another
+	// VM's tail no longer waited for (owed) was on the GPU beside its work,
+	// and since when it is now (shared).
+	contFrom    int64
+	contCharged int64
+	sharedNs    int64
+	sharedFrom  int64
+	shared      bool
+	// passed: the last holder lost its turn at its quantum's end for not
+	// using it (usedLocked): the next turn goes to another VM that waits.
+	passed  uint32
+	passing bool
 	// Pending records with nothing in flight (holderBusyLocked): the gate
 	// polled the holder's channels for them once.
 	polled     bool   // a poll for them was made
@@ -389,7 +402,11 @@ func (g *Gate) expire(t *turnState, gen uint64) {
 		return
 	}
 	if busy, _ := g.holderBusyLocked(h); busy {
-		cands = append(cands, h)
+		if g.usedLocked() {
+			cands = append(cands, h)
+		} else {
+			t.passed, t.passing = h, true
+		}
 	}
 	if next, ok := t.cfg.Picker.NextTurn(cands); ok && next == h {
 		g.contendLocked() // the holder is still the fairest: its turn goes on
@@ -477,9 +494,60 @@ func (g *Gate) chargeLocked() {
 	busy, q := b.BusyNs(), b.InFlight()
 	idle := g.idleChargeLocked()
 	if t.contended {
-		t.cfg.Picker.ChargeTurn(t.holder, busy-t.base+q-t.pre+idle)
+		charge := busy - t.base + q - t.pre + idle
+		t.cfg.Picker.ChargeTurn(t.holder, charge)
+		t.contCharged += charge
 	}
 	t.base, t.pre = busy, q
+}
+
+// usedLocked reports whether the holder, at its quantum's end, was charged
+// at least half the time its turn was contended: it used the GPU (its
+// commands ran, or it kept an idle turn, which is charged). A holder the
+// picker finds behind keeps the turn only then. One whose work in flight
+// held the GPU while the backend counted little of it as busy (a GPU
+// worker's host-side work, as a LOAD_MODULE's compile; a completion
+// delivered late) is charged little and so stays behind: keeping the turn
+// for that, it kept it for as long as the others' lead lasted (a VM beside
+// one charged 1% of its turns got 1% of the GPU, waiting up to 500 ms at a
+// time: TestTurnsHolderIdleInFlight). Its turns pass at each quantum's end
+// instead, so the others wait a quantum and its last commands at most;
+// behind by busy time it may be, but they waited for all of its turn. A
+// VM that uses its turns keeps them while behind, as before: a heavier
+// weight's longer share, a late starter catching up, the launch gaps of
+// short kernels (GPU time its commands do not count, well under half).
+//
+// The time a hand-off's tail (another VM's last work, waited for or past
+// its grace: tailGraceLocked) was on the GPU is not the holder's to use: on
+// a GPU that time-slices it ran beside the holder's work, and a holder judged on it lost its turns to
+// the VM whose kernels overran (a VM of kernels five times their estimate
+// took 83% of the GPU beside one of exact kernels:
+// TestHandoffTailGraceNetted).
+func (g *Gate) usedLocked() bool {
+	t := g.turns
+	now := t.cfg.Clock.Now()
+	own := now - t.contFrom - t.sharedNs
+	if t.shared {
+		own -= now - max(t.sharedFrom, t.contFrom)
+	}
+	return 2*t.contCharged >= own
+}
+
+// sharedChangedLocked notes when another VM's tail begins and ceases to be
+// on the GPU beside the holder's work (a hand-off's tail, waited for or
+// owed: usedLocked's shared time); call it after each change to tailed or
+// owed.
+func (g *Gate) sharedChangedLocked() {
+	t := g.turns
+	now := t.cfg.Clock.Now()
+	on := t.tailed || len(t.owed) > 0
+	switch {
+	case on && !t.shared:
+		t.shared, t.sharedFrom = true, now
+	case !on && t.shared:
+		t.shared = false
+		t.sharedNs += now - max(t.sharedFrom, t.contFrom)
+	}
 }
 
 // contendLocked starts a quantum for the holder: its budget queues no
@@ -493,6 +561,7 @@ func (g *Gate) contendLocked() {
 		if b := g.budgets[t.holder]; b != nil {
 			t.base, t.pre = b.BusyNs(), 0
 		}
+		t.contFrom, t.contCharged, t.sharedNs = now, 0, 0
 	}
 	t.contended = true
 	t.deadline = now + t.cfg.QuantumNs
@@ -634,6 +703,7 @@ func (g *Gate) tailGraceLocked() {
 			}
 			t.owed[t.tail] = tailCharge{t.tailBase, t.tailPre}
 		}
+		g.sharedChangedLocked()
 		g.settleLocked()
 	})
 }
@@ -645,6 +715,7 @@ func (g *Gate) tailGraceLocked() {
 func (g *Gate) tailDoneLocked() {
 	t := g.turns
 	t.tailed = false
+	g.sharedChangedLocked()
 	if b := g.budgets[t.tail]; b != nil {
 		b.SetWatch(false)
 		g.netTailLocked(t.tail, b, tailCharge{t.tailBase, t.tailPre})
@@ -677,6 +748,7 @@ func (g *Gate) settleOwedLocked() {
 			delete(t.owed, id)
 		}
 	}
+	g.sharedChangedLocked()
 }
 
 // grantOwedLocked nets the tail VM id still owes as it gets the turn: what
@@ -689,6 +761,7 @@ func (g *Gate) grantOwedLocked(id uint32) {
 			g.netTailLocked(id, b, c)
 		}
 		delete(t.owed, id)
+		g.sharedChangedLocked()
 	}
 }
 
@@ -754,6 +827,7 @@ func (g *Gate) settleLocked() {
 			// Its last work, charged ahead by its estimate, is the tail.
 			t.handoffs++
 			t.tail, t.tailed, t.tailBase, t.tailPre = h, true, t.base, t.pre
+			g.sharedChangedLocked()
 			t.tailGen++
 			g.tailGraceLocked()
 		}
@@ -770,6 +844,11 @@ func (g *Gate) settleLocked() {
 		// scheduler holds it); it still counts as waiting.
 		pick = slices.DeleteFunc(slices.Clone(cands), func(id uint32) bool { return id == t.tail })
 	}
+	if t.passing && len(pick) > 1 {
+		// It did not use its turn: another VM that waits gets the next.
+		pick = slices.DeleteFunc(slices.Clone(pick), func(id uint32) bool { return id == t.passed })
+	}
+	t.passing = false
 	next, ok := t.cfg.Picker.NextTurn(pick)
 	if !ok {
 		return // nobody waits: the first to ring gets the turn
