@@ -50,7 +50,9 @@ func openGPU(s spec.Spec) (gpu, *sim.Sim, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w here: %w", ErrUnsupported, err)
 		}
-		return &cudaGPU{Backend: b.(*cuda.Backend)}, nil, nil
+		cb := b.(*cuda.Backend)
+		cb.KeepGroundTruth() // the THROTTLE kernels' own times: what bills are compared with
+		return &cudaGPU{Backend: cb}, nil, nil
 	}
 	return nil, nil, fmt.Errorf("%w: backend %s", ErrUnsupported, s.Backend)
 }

@@ -41,7 +41,8 @@ const (
 // Backend is one GPU driven through the CUDA driver API.
 type Backend struct {
 	spawn        spawner
-	needFiles    bool // workers are processes: a heap comes with its file
+	keepTruth    atomic.Bool // KeepGroundTruth was called
+	needFiles    bool        // workers are processes: a heap comes with its file
 	ordinal      int
 	library      string
 	name         string
@@ -327,12 +328,20 @@ func (b *Backend) wakeup() {
 	}
 }
 
+// KeepGroundTruth makes the VMs attached after it keep their THROTTLE
+// kernels' own records for GroundTruth: what the benchmarks compare bills
+// with. A daemon does not call it: a VM's records take up to 96 MiB (24
+// bytes a kernel, maxTruthKernels of them), and growing them is work in
+// the completer's sweep, whose intervals every VM's bill is made of.
+func (b *Backend) KeepGroundTruth() { b.keepTruth.Store(true) }
+
 // GroundTruth is the GPU time a VM's completed THROTTLE kernels measured
 // themselves on %globaltimer and how many of them there were; ok is false
 // for a VM not attached. It is the union of the kernels' intervals (a VM's
 // kernels on several streams run at once and count once), less the time
 // the VM's context was switched out (truthLog.total): what the VM occupied
-// the GPU for, the benchmarks' ground truth for its bill.
+// the GPU for, the benchmarks' ground truth for its bill. It is 0 for a VM
+// attached before KeepGroundTruth.
 func (b *Backend) GroundTruth(id uint32) (ns, kernels int64, ok bool) {
 	b.mu.Lock()
 	v := b.vms[id]

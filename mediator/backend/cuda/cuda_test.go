@@ -31,6 +31,7 @@ func newRig(t *testing.T, params map[string]string) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.KeepGroundTruth()
 	r := &rig{t: t, f: f, p: p, b: b, done: make(chan backend.Completion, 1024)}
 	t.Cleanup(func() {
 		_ = b.Close()
@@ -136,6 +137,27 @@ func TestOpenOptions(t *testing.T) {
 				t.Fatalf("got %v, want ErrInvalid", err)
 			}
 		})
+	}
+}
+
+// TestGroundTruthOnlyWhenAsked: a backend keeps no THROTTLE records (up to
+// 96 MiB a VM, grown in the completer's sweep) unless the benchmarks asked
+// for them, for the VMs attached after.
+func TestGroundTruthOnlyWhenAsked(t *testing.T) {
+	r := newRig(t, nil)
+	r.b.keepTruth.Store(false) // as sluiced opens it
+	a := r.attach(1, 1, make([]byte, 4096))
+	r.submit(a, 0, abi.Command{Op: abi.OpThrottle, DurationNs: 1500}, 0)
+	codes(t, wait(t, r.done, 1), abi.OK)
+	if ns, kernels, ok := r.b.GroundTruth(1); !ok || ns != 0 || kernels != 0 {
+		t.Fatalf("unasked: ground truth %d ns, %d kernels, %v; want none kept", ns, kernels, ok)
+	}
+	r.b.KeepGroundTruth()
+	b := r.attach(2, 1, make([]byte, 4096))
+	r.submit(b, 0, abi.Command{Op: abi.OpThrottle, DurationNs: 1500}, 0)
+	codes(t, wait(t, r.done, 1), abi.OK)
+	if ns, kernels, _ := r.b.GroundTruth(2); ns != 1500 || kernels != 1 {
+		t.Fatalf("asked: ground truth %d ns, %d kernels; want 1500, 1", ns, kernels)
 	}
 }
 

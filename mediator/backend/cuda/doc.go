@@ -48,8 +48,9 @@
 // one-thread spin kernel (kernels.go) that writes its own markers around
 // its spin and records the time it ran on %globaltimer, excluding the
 // stretches its context was switched out: the ground truth the benchmarks
-// compare accounting with (GroundTruth). LOAD_MODULE loads a copy of the
-// image out of the heap (cuModuleLoadData is synchronous: it holds up only
+// compare accounting with (GroundTruth; kept only for the VMs attached
+// after KeepGroundTruth, which the benchmarks call and sluiced does not).
+// LOAD_MODULE loads a copy of the image out of the heap (cuModuleLoadData is synchronous: it holds up only
 // its own VM's worker); LAUNCH copies the kernel's name and argument blob
 // out of the heap, relocates buffer handles to device addresses and heap
 // offsets to the registered heap's device address, a syscall relocation

@@ -36,6 +36,7 @@ func gpuBackend(t *testing.T, params map[string]string) *Backend {
 		skip("no usable GPU: %v (runs on a machine with an NVIDIA GPU and its driver: make bench-gpu)", err)
 	}
 	b := be.(*Backend)
+	b.KeepGroundTruth()
 	t.Cleanup(func() { _ = b.Close() })
 	t.Logf("GPU: %s, %d bytes, PCI %s", b.DeviceName(), b.DeviceMemory(), b.PCIBusID())
 	if b.DeviceMemory() <= 0 || b.PCIBusID() == "" {

@@ -17,6 +17,7 @@ const maxTruthKernels = 1 << 22
 // of that it ran (the steps longer than the gap, when its context was
 // switched out, left out).
 type truthLog struct {
+	keep  bool // Backend.KeepGroundTruth: else add keeps nothing
 	mu    sync.Mutex
 	ivals []truthIval
 	extra int64 // kernels past maxTruthKernels: their own time, summed
@@ -26,6 +27,9 @@ type truthLog struct {
 type truthIval struct{ first, last, ran int64 }
 
 func (t *truthLog) add(first, last, ran int64) {
+	if !t.keep {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.ivals) < maxTruthKernels && last >= first {
