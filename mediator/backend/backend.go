@@ -122,11 +122,12 @@ type VM interface {
 // bytes back; a module holds its bytes as long as the VM's context.
 type MemoryQuota interface {
 	// SetMemoryQuota sets the quota (0: none but the device's). It applies
-	// to the allocations that follow; a quota below what the VM holds
-	// takes nothing back, and the VM allocates nothing until it has freed
-	// enough to be under it.
+	// to the commands that take memory after it; a quota below what the VM
+	// holds takes nothing back, and the VM takes no more until it has
+	// freed enough to be under it.
 	SetMemoryQuota(bytes uint64)
-	// MemoryUsed is the device memory the VM's buffers hold now, in bytes.
+	// MemoryUsed is the device memory the VM holds now, in bytes: its
+	// buffers, and on the cuda backend its modules and local memory.
 	MemoryUsed() uint64
 }
 

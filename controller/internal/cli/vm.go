@@ -58,10 +58,11 @@ socket on one line, so that a script can hand it to QEMU:
 
 Flags left out take the daemon's defaults (weight 1, no cap, 4 channels, 256
 ring entries, a 4 MiB region, no device memory quota). --memory bounds the
-device memory the VM's buffers may hold at once: an ALLOC that would take it
-past the quota fails on its channel with "no memory" (ERR_NO_MEMORY) and the
-VM goes on; FREE gives the quota back. Without it only the device's capacity
-bounds the VM. --max-command is the longest command the VM may run (1ms to
+device memory the VM may hold at once (its buffers; on a GPU also its
+modules, 4096 at most, and the local memory of the kernels it launched): an
+ALLOC, module load or launch that would take it past the quota fails on its
+channel with "no memory" (ERR_NO_MEMORY) and the VM goes on; FREE gives a
+buffer's bytes back. Without it only the device's capacity bounds the VM. --max-command is the longest command the VM may run (1ms to
 1h; default the daemon's, sluiced --max-command, 500ms unless set): a longer
 THROTTLE fails with "too long" (ERR_TOO_LONG), and a command that runs on the
 GPU past it (and a quarter) fails with "timed out" (ERR_TIMED_OUT) and ends

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"debug/elf"
 	"errors"
 	"strings"
 	"testing"
@@ -347,7 +348,7 @@ func (r *rig) quotaVM(heap []byte, quota uint64) (*cudaVM, func(abi.Command, abi
 // maxModules.
 func TestModuleQuota(t *testing.T) {
 	r := newRig(t, nil)
-	const small, big, mid, fat, junk, name = 0, 4096, 8192, 16384, 20480, 24576
+	const small, big, mid, fat, junk, name, huge = 0, 4096, 8192, 16384, 20480, 24576, 28672
 	heap := make([]byte, 32768)
 	smallPTX := ".entry k(\n)"
 	bigPTX := ".entry k(\n)\n.global .align 8 .b8 big[2097152];"
@@ -358,6 +359,9 @@ func TestModuleQuota(t *testing.T) {
 	le.PutUint32(heap[fat:], 0xBA55ED50)
 	copy(heap[junk:], "not a cubin")
 	copy(heap[name:], "k")
+	hugeCubin := cubintest.Build(cubintest.Image{Sections: []cubintest.Section{cubintest.Kernel("k")},
+		Segments: []cubintest.Segment{{Type: elf.PT_LOAD, Memsz: 1 << 62}, {Type: elf.PT_LOAD, Memsz: 1 << 62}}})
+	copy(heap[huge:], hugeCubin)
 	a, step := r.quotaVM(heap, 1<<20)
 	load := func(h uint32, format uint32, off, n int) abi.Command {
 		return abi.Command{Op: abi.OpLoadModule, Handle: h, Format: format, HeapOff: uint64(off), Length: uint64(n)}
@@ -391,8 +395,15 @@ func TestModuleQuota(t *testing.T) {
 	step(abi.Command{Op: abi.OpAlloc, Handle: 9, Size: 1<<20 - smallSize - midSize + 1}, abi.ErrNoMemory)
 	step(abi.Command{Op: abi.OpAlloc, Handle: 9, Size: 1<<20 - smallSize - midSize}, abi.OK)
 
-	// Without a quota, the module table is the bound.
+	// Without a quota, the module table and the device are the bounds: a
+	// cubin that claims more than the GPU has is refused, not counted.
 	a.SetMemoryQuota(0)
+	used := a.MemoryUsed()
+	step(load(3, abi.ModuleCubin, huge, len(hugeCubin)), abi.ErrNoMemory)
+	step(abi.Command{Op: abi.OpAlloc, Handle: 10, Size: 1 << 50}, abi.ErrNoMemory)
+	if u := a.MemoryUsed(); u != used {
+		t.Fatalf("refusals moved the VM's use from %d to %d", used, u)
+	}
 	for h := range uint32(maxModules - 2) { // 1 and 2 are loaded
 		step(load(10+h, abi.ModulePTX, small, len(smallPTX)), abi.OK)
 	}

@@ -277,10 +277,13 @@
 // refused past the quota before it launches. FREE gives a buffer's bytes
 // back; a module's and the local memory's stay until the context ends. The
 // worker publishes what its buffers, modules and local memory hold beside
-// the quota (MemoryUsed); a fresh worker after a fault holds none. A quota lowered
-// below the use takes nothing back: ALLOCs and module loads fail until the
-// VM has freed enough. What the driver takes for the context itself and
-// its streams is not counted.
+// the quota (MemoryUsed); a fresh worker after a fault holds none. A quota
+// lowered below the use takes nothing back: ALLOCs, module loads and
+// launches that grow the local memory fail until the VM has freed enough.
+// No one charge may be larger than the device (a guest's cubin says what
+// it likes; a larger one could wrap the count): such a command is
+// abi.ErrNoMemory with or without a quota. What the driver takes for the
+// context itself and its streams is not counted.
 //
 // One VM at a time on the GPU (a VM alone, or the mediator's turns) splits
 // nothing, and its bill is its kernels' time but for the sweeps'

@@ -95,7 +95,11 @@ const (
 	cuFuncLocalSizeBytes    = 3 // CUfunction_attribute CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
 )
 
-func ptr[T any](p *T) uintptr { return uintptr(unsafe.Pointer(p)) }
+// A pointer the driver writes through is converted to uintptr in the
+// SyscallN call itself, never in a helper: SyscallN is go:uintptrescapes,
+// which keeps what such an argument points to alive and in place for the
+// call only where the conversion is written in its argument list (a
+// variable left on the stack could move before the driver writes it).
 
 func (l *libcuda) Init() error {
 	r, _, _ := purego.SyscallN(l.fn.init, 0)
@@ -104,7 +108,7 @@ func (l *libcuda) Init() error {
 
 func (l *libcuda) DeviceGet(ordinal int) (int32, error) {
 	var d int32
-	r, _, _ := purego.SyscallN(l.fn.deviceGet, ptr(&d), uintptr(ordinal))
+	r, _, _ := purego.SyscallN(l.fn.deviceGet, uintptr(unsafe.Pointer(&d)), uintptr(ordinal))
 	return d, check(r)
 }
 
@@ -129,25 +133,25 @@ func deviceString(fn uintptr, max int, dev int32) (string, error) {
 
 func (l *libcuda) DeviceTotalMem(dev int32) (uint64, error) {
 	var n uint64
-	r, _, _ := purego.SyscallN(l.fn.deviceTotalMem, ptr(&n), uintptr(dev))
+	r, _, _ := purego.SyscallN(l.fn.deviceTotalMem, uintptr(unsafe.Pointer(&n)), uintptr(dev))
 	return n, check(r)
 }
 
 func (l *libcuda) DeviceAttribute(dev int32, attr int) (int32, error) {
 	var v int32
-	r, _, _ := purego.SyscallN(l.fn.deviceGetAttribute, ptr(&v), uintptr(attr), uintptr(dev))
+	r, _, _ := purego.SyscallN(l.fn.deviceGetAttribute, uintptr(unsafe.Pointer(&v)), uintptr(attr), uintptr(dev))
 	return v, check(r)
 }
 
 func (l *libcuda) CtxStackSize() (uint64, error) {
 	var n uint64
-	r, _, _ := purego.SyscallN(l.fn.ctxGetLimit, ptr(&n), cuLimitStackSize)
+	r, _, _ := purego.SyscallN(l.fn.ctxGetLimit, uintptr(unsafe.Pointer(&n)), cuLimitStackSize)
 	return n, check(r)
 }
 
 func (l *libcuda) FuncLocalSize(f cuFunction) (uint64, error) {
 	var n int32
-	r, _, _ := purego.SyscallN(l.fn.funcGetAttribute, ptr(&n), cuFuncLocalSizeBytes, uintptr(f))
+	r, _, _ := purego.SyscallN(l.fn.funcGetAttribute, uintptr(unsafe.Pointer(&n)), cuFuncLocalSizeBytes, uintptr(f))
 	if err := check(r); err != nil {
 		return 0, err
 	}
@@ -166,7 +170,7 @@ func (l *libcuda) CtxCreate(dev int32) (cuContext, error) {
 	var c cuContext
 	// cuCtxCreate_v2 makes the new context current on this thread; the
 	// caller holds the thread (inCtx) and sets what it needs.
-	r, _, _ := purego.SyscallN(l.fn.ctxCreate, ptr(&c), 0, uintptr(dev))
+	r, _, _ := purego.SyscallN(l.fn.ctxCreate, uintptr(unsafe.Pointer(&c)), 0, uintptr(dev))
 	return c, check(r)
 }
 
@@ -182,7 +186,7 @@ func (l *libcuda) CtxSetCurrent(c cuContext) error {
 
 func (l *libcuda) StreamCreate() (cuStream, error) {
 	var s cuStream
-	r, _, _ := purego.SyscallN(l.fn.streamCreate, ptr(&s), cuStreamNonBlocking)
+	r, _, _ := purego.SyscallN(l.fn.streamCreate, uintptr(unsafe.Pointer(&s)), cuStreamNonBlocking)
 	return s, check(r)
 }
 
@@ -198,7 +202,7 @@ func (l *libcuda) WriteValue64(s cuStream, addr devptr, v uint64) error {
 
 func (l *libcuda) MemAllocAsync(size uint64, s cuStream) (devptr, error) {
 	var p devptr
-	r, _, _ := purego.SyscallN(l.fn.memAllocAsync, ptr(&p), uintptr(size), uintptr(s))
+	r, _, _ := purego.SyscallN(l.fn.memAllocAsync, uintptr(unsafe.Pointer(&p)), uintptr(size), uintptr(s))
 	return p, check(r)
 }
 
@@ -229,7 +233,7 @@ func (l *libcuda) MemcpyDtoDAsync(dst, src devptr, n uint64, s cuStream) error {
 
 func (l *libcuda) MemHostGetDevicePointer(p unsafe.Pointer) (devptr, error) {
 	var d devptr
-	r, _, _ := purego.SyscallN(l.fn.memHostGetDevicePointer, ptr(&d), uintptr(p), 0)
+	r, _, _ := purego.SyscallN(l.fn.memHostGetDevicePointer, uintptr(unsafe.Pointer(&d)), uintptr(p), 0)
 	return d, check(r)
 }
 
@@ -240,7 +244,7 @@ func (l *libcuda) MemHostRegister(p unsafe.Pointer, size uint64) error {
 
 func (l *libcuda) ModuleLoadData(image []byte) (cuModule, error) {
 	var m cuModule
-	r, _, _ := purego.SyscallN(l.fn.moduleLoadData, ptr(&m), uintptr(unsafe.Pointer(&image[0])))
+	r, _, _ := purego.SyscallN(l.fn.moduleLoadData, uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(&image[0])))
 	runtime.KeepAlive(image)
 	return m, check(r)
 }
@@ -250,7 +254,7 @@ func (l *libcuda) ModuleLoadData(image []byte) (cuModule, error) {
 // cubin (a copy: the linker's own goes with its state).
 func (l *libcuda) LinkPTX(ptx []byte) ([]byte, error) {
 	var st uintptr
-	r, _, _ := purego.SyscallN(l.fn.linkCreate, 0, 0, 0, ptr(&st))
+	r, _, _ := purego.SyscallN(l.fn.linkCreate, 0, 0, 0, uintptr(unsafe.Pointer(&st)))
 	if err := check(r); err != nil {
 		return nil, err
 	}
@@ -265,7 +269,7 @@ func (l *libcuda) LinkPTX(ptx []byte) ([]byte, error) {
 	}
 	var out *byte
 	var n uint64
-	r, _, _ = purego.SyscallN(l.fn.linkComplete, st, ptr(&out), ptr(&n))
+	r, _, _ = purego.SyscallN(l.fn.linkComplete, st, uintptr(unsafe.Pointer(&out)), uintptr(unsafe.Pointer(&n)))
 	if err := check(r); err != nil {
 		return nil, err
 	}
@@ -278,7 +282,7 @@ func (l *libcuda) LinkPTX(ptx []byte) ([]byte, error) {
 func (l *libcuda) ModuleGetFunction(m cuModule, name string) (cuFunction, error) {
 	cname := append([]byte(name), 0)
 	var f cuFunction
-	r, _, _ := purego.SyscallN(l.fn.moduleGetFunction, ptr(&f), uintptr(m), uintptr(unsafe.Pointer(&cname[0])))
+	r, _, _ := purego.SyscallN(l.fn.moduleGetFunction, uintptr(unsafe.Pointer(&f)), uintptr(m), uintptr(unsafe.Pointer(&cname[0])))
 	runtime.KeepAlive(cname)
 	return f, check(r)
 }

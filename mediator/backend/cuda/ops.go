@@ -71,7 +71,7 @@ func (w *worker) prepareAlloc(c *abi.Command) (work, abi.ErrorCode) {
 	if c.Size == 0 {
 		return nil, abi.ErrBadRecord
 	}
-	if !w.fits(c.Size) {
+	if c.Size > w.devMem || !w.fits(c.Size) {
 		return nil, abi.ErrNoMemory
 	}
 	// The allocation is stream ordered, but its address is known now: the
@@ -87,19 +87,22 @@ func (w *worker) prepareAlloc(c *abi.Command) (work, abi.ErrorCode) {
 	}, abi.OK
 }
 
-// fits reports whether n more bytes of buffers or modules stay within the
-// VM's quota, which the mediator keeps in the shared block (0: none; the
-// GPU's own limit is the driver's out-of-memory). The quota is read at
-// every ALLOC and LOAD_MODULE, so a change applies to the next one; a
-// quota below what the VM holds only refuses them until it has freed
-// enough.
+// fits reports whether n more bytes of buffers, modules or local memory
+// stay within the VM's quota, which the mediator keeps in the shared block
+// (0: none; the GPU's own limit is the driver's out-of-memory, and no one
+// charge is larger than the device). The quota is read at every ALLOC,
+// LOAD_MODULE and LAUNCH that grows the local memory, so a change applies
+// to the next one; a quota below what the VM holds only refuses them until
+// it has freed enough. Each charge is at most the device's memory, and
+// there are at most maxModules modules and the driver's buffers, so the
+// sum never wraps.
 func (w *worker) fits(n uint64) bool {
 	q := w.blk.load(offQuota)
 	return q == 0 || w.memUsed <= q && n <= q-w.memUsed
 }
 
-// setMemUsed records what the VM's buffers and modules hold, for the
-// mediator to read.
+// setMemUsed records what the VM's buffers, modules and local memory
+// hold, for the mediator to read.
 func (w *worker) setMemUsed(n uint64) {
 	w.memUsed = n
 	w.blk.store(offMemUsed, n)
@@ -191,7 +194,9 @@ func (w *worker) loadModule(c *abi.Command) abi.ErrorCode {
 		return abi.ErrUnsupported
 	case err != nil:
 		return abi.ErrBadRecord // an image the driver would not load as a cubin
-	case !w.fits(size):
+	case size > w.devMem || !w.fits(size):
+		// Larger than the GPU: it cannot load, and a charge that large
+		// would wrap the VM's count (a guest's cubin says what it likes).
 		return abi.ErrNoMemory
 	}
 	m, err := w.d.ModuleLoadData(image)
@@ -228,7 +233,7 @@ func (w *worker) prepareLaunch(c *abi.Command) (work, abi.ErrorCode) {
 		mod.funcs[name] = k
 	}
 	grow := w.localGrowth(k.local)
-	if grow > 0 && !w.fits(grow) {
+	if grow > 0 && (grow > w.devMem || !w.fits(grow)) {
 		return nil, abi.ErrNoMemory
 	}
 	// Copy the blob out, then relocate the copy.

@@ -653,8 +653,9 @@ func (v *cudaVM) SetMemoryQuota(bytes uint64) {
 	}
 }
 
-// MemoryUsed is the device memory the VM's buffers hold, as its worker
-// counts it (0 while it has none, and after Close).
+// MemoryUsed is the device memory the VM's buffers, modules and local
+// memory hold, as its worker counts it (0 while it has none, and after
+// Close).
 func (v *cudaVM) MemoryUsed() uint64 {
 	v.mu.Lock()
 	defer v.mu.Unlock()

@@ -93,6 +93,7 @@ type worker struct {
 	// launched in the context used (at least the stack), and keeps it.
 	resident uint64
 	local    uint64
+	devMem   uint64 // the device's memory: no charge is ever larger
 
 	// files names the heap's and the syscall area's files a worker
 	// process mapped (nil: none), for a successor that adopts it.
@@ -215,6 +216,9 @@ func (w *worker) create() (err error) {
 		return fmt.Errorf("reading the device's threads: %w", err)
 	}
 	w.resident = uint64(max(sms, 0)) * uint64(max(perSM, 0))
+	if w.devMem, err = d.DeviceTotalMem(dev); err != nil {
+		return fmt.Errorf("sizing the device: %w", err)
+	}
 	if w.local, err = d.CtxStackSize(); err != nil {
 		return fmt.Errorf("reading the context's stack size: %w", err)
 	}

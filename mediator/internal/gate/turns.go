@@ -822,6 +822,18 @@ func (g *Gate) settleLocked() {
 		if b := g.budgets[h]; b != nil {
 			b.SetDeadline(0, nil)
 			b.SetWatch(false)
+			if _, owes := t.owed[h]; t.overrun && !owes && b.InFlight() > 0 {
+				// The turn passes beside its late work, charged ahead by
+				// its estimate: what it runs beyond that is netted when
+				// it drains, as a tail past its grace, and its time
+				// beside the next holder's work is not the holder's
+				// (usedLocked).
+				if t.owed == nil {
+					t.owed = map[uint32]tailCharge{}
+				}
+				t.owed[h] = tailCharge{t.base, t.pre}
+				g.sharedChangedLocked()
+			}
 		}
 		if handed = handoff; handoff {
 			// Its last work, charged ahead by its estimate, is the tail.

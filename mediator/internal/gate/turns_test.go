@@ -786,14 +786,19 @@ func (c *chargeLog) ChargeTurn(id uint32, busyNs int64) {
 // its tail runs and is netted when it drains; at depth 2 it waits with its
 // next kernel and gets the turn back while its tail still runs (netted at
 // the grant, the rest charged in its turn). Neither loses its turns to the
-// other's tails.
+// other's tails. Without hand-offs the late work passes the turn as an
+// overrun (overrunLocked) and is netted and left out the same way.
 func TestHandoffTailGraceNetted(t *testing.T) {
-	for _, depth := range []int{1, 2} {
-		t.Run(fmt.Sprintf("depth=%d", depth), func(t *testing.T) {
-			w := newHandoffWorld(t, time.Millisecond, DefaultHandoff, true)
+	for _, c := range []struct {
+		depth   int
+		handoff time.Duration
+	}{{1, DefaultHandoff}, {2, DefaultHandoff}, {1, 0}, {2, 0}} {
+		depth := c.depth
+		t.Run(fmt.Sprintf("depth=%d/handoff=%v", depth, c.handoff), func(t *testing.T) {
+			w := newHandoffWorld(t, time.Millisecond, c.handoff, true)
 			log := &chargeLog{Picker: w.s, charged: map[uint32]int64{}}
 			cfg := TurnConfig{QuantumNs: int64(time.Millisecond), Picker: log, Clock: w.clock(), Preempts: true,
-				HandoffNs: int64(DefaultHandoff)}
+				HandoffNs: int64(c.handoff)}
 			if err := w.g.SetTurns(ArbitrationTurns, cfg); err != nil {
 				t.Fatal(err)
 			}

@@ -48,7 +48,7 @@ type Config struct {
 	// GPUBaseNs is the VM's GPU time before this endpoint (from the usage
 	// ledger), which getrusage adds to the endpoint's own.
 	GPUBaseNs uint64
-	// MemoryQuota bounds the device memory the VM's buffers and modules may hold, in
+	// MemoryQuota bounds the device memory the VM may hold (buffers; on a GPU modules and local memory too), in
 	// bytes; 0 is none but the device's (backend.VMSpec.MemoryQuota).
 	MemoryQuota uint64
 	// MaxFileSize is the VM's file size limit for its fastcall writes
@@ -466,8 +466,8 @@ func (v *VM) SetMemoryQuota(bytes uint64) error {
 	return nil
 }
 
-// Memory is the VM's device memory quota (0: none) and what its buffers
-// and modules hold now (0 on a backend that does not count it).
+// Memory is the VM's device memory quota (0: none) and what the VM holds
+// now (buffers; on a GPU modules and local memory too) (0 on a backend that does not count it).
 func (v *VM) Memory() (quota, used uint64) {
 	if v.gpuMem != nil {
 		used = v.gpuMem.MemoryUsed()

@@ -13,11 +13,17 @@
 //
 // Footprint reads a cubin (an ELF image for EM_CUDA, as the driver loads
 // it; PTX becomes one through the driver's linker first) and charges what
-// its allocated sections and loaded segments ask for, whichever is more,
-// plus ModuleOverhead. Static shared memory sections (.nv.shared.*, at most
-// MaxSharedSection each) live on the chip, not in device memory, and are
-// not charged. Fatbins are refused (ErrFatbin): the driver picks one of
-// their images by itself, so what it will allocate is not known before.
+// its sections and loaded segments ask for, whichever is more, plus
+// ModuleOverhead. A guest may write the cubin itself, so no flag or name
+// it chose lets memory go uncharged: every section that takes memory but
+// no file bytes (NOBITS: .nv.global and the like) is charged, as is every
+// allocated section and every section named as device memory (.nv.global*,
+// .nv.constant*, .text.*) whatever its flags. Only static shared memory
+// (.nv.shared.* NOBITS sections of at most MaxSharedSection, one for each
+// kernel and one more) lives on the chip and is left out. Other sections
+// carry bytes of the image (bounded by its length) and no more. Fatbins
+// are refused (ErrFatbin): the driver picks one of their images by itself,
+// so what it will allocate is not known before.
 //
 // The image is hostile (a guest wrote it): Footprint reads only headers,
 // never trusts a size with arithmetic that could wrap (sums saturate), and
@@ -50,9 +56,10 @@ const (
 	// modules took 4 MiB on an H100, driver 580).
 	ModuleOverhead = 4 << 10
 	// MaxSharedSection is the largest .nv.shared.* section left uncharged:
-	// more than any GPU's shared memory per block, so a larger one is not
-	// shared memory and is charged.
-	MaxSharedSection = 256 << 10
+	// a block's static shared memory is at most 48 KiB (and the driver's
+	// reserve beside it), so a larger one is not shared memory and is
+	// charged.
+	MaxSharedSection = 64 << 10
 )
 
 // Magic numbers of the fatbin container and its wrapper, little endian.
@@ -85,15 +92,23 @@ func Footprint(image []byte) (n uint64, err error) {
 	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_CUDA {
 		return 0, fmt.Errorf("%w: a %v image for %v", ErrNotCubin, f.Class, f.Machine)
 	}
+	kernels := 0
+	for _, s := range f.Sections {
+		if strings.HasPrefix(s.Name, ".text.") {
+			kernels++
+		}
+	}
+	shared := kernels + 1 // .nv.shared.* sections left out at most
 	var sections, segments uint64
 	for _, s := range f.Sections {
-		if s.Flags&elf.SHF_ALLOC == 0 {
+		nobits := s.Type == elf.SHT_NOBITS
+		if nobits && strings.HasPrefix(s.Name, ".nv.shared.") && s.Size <= MaxSharedSection && shared > 0 {
+			shared--
 			continue
 		}
-		if strings.HasPrefix(s.Name, ".nv.shared.") && s.Size <= MaxSharedSection {
-			continue
+		if nobits || s.Flags&elf.SHF_ALLOC != 0 || deviceName(s.Name) {
+			sections = add(sections, s.Size)
 		}
-		sections = add(sections, s.Size)
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_LOAD {
@@ -101,6 +116,17 @@ func Footprint(image []byte) (n uint64, err error) {
 		}
 	}
 	return add(max(sections, segments), ModuleOverhead), nil
+}
+
+// deviceName reports whether a section of that name is device memory when
+// the driver loads it (flags aside).
+func deviceName(n string) bool {
+	for _, p := range []string{".nv.global", ".nv.constant", ".text."} {
+		if strings.HasPrefix(n, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // add is a+b, or math.MaxUint64 where that overflows.
