@@ -48,11 +48,13 @@ func connect(ctx context.Context, path string, retry bool) (net.Conn, error) {
 		if err == nil {
 			return c, nil
 		}
-		if retry && ctx.Err() != nil {
+		if retry && (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded)) {
 			// The deadline cut this attempt short ("i/o timeout"): what
 			// kept failing is the attempt before, if one ended (on a
-			// loaded host the first can start past the deadline).
-			return nil, fmt.Errorf("%w (last attempt: %w)", ctx.Err(), cmp.Or(last, err))
+			// loaded host the first can start past the deadline). The
+			// dial's own timer can fire before the context's: then
+			// ctx.Err() is nil still, and the cause is its deadline.
+			return nil, fmt.Errorf("%w (last attempt: %w)", cmp.Or(ctx.Err(), context.DeadlineExceeded), cmp.Or(last, err))
 		}
 		if !retry || !retryable(err) {
 			return nil, err

@@ -400,6 +400,16 @@ func TestDial(t *testing.T) {
 			t.Fatalf("DialRetry() = %v", err)
 		}
 	})
+	t.Run("the dial's deadline before the context's", func(t *testing.T) {
+		// On a loaded host the dial's timer can fire before the
+		// context's, whose Err is nil still: the deadline is the cause
+		// all the same, and what kept failing is the attempt before.
+		ctx := lateCtx{Context: t.Context(), deadline: time.Now().Add(100 * time.Millisecond)}
+		_, err := qmp.DialRetry(ctx, qmptest.SocketPath(t, "none.sock"))
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("DialRetry() = %v", err)
+		}
+	})
 	t.Run("no greeting", func(t *testing.T) {
 		path := qmptest.SocketPath(t, "mute.sock")
 		rawServer(t, path, func(c net.Conn) { io.Copy(io.Discard, c) })
@@ -463,3 +473,15 @@ func TestArguments(t *testing.T) {
 		t.Fatalf("decoding {} into a string: %v", err)
 	}
 }
+
+// lateCtx is a context with a deadline whose timer never fires: its Err
+// stays nil past the deadline, as a real one's does for a while on a
+// loaded host.
+type lateCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c lateCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c lateCtx) Done() <-chan struct{}       { return nil }
+func (c lateCtx) Err() error                  { return nil }
