@@ -177,6 +177,12 @@ func TestBudgetStallTickets(t *testing.T) {
 	if s := r.chans[0].Stalled(); s != t0 {
 		t.Fatalf("channel 0, still waiting, holds ticket %d, want %d", s, t0)
 	}
+	// A reset drops what waited: nothing waits for room any more.
+	r.region.Store32(r.layout.ChannelOff(0)+abi.ChReset, 1)
+	r.chans[0].Poll()
+	if s := r.chans[0].Stalled(); s != 0 {
+		t.Fatalf("channel 0 holds ticket %d after a reset dropped what waited", s)
+	}
 }
 
 func TestBudgetLimitChanges(t *testing.T) {

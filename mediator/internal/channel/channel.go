@@ -628,6 +628,7 @@ func (c *Channel) handleResetLocked() bool {
 	c.get, c.submitted = put, put
 	c.failed, c.failCode, c.failIndex, c.failLocal = false, abi.OK, 0, false
 	c.resetAck = req
+	c.stalled.Store(0) // what waited for room is dropped
 	return true
 }
 
