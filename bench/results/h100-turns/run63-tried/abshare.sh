@@ -5,6 +5,8 @@ set -u
 out=$1; a=$2; b=$3; rounds=$4; shift 4; x=$(cd "$(dirname "$0")" && pwd)/..
 for n in $a $b; do gunzip -c $x/run$n/sluicectl.gz > $out/s$n && chmod +x $out/s$n; done
 nproc; uptime; nvidia-smi --query-gpu=name --format=csv,noheader
+# The host, to tell hosts apart where bills differ by host: CPU model and clock source.
+grep -m1 "model name" /proc/cpuinfo; cat /sys/devices/system/clocksource/clocksource0/current_clocksource
 for round in $(seq $rounds); do
   for s in "$@"; do
     for n in $a $b; do
