@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"syscall"
 	"time"
 )
@@ -48,7 +49,7 @@ func connect(ctx context.Context, path string, retry bool) (net.Conn, error) {
 		if err == nil {
 			return c, nil
 		}
-		if retry && (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded)) {
+		if retry && (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)) {
 			// The deadline cut this attempt short ("i/o timeout"): what
 			// kept failing is the attempt before, if one ended (on a
 			// loaded host the first can start past the deadline). The

@@ -574,6 +574,11 @@ func TestGPUSwitchOverhead(t *testing.T) {
 		if f < 0 || f >= maxSwitchOverhead {
 			t.Errorf("calibration %d: f %g, want in [0, %g)", i, f, maxSwitchOverhead)
 		}
+		if f > 0 && opened == 0 {
+			// Open's own calibration runs before KeepGroundTruth can be
+			// called: its probes must keep their records regardless.
+			t.Errorf("calibration %d measured f %g where Open's measured nothing", i, f)
+		}
 	}
 	if opened < 0 || opened >= maxSwitchOverhead {
 		t.Errorf("f %g at Open, want in [0, %g)", opened, maxSwitchOverhead)

@@ -305,19 +305,21 @@ const (
 
 func (l *libcuda) LaunchKernel(f cuFunction, grid, block [3]uint32, sharedMem uint32, s cuStream, args []byte) error {
 	e := &launchExtra{size: uintptr(len(args)), args: args}
-	var extra uintptr
+	var list *[5]uintptr // nil: no parameters
 	if len(args) > 0 {
 		e.list = [5]uintptr{
 			launchParamBufferPointer, uintptr(unsafe.Pointer(&e.args[0])),
 			launchParamBufferSize, uintptr(unsafe.Pointer(&e.size)),
 			launchParamEnd,
 		}
-		extra = uintptr(unsafe.Pointer(&e.list[0]))
+		list = &e.list
 	}
+	// list converted in the call: e goes to the heap (go:uintptrescapes),
+	// where the addresses its list holds stay put.
 	r, _, _ := purego.SyscallN(l.fn.launchKernel, uintptr(f),
 		uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
 		uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
-		uintptr(sharedMem), uintptr(s), 0, extra)
+		uintptr(sharedMem), uintptr(s), 0, uintptr(unsafe.Pointer(list)))
 	runtime.KeepAlive(e)
 	return check(r)
 }

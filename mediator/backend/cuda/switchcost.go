@@ -153,6 +153,7 @@ func (b *Backend) measureSwitchOverhead(ns uint64, wait time.Duration) (float64,
 		return 0, fmt.Errorf("starting the probe VMs: %w", first)
 	}
 	for _, v := range vms {
+		v.truth.keep.Store(true) // the probes' records are the measure, KeepGroundTruth or not
 		if err := v.Submit(0, abi.Command{Op: abi.OpThrottle, DurationNs: ns}, 0); err != nil {
 			return 0, fmt.Errorf("submitting a probe kernel: %w", err)
 		}

@@ -134,9 +134,13 @@ func TestSwitchOverheadOf(t *testing.T) {
 // TestCalibrateFallsBack: the calibration runs its probes through the
 // backend's own workers and reads their records; the fake driver runs
 // them one after the other (one timer), which measures nothing: f is 0,
-// Open's calibrate says so and leaves no probe VM behind.
+// Open's calibrate says so and leaves no probe VM behind. The probes keep
+// their records without KeepGroundTruth, which Open's calibration runs
+// before anyone can call (without them it found "0 records" and f was 0 on
+// every GPU).
 func TestCalibrateFallsBack(t *testing.T) {
 	r := newRig(t, map[string]string{"switch_overhead": "0.2"})
+	r.b.keepTruth.Store(false) // as sluiced opens it: the probes keep their records all the same
 	_, err := r.b.measureSwitchOverhead(1_000_000, 10*time.Second)
 	if !errors.Is(err, errProbe) || !strings.Contains(err.Error(), "did not run at once") {
 		t.Fatalf("calibrating on the fake: %v, want errProbe: the probes did not run at once", err)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // maxTruthKernels bounds the THROTTLE records a VM keeps for its ground
@@ -17,7 +18,7 @@ const maxTruthKernels = 1 << 22
 // of that it ran (the steps longer than the gap, when its context was
 // switched out, left out).
 type truthLog struct {
-	keep  bool // Backend.KeepGroundTruth: else add keeps nothing
+	keep  atomic.Bool // Backend.KeepGroundTruth, or a switch-cost probe: else add keeps nothing
 	mu    sync.Mutex
 	ivals []truthIval
 	extra int64 // kernels past maxTruthKernels: their own time, summed
@@ -27,7 +28,7 @@ type truthLog struct {
 type truthIval struct{ first, last, ran int64 }
 
 func (t *truthLog) add(first, last, ran int64) {
-	if !t.keep {
+	if !t.keep.Load() {
 		return
 	}
 	t.mu.Lock()

@@ -24,7 +24,8 @@ func TestTruthIsTheUnionLessSwitchedOut(t *testing.T) {
 		{"a kernel switched out alone", []truthIval{{0, 100, 70}, {200, 260, 60}}, 130},
 		{"segments after a long one", []truthIval{{0, 500, 500}, {100, 200, 100}, {600, 700, 100}, {650, 800, 150}}, 700},
 	} {
-		l := truthLog{keep: true}
+		var l truthLog
+		l.keep.Store(true)
 		for _, v := range c.ivals {
 			l.add(v.first, v.last, v.ran)
 		}
@@ -50,7 +51,8 @@ func TestTruthOfStreamsSwitchedOutTogether(t *testing.T) {
 		}
 		return n
 	}
-	l := truthLog{keep: true}
+	var l truthLog
+	l.keep.Store(true)
 	var end int64
 	for c := range int64(4) {
 		for f := 37 * c; f+400 <= 12_000; f += 400 {
@@ -66,7 +68,8 @@ func TestTruthOfStreamsSwitchedOutTogether(t *testing.T) {
 }
 
 func TestTruthPastTheCapAddsOwnTime(t *testing.T) {
-	l := truthLog{keep: true}
+	var l truthLog
+	l.keep.Store(true)
 	l.ivals = make([]truthIval, maxTruthKernels)
 	l.add(0, 100, 40)
 	l.add(0, 100, 60)

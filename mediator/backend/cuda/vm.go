@@ -223,7 +223,7 @@ func (b *Backend) Attach(spec backend.VMSpec) (backend.VM, error) {
 		sys: spec.Syscalls, ringHead: spec.RingHead, heapFD: -1, sysFD: -1, memfd: -1, efd: -1, backoff: b.restartDelay, drained: make(chan struct{}, 1),
 		lostCode: abi.ErrDevice, store: spec.Store, finished: make(chan struct{}),
 	}
-	v.truth.keep = b.keepTruth.Load()
+	v.truth.keep.Store(b.keepTruth.Load())
 	v.maxCommand.Store(spec.MaxCommandNs)
 	b.vms[spec.ID] = v // reserved; its channels are published once it runs
 	b.mu.Unlock()

@@ -831,7 +831,11 @@ func (g *Gate) settleLocked() {
 				if t.owed == nil {
 					t.owed = map[uint32]tailCharge{}
 				}
-				t.owed[h] = tailCharge{t.base, t.pre}
+				pre := t.pre
+				if !t.contended {
+					pre = 0 // chargeLocked charged none of it ahead
+				}
+				t.owed[h] = tailCharge{t.base, pre}
 				g.sharedChangedLocked()
 			}
 		}
