@@ -601,6 +601,23 @@ func stepper(t *testing.T, vm *cudaVM, done chan backend.Completion) func(abi.Co
 	}
 }
 
+// oneThread lays out module ptx (handle 1) and a one-thread launch of
+// kernel whose parameters are buffer 5's address (relocated) and then more,
+// and returns the LOAD_MODULE and the LAUNCH.
+func oneThread(heap []byte, ptx, kernel string, more []byte) (load, launch abi.Command) {
+	copy(heap[hModule:], ptx)
+	copy(heap[hName:], kernel)
+	args := append(le.AppendUint64(nil, 5), more...)
+	copy(heap[hArgs:], args)
+	relocs := hArgs + (len(args)+7)&^7
+	le.PutUint32(heap[relocs:], 0) // offset 0: the buffer handle
+	le.PutUint32(heap[relocs+4:], abi.RelocBuffer)
+	load = abi.Command{Op: abi.OpLoadModule, Handle: 1, Format: abi.ModulePTX, HeapOff: hModule, Length: uint64(len(ptx))}
+	launch = abi.Command{Op: abi.OpLaunch, Handle: 1, Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{1, 1, 1},
+		NameOff: hName, NameLen: uint32(len(kernel)), ArgsOff: hArgs, ArgsLen: uint32(len(args)), Relocs: 1}
+	return load, launch
+}
+
 // globalPTX declares 64 MiB of global memory, which the driver allocates
 // when the module loads; touch stores 7 at its last word and copies it
 // to p.
@@ -632,14 +649,7 @@ func TestGPUModuleQuota(t *testing.T) {
 	b := gpuBackend(t, nil)
 	h := mapHeap(t, 1<<20)
 	vm, done := attachGPU(t, b, 1, h)
-	copy(h.mem[hModule:], globalPTX)
-	copy(h.mem[hName:], "touch")
-	le.PutUint64(h.mem[hArgs:], 5) // buffer handle 5
-	le.PutUint32(h.mem[hArgs+8:], 0)
-	le.PutUint32(h.mem[hArgs+12:], abi.RelocBuffer)
-	load := abi.Command{Op: abi.OpLoadModule, Handle: 1, Format: abi.ModulePTX, HeapOff: hModule, Length: uint64(len(globalPTX))}
-	launch := abi.Command{Op: abi.OpLaunch, Handle: 1, Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{1, 1, 1},
-		NameOff: hName, NameLen: 5, ArgsOff: hArgs, ArgsLen: 8, Relocs: 1}
+	load, launch := oneThread(h.mem, globalPTX, "touch", nil)
 	vm.SetMemoryQuota(32 << 20)
 	run := stepper(t, vm, done)
 	run(abi.Command{Op: abi.OpAlloc, Handle: 5, Size: 4}, abi.OK)
@@ -695,18 +705,11 @@ func TestGPULocalMemoryQuota(t *testing.T) {
 	b := gpuBackend(t, nil)
 	h := mapHeap(t, 1<<20)
 	vm, done := attachGPU(t, b, 1, h)
-	copy(h.mem[hModule:], localPTX)
-	copy(h.mem[hName:], "deep")
-	le.PutUint64(h.mem[hArgs:], 5)       // buffer handle 5
-	le.PutUint32(h.mem[hArgs+8:], 65535) // the last byte of buf
-	le.PutUint32(h.mem[hArgs+16:], 0)
-	le.PutUint32(h.mem[hArgs+20:], abi.RelocBuffer)
-	launch := abi.Command{Op: abi.OpLaunch, Handle: 1, Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{1, 1, 1},
-		NameOff: hName, NameLen: 4, ArgsOff: hArgs, ArgsLen: 12, Relocs: 1}
+	load, launch := oneThread(h.mem, localPTX, "deep", le.AppendUint32(nil, 65535)) // the last byte of buf
 	vm.SetMemoryQuota(1 << 30)
 	run := stepper(t, vm, done)
 	run(abi.Command{Op: abi.OpAlloc, Handle: 5, Size: 4}, abi.OK)
-	run(abi.Command{Op: abi.OpLoadModule, Handle: 1, Format: abi.ModulePTX, HeapOff: hModule, Length: uint64(len(localPTX))}, abi.OK)
+	run(load, abi.OK)
 	before := vm.MemoryUsed()
 	run(launch, abi.ErrNoMemory)
 	if u := vm.MemoryUsed(); u != before {

@@ -71,7 +71,7 @@ func (w *worker) prepareAlloc(c *abi.Command) (work, abi.ErrorCode) {
 	if c.Size == 0 {
 		return nil, abi.ErrBadRecord
 	}
-	if c.Size > w.devMem || !w.fits(c.Size) {
+	if !w.fits(c.Size) {
 		return nil, abi.ErrNoMemory
 	}
 	// The allocation is stream ordered, but its address is known now: the
@@ -89,14 +89,17 @@ func (w *worker) prepareAlloc(c *abi.Command) (work, abi.ErrorCode) {
 
 // fits reports whether n more bytes of buffers, modules or local memory
 // stay within the VM's quota, which the mediator keeps in the shared block
-// (0: none; the GPU's own limit is the driver's out-of-memory, and no one
-// charge is larger than the device). The quota is read at every ALLOC,
-// LOAD_MODULE and LAUNCH that grows the local memory, so a change applies
-// to the next one; a quota below what the VM holds only refuses them until
-// it has freed enough. Each charge is at most the device's memory, and
-// there are at most maxModules modules and the driver's buffers, so the
-// sum never wraps.
+// (0: none; the GPU's own limit is the driver's out-of-memory). The quota
+// is read at every ALLOC, LOAD_MODULE and LAUNCH that grows the local
+// memory, so a change applies to the next one; a quota below what the VM
+// holds only refuses them until it has freed enough. No one charge may be
+// larger than the device, quota or not: it could not be had, and with at
+// most maxModules modules and the driver's buffers each charge that small
+// keeps the sum from wrapping (a guest's cubin says what it likes).
 func (w *worker) fits(n uint64) bool {
+	if n > w.devMem {
+		return false
+	}
 	q := w.blk.load(offQuota)
 	return q == 0 || w.memUsed <= q && n <= q-w.memUsed
 }
@@ -194,16 +197,14 @@ func (w *worker) loadModule(c *abi.Command) abi.ErrorCode {
 		return abi.ErrUnsupported
 	case err != nil:
 		return abi.ErrBadRecord // an image the driver would not load as a cubin
-	case size > w.devMem || !w.fits(size):
-		// Larger than the GPU: it cannot load, and a charge that large
-		// would wrap the VM's count (a guest's cubin says what it likes).
+	case !w.fits(size): // a guest's cubin says what it likes
 		return abi.ErrNoMemory
 	}
 	m, err := w.d.ModuleLoadData(image)
 	if err != nil {
 		return codeOf(err)
 	}
-	w.mods[c.Handle] = &module{m: m, funcs: map[string]kernel{}, size: size}
+	w.mods[c.Handle] = &module{m: m, funcs: map[string]kernel{}}
 	w.setMemUsed(w.memUsed + size)
 	return abi.OK
 }
@@ -233,7 +234,7 @@ func (w *worker) prepareLaunch(c *abi.Command) (work, abi.ErrorCode) {
 		mod.funcs[name] = k
 	}
 	grow := w.localGrowth(k.local)
-	if grow > 0 && (grow > w.devMem || !w.fits(grow)) {
+	if grow > 0 && !w.fits(grow) {
 		return nil, abi.ErrNoMemory
 	}
 	// Copy the blob out, then relocate the copy.

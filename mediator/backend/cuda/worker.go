@@ -108,7 +108,6 @@ type buffer struct {
 type module struct {
 	m     cuModule
 	funcs map[string]kernel
-	size  uint64 // device memory charged to the VM (cubin.Footprint)
 }
 
 // kernel is a module's function the VM launched, and the local memory one

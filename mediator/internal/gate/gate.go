@@ -165,13 +165,17 @@ func releaseOrder(chans []Channel) []Channel {
 		ticket uint64
 	}
 	es := make([]entry, len(chans))
+	stalled := false
 	for i, c := range chans {
 		es[i] = entry{c, math.MaxUint64}
 		if s, ok := c.(Staller); ok {
 			if t := s.Stalled(); t != 0 { // read once: a forwarder may change it
-				es[i].ticket = t
+				es[i].ticket, stalled = t, true
 			}
 		}
+	}
+	if !stalled {
+		return chans // the usual release: nothing waited for room
 	}
 	slices.SortStableFunc(es, func(a, b entry) int { return cmp.Compare(a.ticket, b.ticket) })
 	order := make([]Channel, len(es))
