@@ -554,8 +554,8 @@ func (ch *channel) peek(unseen, running []runRef) ([]runRef, []runRef) {
 			continue // never went to a worker: it did not run
 		}
 		end := ch.peekEnd
-		if dead := it.w.dead.Load(); dead {
-			end = min(end, it.w.finalEnd[ch.idx])
+		if it.w.dead.Load() {
+			end = it.w.finalEnd[ch.idx] // as in sweep: its final markers
 		}
 		if it.seq > end {
 			if it.w.dead.Load() {
@@ -613,11 +613,14 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 		c := backend.Completion{Channel: ch.idx, Tag: it.tag, Op: it.op, Code: it.code}
 		if it.seq != 0 {
 			// Whether the worker ended first: then its markers are final,
-			// as it left them.
+			// as it left them, and they alone judge its commands. Not the
+			// sweep's reading of them: that may be older than its death
+			// (a command it ended after the reading would fail as lost),
+			// and a fresh worker's markers go on past them.
 			dead := it.w.dead.Load()
 			end := ch.peekEnd
 			if dead {
-				end = min(end, it.w.finalEnd[ch.idx])
+				end = it.w.finalEnd[ch.idx]
 			}
 			switch {
 			case it.seq <= end:

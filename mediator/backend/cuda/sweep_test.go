@@ -147,3 +147,27 @@ func TestSweepReadsTheClockOnce(t *testing.T) {
 		t.Errorf("a sweep that saw an end and a start read the clock %d times, want 2", n)
 	}
 }
+
+// TestDeadWorkersFinalMarkersJudge: a worker that ends a command and dies
+// between a sweep's reading of the markers and its judging of the queue
+// (CI: a LOAD_MODULE, then a launch that faulted the context) leaves that
+// command ended by its final markers; it completes with its code, not as
+// lost. Commands past its final end fail as lost, whatever a fresh
+// worker's markers say.
+func TestDeadWorkersFinalMarkersJudge(t *testing.T) {
+	// The sweep reads end 0 (older than the death), or 5 (a fresh
+	// worker's); the dead worker ended command 1 and not 2. Both codes
+	// are stamped OK (newTimeline).
+	for _, read := range []uint64{0, 5} {
+		tl := newTimeline([]int{1}, 2)
+		ch := tl.vms[0].chans[0]
+		w := &workerConn{finalEnd: []uint64{1}}
+		w.dead.Store(true)
+		ch.q[0].w, ch.q[1].w = w, w
+		tl.mark(0, 0, read, read)
+		_, got := tl.sweep()
+		if cs := got[1]; len(cs) != 2 || cs[0].Code != abi.OK || cs[1].Code != w.lostCode() {
+			t.Fatalf("markers read at %d: delivered %+v, want OK then %v", read, cs, w.lostCode())
+		}
+	}
+}
