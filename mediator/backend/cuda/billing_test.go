@@ -192,13 +192,14 @@ func TestIdleTimeIsNobodys(t *testing.T) {
 }
 
 // TestUnseenCreditedOnce: a command that ended unseen behind a THROTTLE
-// still waiting for its record (so not delivered at that sweep) is credited
+// still waiting for its code (so not delivered at that sweep) is credited
 // in the interval it ran in, not again at every later sweep.
 func TestUnseenCreditedOnce(t *testing.T) {
 	tl := newTimeline([]int{1}, 3)
 	ch := tl.vms[0].chans[0]
-	ch.q[0].op = abi.OpThrottle // its record never comes (the completer waits up to recordWait)
-	tl.mark(0, 0, 1, 0)         // the THROTTLE runs
+	ch.q[0].op = abi.OpThrottle // its code never comes (the completer waits while its worker lives)
+	ch.vm.blk.store(ch.vm.blk.l.codeOff(0, 1)+codeStamp, 0)
+	tl.mark(0, 0, 1, 0) // the THROTTLE runs
 	tl.sweep()
 	tl.mark(0, 0, 3, 2) // it ended, 2 ran and ended unseen, 3 runs
 	tl.sweep()

@@ -12,7 +12,12 @@ import (
 type delivery struct {
 	vm   *cudaVM
 	c    backend.Completion
-	seen int64 // when the completer saw its end; 0: never (the hop diagnostic)
+	seen int64 // when the completer saw its end; 0: never
+	// record is the seq of a THROTTLE whose ground-truth record the
+	// deliverer takes before the callback (takeRecord), 0: none; hop is a
+	// copy of its item for the hop diagnostic.
+	record uint64
+	hop    *item
 }
 
 // idleSpin is how long the completer and the deliverer keep spinning once
@@ -233,8 +238,18 @@ func (b *Backend) deliverer() {
 	}
 }
 
-// deliver runs d's callback and counts it delivered.
+// deliver takes d's ground-truth record, runs its callback and counts it
+// delivered.
 func (b *Backend) deliver(d delivery) {
+	if d.record != 0 {
+		ch := d.vm.chans[d.c.Channel]
+		got := ch.takeRecord(d.record, d.seen)
+		if h := b.hops; h != nil {
+			h.completed(ch, d.hop, got)
+		}
+	} else if h := b.hops; h != nil && d.hop != nil {
+		h.completed(d.vm.chans[d.c.Channel], d.hop, false)
+	}
 	if h := b.hops; h != nil {
 		start := b.now()
 		h.callback(d.vm.chans[d.c.Channel], d.seen, start)
@@ -595,17 +610,14 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 	if len(ch.q) == 0 {
 		return out, 0
 	}
-	// Read under the lock: ReadStatus notes starts under it too, so a
-	// command's end is never before its start. Read only when an end or a
-	// start is there to be timed: most sweeps of a busy channel find its
-	// command still running, already noted.
-	var now int64
-	at := func() int64 {
-		if now == 0 {
-			now = v.b.now()
-		}
-		return now
-	}
+	// Starts and ends are timed at the sweep's instant, when it read the
+	// markers it judges them by; not at a clock read of their own: a sweep
+	// that delivers would be the longer for it, and the interval after a
+	// delivery is what a short kernel's start is seen within (the start
+	// comes a launch gap after the end the sweep found). ReadStatus notes
+	// starts under the lock at its own later instant: an end is never
+	// before its start.
+	now := v.b.lastSweep
 	closing := v.closing.Load()
 	n := 0
 	for ; n < len(ch.q); n++ {
@@ -625,7 +637,7 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 			switch {
 			case it.seq <= end:
 				if it.endAt == 0 {
-					it.endAt = at()
+					it.endAt = max(now, it.startAt)
 				}
 				code, stamped := ch.codeAt(it.seq)
 				if !stamped && it.op == abi.OpThrottle {
@@ -646,20 +658,14 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 					switch {
 					case dead:
 						code = it.w.lostCode()
-					case closing && at()-it.endAt >= recordWait:
+					case closing && now-it.endAt >= recordWait:
 						code = abi.ErrShutdown
 					default:
 						goto stop // the next sweep
 					}
 				}
 				c.Code = code
-				if it.op == abi.OpThrottle && c.Code == abi.OK && !ch.takeRecord(it.seq, at()-it.endAt) {
-					goto stop // its record is on its way: the next sweep
-				}
 				if c.Code == abi.OK {
-					if h := v.b.hops; h != nil {
-						h.completed(ch, it, it.op == abi.OpThrottle)
-					}
 					// Its credits, zero included (no sweep saw it run: it
 					// ran between two sweeps at which its VM ran nothing):
 					// billed that, not its span.
@@ -671,6 +677,24 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 					}
 				}
 				ch.lastEnd = it.endAt
+				if c.Code == abi.OK {
+					d := delivery{vm: v, c: c, seen: it.endAt}
+					// Its ground-truth record, where one is kept, is the
+					// deliverer's to take: it lands after the end marker,
+					// and reading it here (a line the GPU wrote: a miss)
+					// would lengthen the interval after a delivery, in
+					// which the next short kernel's start is seen.
+					if it.op == abi.OpThrottle && (v.truth.keep.Load() || v.b.hops != nil) {
+						d.record = it.seq
+						ch.recordsOut.Add(1)
+					}
+					if v.b.hops != nil {
+						d.hop = new(item)
+						*d.hop = *it
+					}
+					out = append(out, d)
+					continue
+				}
 			case dead:
 				c.Code = it.w.lostCode()
 			case closing:
@@ -699,8 +723,12 @@ stop:
 	// sweep's no more than an end that landed after it is, so neither end
 	// of a command's credit is observed later than the other.
 	if it := ch.runningNow(); it != nil {
-		if it.seq != ch.startSeq { // else noted already: no clock read
-			ch.noteStart(it, at())
+		if it.seq != ch.startSeq { // else noted already
+			ch.noteStart(it, now)
+			// Its code slot into this processor's cache while it runs:
+			// the worker wrote it when it issued the command, and the
+			// sweep that finds its end then reads it without a miss.
+			v.blk.load(v.blk.l.codeOff(ch.idx, it.seq) + codeStamp)
 		}
 		it.seen = true
 		return out, it.seq
@@ -768,14 +796,20 @@ func (ch *channel) codeAt(seq uint64) (abi.ErrorCode, bool) {
 // to show before it counts as lost.
 const recordWait = 10_000_000
 
-// takeRecord adds the THROTTLE seq's ground-truth record to the channel's
-// totals. It reports false while the record has not arrived (its writes and
-// the end marker take different paths to host memory) and waited < recordWait.
-func (ch *channel) takeRecord(seq uint64, waited int64) bool {
+// takeRecord adds the THROTTLE seq's ground-truth record to its VM's
+// truth log, whose end the completer saw at seen. The record comes after
+// the end marker (its writes and the marker take different paths to host
+// memory): it waits for it, recordWait after seen at most (lost: the
+// ground truth goes without it), and reports whether it came. Its slot is
+// the channel's until then (recordsOut): Submit leaves it alone.
+func (ch *channel) takeRecord(seq uint64, seen int64) bool {
+	defer ch.recordsOut.Add(-1)
 	blk := ch.vm.blk
 	off := ch.base + blk.l.slotOff(seq)
-	if blk.load(off+24) != seq {
-		return waited >= recordWait // lost: the ground truth goes without it
+	for i := 1; blk.load(off+24) != seq; i++ {
+		if i%64 == 0 && ch.vm.b.now()-seen >= recordWait {
+			return false
+		}
 	}
 	ch.vm.truth.add(int64(blk.load(off+8)), int64(blk.load(off+16)), int64(blk.load(off)))
 	return true

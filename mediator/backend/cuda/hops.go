@@ -252,9 +252,9 @@ func (h *backendHops) submitted(ch *channel, at int64) {
 	}
 }
 
-// completed records the hops of command it of ch, whose end the completer
-// saw (it.endAt); gpu: the THROTTLE record in its slot is complete. The
-// caller holds ch.mu.
+// completed records the hops of command it of ch (a copy), whose end the
+// completer saw (it.endAt); gpu: the THROTTLE record in its slot is
+// complete. The deliverer calls it before it (Backend.deliver).
 func (h *backendHops) completed(ch *channel, it *item, gpu bool) {
 	blk := ch.vm.blk
 	h.set.add(hopSubmitSeen, it.endAt-it.submitAt)

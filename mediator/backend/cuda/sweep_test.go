@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-gpu/sluice/api/abi"
+	"github.com/sluice-gpu/sluice/mediator/backend"
 )
 
 // throttleEndedUnstamped queues one THROTTLE on a timeline's channel whose
@@ -120,31 +121,37 @@ func TestOnlyThrottleWaitsForItsCode(t *testing.T) {
 	}
 }
 
-// TestSweepReadsTheClockOnce: a sweep that finds a channel's command still
-// running, its start already noted, reads the clock once (its own time),
-// not again for the channel; one that finds a new start or an end reads it
-// for the channel too.
+// TestSweepReadsTheClockOnce: a sweep reads the clock once, its own
+// instant, whatever it finds: a command still running, a new start, an
+// end. Starts and ends are timed at that instant (the markers were read
+// right after it), and a sweep that delivers is no longer for reading it
+// again: the interval after it is what a short kernel's start is seen
+// within.
 func TestSweepReadsTheClockOnce(t *testing.T) {
 	tl := newTimeline([]int{1}, 2)
 	var reads int
 	tl.b.clock = func() int64 { reads++; return int64(1000 * reads) }
-	sweep := func() int {
+	sweep := func() (int64, int) {
 		reads0 := reads
 		tl.b.sweep(nil)
-		return reads - reads0
+		return tl.b.lastSweep, reads - reads0
 	}
+	ch := tl.vms[0].chans[0]
 	tl.mark(0, 0, 1, 0) // command 1 starts
-	if n := sweep(); n != 2 {
-		t.Errorf("a sweep that saw a start read the clock %d times, want 2", n)
+	at, n := sweep()
+	if n != 1 || ch.q[0].startAt != at {
+		t.Errorf("a sweep that saw a start read the clock %d times, noted it at %d; want once, at %d", n, ch.q[0].startAt, at)
 	}
 	for range 3 {
-		if n := sweep(); n != 1 {
+		if _, n := sweep(); n != 1 {
 			t.Errorf("a sweep of a command running on read the clock %d times, want 1", n)
 		}
 	}
 	tl.mark(0, 0, 2, 1) // 1 ended, 2 runs
-	if n := sweep(); n != 2 {
-		t.Errorf("a sweep that saw an end and a start read the clock %d times, want 2", n)
+	reads0 := reads
+	out := tl.b.sweep(nil)
+	if n := reads - reads0; n != 1 || len(out) != 1 || out[0].c.End != tl.b.lastSweep || ch.q[0].startAt != tl.b.lastSweep {
+		t.Errorf("a sweep that saw an end and a start read the clock %d times, ended %+v, noted the start at %d; want once, both at %d", n, out, ch.q[0].startAt, tl.b.lastSweep)
 	}
 }
 
@@ -169,5 +176,85 @@ func TestDeadWorkersFinalMarkersJudge(t *testing.T) {
 		if cs := got[1]; len(cs) != 2 || cs[0].Code != abi.OK || cs[1].Code != w.lostCode() {
 			t.Fatalf("markers read at %d: delivered %+v, want OK then %v", read, cs, w.lostCode())
 		}
+	}
+}
+
+// TestEndNotBeforeStart: ReadStatus notes a start under the channel's lock
+// at its own instant, which can be later than the instant of a sweep that
+// then finds the command ended (it read the markers after ReadStatus): the
+// end is timed no earlier than the start.
+func TestEndNotBeforeStart(t *testing.T) {
+	tl := newTimeline([]int{1}, 1)
+	clock := int64(20_000)
+	tl.b.clock = func() int64 { return clock }
+	tl.mark(0, 0, 1, 0)
+	var st backend.Status
+	tl.b.ReadStatus(&st) // notes the start at 20 µs
+	clock = 10_000       // the sweep's instant came first
+	tl.mark(0, 0, 1, 1)
+	out := tl.b.sweep(nil)
+	if len(out) != 1 || out[0].c.Start != 20_000 || out[0].c.End < out[0].c.Start {
+		t.Fatalf("delivered %+v, want it started at 20000 and ended no earlier", out)
+	}
+}
+
+// TestDelivererTakesTheRecord: a THROTTLE's ground-truth record is the
+// deliverer's to take, not the sweep's (a line the GPU wrote, read inside
+// the interval a short kernel's start is seen within): the sweep delivers
+// the command at its end marker, record or not. Only where ground truth is
+// kept: the deliverer then waits for a record that lands after the
+// marker, keeps its slot from Submit until it has it, and gives up
+// recordWait after the end was seen.
+func TestDelivererTakesTheRecord(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		tl := newTimeline([]int{1}, 1)
+		ch := tl.vms[0].chans[0]
+		v := ch.vm
+		v.truth.keep.Store(keep)
+		var got []backend.Completion
+		v.complete = func(c backend.Completion) { got = append(got, c) }
+		v.drained = make(chan struct{}, 1)
+		v.undelivered.Store(1)
+		tl.b.outstanding.Store(1)
+		ch.q[0].op = abi.OpThrottle
+		tl.mark(0, 0, 1, 1) // ended; its record is not there
+		out := tl.b.sweep(nil)
+		if len(out) != 1 {
+			t.Fatalf("keep %v: the sweep delivered %+v, want the THROTTLE at its end marker", keep, out)
+		}
+		if want := map[bool]uint64{false: 0, true: 1}[keep]; out[0].record != want || ch.recordsOut.Load() != int64(want) {
+			t.Fatalf("keep %v: record %d, %d records out; want %d", keep, out[0].record, ch.recordsOut.Load(), want)
+		}
+		if !keep {
+			tl.b.deliver(out[0])
+			if len(got) != 1 {
+				t.Fatalf("delivered %+v", got)
+			}
+			continue
+		}
+		done := make(chan struct{})
+		go func() { tl.b.deliver(out[0]); close(done) }()
+		time.Sleep(5 * time.Millisecond)
+		if len(v.truth.ivals) != 0 || ch.recordsOut.Load() != 1 {
+			t.Fatal("took a record that was not there")
+		}
+		rec := ch.base + v.blk.l.slotOff(1)
+		v.blk.store(rec, 700)
+		v.blk.store(rec+8, 5000)
+		v.blk.store(rec+16, 5700)
+		v.blk.store(rec+24, 1) // it lands
+		<-done
+		if ns, n := v.truth.total(); ns != 700 || n != 1 || len(got) != 1 || ch.recordsOut.Load() != 0 {
+			t.Fatalf("ground truth %d ns of %d kernels, delivered %d, %d records out; want 700 of 1, 1, 0", ns, n, len(got), ch.recordsOut.Load())
+		}
+	}
+
+	// One that never lands: given up recordWait after the end was seen.
+	tl := newTimeline([]int{1}, 1)
+	ch := tl.vms[0].chans[0]
+	clock := int64(0)
+	tl.b.clock = func() int64 { clock += 1000; return clock }
+	if ch.takeRecord(1, 0) || clock < recordWait {
+		t.Fatalf("a record that never came: taken, or given up at %d ns, before recordWait", clock)
 	}
 }

@@ -135,6 +135,7 @@ func TestUnseenCommandCreditedNothingBilledNothing(t *testing.T) {
 	}
 	b.unseen, b.now1 = unseen, running
 	b.credit(1000)
+	b.lastSweep = 1_000_000_000 // this sweep's instant
 	out, _ := ch.sweep(nil)
 	if len(out) != 1 || out[0].c.Code != abi.OK {
 		t.Fatalf("deliveries %+v, want one OK", out)

@@ -143,10 +143,16 @@ type channel struct {
 	// The hop diagnostic's (backendHops.mu): the last callback's start and
 	// the last Submit.
 	hopCallback, hopSubmit int64
-	// The completer's (under mu): the last THROTTLE completed, its last
-	// %globaltimer read and when its end was seen (the kernel_gap hop).
+	// The deliverer's (or the completer's, delivering inline: never both
+	// at once): the last THROTTLE completed, its last %globaltimer read
+	// and when its end was seen (the kernel_gap hop).
 	hopLastSeq                  uint64
 	hopLastKernel, hopLastEndAt int64
+
+	// recordsOut counts the delivered THROTTLEs whose records the
+	// deliverer has yet to take (takeRecord): their slots are not free
+	// for commands after them.
+	recordsOut atomic.Int64
 }
 
 // push queues it behind the commands in flight (ch.mu held). q moves
@@ -601,7 +607,7 @@ func (v *cudaVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 	// One hold of ch.mu: the completer sees the command queued by the time
 	// its end marker can be there.
 	ch.mu.Lock()
-	if n := len(ch.q); n >= v.blk.l.slots {
+	if n := len(ch.q) + int(ch.recordsOut.Load()); n >= v.blk.l.slots {
 		ch.mu.Unlock()
 		return fmt.Errorf("submitting to channel %d of VM %d: %w: %d commands in flight, the most it was attached with", channel, v.id, backend.ErrInvalid, n)
 	}
