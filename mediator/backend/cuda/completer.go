@@ -115,14 +115,7 @@ func (b *Backend) completer() {
 		if b.hops != nil {
 			handOff = b.now()
 		}
-		b.dmu.Lock()
-		b.dq = append(b.dq, out...)
-		b.queued.Add(int64(len(out)))
-		b.dmu.Unlock()
-		select {
-		case b.dwake <- struct{}{}:
-		default:
-		}
+		b.ho.push(out)
 		if b.hops != nil {
 			b.hops.set.add(hopHandOff, b.now()-handOff)
 		}
@@ -167,7 +160,7 @@ func (b *Backend) inline(out []delivery) bool {
 		b.slowInline--
 		return false
 	}
-	if b.queued.Load() != 0 || b.outstanding.Load() != int64(len(out)) {
+	if b.ho.pending() || b.outstanding.Load() != int64(len(out)) {
 		return false
 	}
 	for _, d := range out {
@@ -202,39 +195,32 @@ const sweepYield = 64
 const deliverSpin = 200_000
 
 // deliverer runs the VMs' Complete callbacks for what the completer
-// queued, in its order (so each channel's completions arrive in order). It
-// spins for deliverSpin after a delivery (yielding as the completer does)
-// and parks after that.
+// handed off, in its order (so each channel's completions arrive in
+// order). It spins for deliverSpin after a delivery (yielding as the
+// completer does) and parks after that.
 func (b *Backend) deliverer() {
 	defer b.done.Done()
-	var batch []delivery
+	h := b.ho
+	var taken uint64
 	busyAt := b.now()
 	y := spin.New()
 	for {
-		if b.queued.Load() != 0 { // the lock only when there is work: the completer takes it to queue
-			b.dmu.Lock()
-			batch, b.dq = b.dq, batch[:0]
-			b.dmu.Unlock()
-		}
-		if len(batch) == 0 {
+		n := h.pushed.Load()
+		if n == taken {
 			if b.now()-busyAt < deliverSpin {
 				y.Idle()
 				continue
 			}
-			select {
-			case <-b.dwake:
-			case <-b.stop:
+			if !h.park(taken, b.stop) {
 				return
 			}
 			continue
 		}
 		busyAt = b.now()
-		for _, d := range batch {
-			b.deliver(d)
-			b.queued.Add(-1)
+		for ; taken < n; taken++ {
+			b.deliver(h.pop())
+			h.taken.Store(taken + 1)
 		}
-		clear(batch)
-		batch = batch[:0]
 	}
 }
 

@@ -74,10 +74,7 @@ type Backend struct {
 	stop        chan struct{}
 	done        sync.WaitGroup // the completer and the deliverer
 
-	dmu    sync.Mutex    // dq
-	dq     []delivery    // completions queued for the deliverer, in order
-	queued atomic.Int64  // completions queued for the deliverer and not yet delivered
-	dwake  chan struct{} // the deliverer has work (capacity 1)
+	ho *handoff // completions on their way to the deliverer, in order
 	// inlined counts the completions the completer delivered itself
 	// (inline); slowInline is its backoff after slow callbacks, slowScore
 	// how often they were slow of late (completer).
@@ -173,7 +170,7 @@ func open(d driver, opts backend.Options, spawn spawner) (*Backend, error) {
 	b := &Backend{
 		spawn: spawn, library: opts.Params["library"], gap: DefaultGapNs, stall: int64(DefaultStallCheck),
 		restartDelay: DefaultRestartDelay, workerSpin: DefaultWorkerSpin, keepWait: keepWait, adoptWait: adoptWait, vms: map[uint32]*cudaVM{},
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), dwake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), ho: newHandoff(),
 	}
 	if _, both := opts.Params["gap_ns"]; both && opts.Params["gap"] != "" {
 		return nil, fmt.Errorf("%w: options gap and gap_ns: the same setting (gap_ns is its old name)", backend.ErrInvalid)

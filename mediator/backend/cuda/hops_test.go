@@ -109,18 +109,18 @@ func TestInlineScore(t *testing.T) {
 // Inline delivery is refused while other commands are outstanding or the
 // deliverer has work: a start could go unseen, or a channel's order break.
 func TestInlineRefused(t *testing.T) {
-	b := &Backend{}
+	b := &Backend{ho: newHandoff()}
 	out := []delivery{{}}
 	b.outstanding.Store(2)
 	if b.inline(out) {
 		t.Error("inline with another command outstanding")
 	}
 	b.outstanding.Store(1)
-	b.queued.Store(1)
+	b.ho.push(make([]delivery, 1))
 	if b.inline(out) {
 		t.Error("inline with the deliverer holding completions")
 	}
-	b.queued.Store(0)
+	b.ho.taken.Store(1)
 	b.slowInline = 2
 	if b.inline(out) || b.slowInline != 1 {
 		t.Errorf("inline during the backoff (left %d)", b.slowInline)
