@@ -162,9 +162,13 @@ func (g *guest) interrupt(c int) {
 	g.after(g.sleepNs, func() { g.submit(c, n, g.now()) })
 }
 
-// oldestWait is how long the oldest kernel not completed at now has
-// waited since its doorbell, over the guest's channels; 0 if none.
-func (g *guest) oldestWait(now int64) int64 {
+// oldestWait is how long the oldest kernel not completed has waited since
+// its doorbell, over the guest's channels; 0 if none. Now is the guest's
+// own clock, the run's time its doorbells were stamped on (a snapshot's
+// instant is on the backend's clock, which on a real GPU is ahead of it by
+// the setup's time: the wait read against it was that much too long).
+func (g *guest) oldestWait() int64 {
+	now := g.now()
 	var w int64
 	for _, gc := range g.chans {
 		if gc.get != gc.put {

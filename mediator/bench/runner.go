@@ -287,7 +287,7 @@ func (r *runner) takeSnapshot() *snapshot {
 		sn.kernels[i] = g.done
 		sn.turnaround[i] = g.turnaround()
 		sn.latP50[i], sn.latP99[i] = g.lat.Quantile(0.5), g.lat.Quantile(0.99)
-		sn.oldest[i] = g.oldestWait(sn.at)
+		sn.oldest[i] = g.oldestWait()
 		sn.errs[i] = g.err
 	}
 	return sn
