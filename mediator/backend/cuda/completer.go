@@ -13,10 +13,12 @@ type delivery struct {
 	vm   *cudaVM
 	c    backend.Completion
 	seen int64 // when the completer saw its end; 0: never
-	// record is the seq of a THROTTLE whose ground-truth record the
-	// deliverer takes before the callback (takeRecord), 0: none; hop is a
-	// copy of its item for the hop diagnostic.
-	record uint64
+	// seq is the command's (0: it never went to a worker); record: the
+	// deliverer takes its THROTTLE record before the callback (takeRecord);
+	// hop: a copy of its item for the hop diagnostic, which reads its trace
+	// slot there.
+	seq    uint64
+	record bool
 	hop    *item
 }
 
@@ -227,14 +229,15 @@ func (b *Backend) deliverer() {
 // deliver takes d's ground-truth record, runs its callback and counts it
 // delivered.
 func (b *Backend) deliver(d delivery) {
-	if d.record != 0 {
+	if d.seq != 0 {
 		ch := d.vm.chans[d.c.Channel]
-		got := ch.takeRecord(d.record, d.seen)
-		if h := b.hops; h != nil {
+		got := d.record && ch.takeRecord(d.seq, d.seen)
+		if h := b.hops; h != nil && d.hop != nil {
 			h.completed(ch, d.hop, got)
 		}
-	} else if h := b.hops; h != nil && d.hop != nil {
-		h.completed(d.vm.chans[d.c.Channel], d.hop, false)
+		// Its slots are read: Submit may reuse them (before the callback,
+		// whose Submit can).
+		ch.readThrough.Store(d.seq)
 	}
 	if h := b.hops; h != nil {
 		start := b.now()
@@ -566,8 +569,8 @@ func (ch *channel) peek(unseen, running []runRef) ([]runRef, []runRef) {
 		}
 		if it.endAt == 0 && !it.seen && !it.unseenOnce {
 			// Once: a command behind a THROTTLE that waits for its
-			// record is not delivered at this sweep, and would be
-			// listed (and credited) again at every sweep until then.
+			// code is not delivered at this sweep, and would be listed
+			// (and credited) again at every sweep until then.
 			it.unseenOnce = true
 			unseen = append(unseen, runRef{ch, it.seq})
 		}
@@ -623,7 +626,11 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 			switch {
 			case it.seq <= end:
 				if it.endAt == 0 {
-					it.endAt = max(now, it.startAt)
+					// Never before its start: one ReadStatus noted under
+					// the lock at its own later instant, or (never seen
+					// running) its submission, which can come after the
+					// sweep's instant and before its marker read.
+					it.endAt = max(now, ch.startOf(it), 1)
 				}
 				code, stamped := ch.codeAt(it.seq)
 				if !stamped && it.op == abi.OpThrottle {
@@ -664,16 +671,13 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 				}
 				ch.lastEnd = it.endAt
 				if c.Code == abi.OK {
-					d := delivery{vm: v, c: c, seen: it.endAt}
+					d := delivery{vm: v, c: c, seen: it.endAt, seq: it.seq}
 					// Its ground-truth record, where one is kept, is the
 					// deliverer's to take: it lands after the end marker,
 					// and reading it here (a line the GPU wrote: a miss)
 					// would lengthen the interval after a delivery, in
 					// which the next short kernel's start is seen.
-					if it.op == abi.OpThrottle && (v.truth.keep.Load() || v.b.hops != nil) {
-						d.record = it.seq
-						ch.recordsOut.Add(1)
-					}
+					d.record = it.op == abi.OpThrottle && (v.truth.keep.Load() || v.b.hops != nil)
 					if v.b.hops != nil {
 						d.hop = new(item)
 						*d.hop = *it
@@ -689,7 +693,7 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 				goto stop
 			}
 		}
-		out = append(out, delivery{vm: v, c: c, seen: it.endAt})
+		out = append(out, delivery{vm: v, c: c, seen: it.endAt, seq: it.seq})
 	}
 stop:
 	switch {
@@ -724,9 +728,9 @@ stop:
 
 // current is the command ch's stream runs or will run next: the first in
 // its queue whose end marker has not been written. The queue's head may
-// have ended and wait for its THROTTLE record (takeRecord) while the
-// stream runs the commands behind it: those run, and are credited and
-// seen running, as any other. Nil when every queued command has ended.
+// have ended and wait for its THROTTLE's code (sweep) while the stream
+// runs the commands behind it: those run, and are credited and seen
+// running, as any other. Nil when every queued command has ended.
 // The caller holds ch.mu.
 func (ch *channel) current() *item {
 	return ch.currentAt(ch.vm.blk.load(ch.base + offEnd))
@@ -778,22 +782,28 @@ func (ch *channel) codeAt(seq uint64) (abi.ErrorCode, bool) {
 	return abi.ErrorCode(code), true
 }
 
-// recordWait is how long after a THROTTLE's end marker its record may take
-// to show before it counts as lost.
+// recordWait is how long a VM that closes waits for the code of a
+// THROTTLE whose end marker is there (sweep).
 const recordWait = 10_000_000
 
-// takeRecord adds the THROTTLE seq's ground-truth record to its VM's
-// truth log, whose end the completer saw at seen. The record comes after
-// the end marker (its writes and the marker take different paths to host
-// memory): it waits for it, recordWait after seen at most (lost: the
+// recordLate is how long after a THROTTLE's end marker was seen its record
+// may take to show before it counts as lost. Its writes and the marker's
+// are posted one after the other by one GPU thread: they land within
+// microseconds. The deliverer waits that long for it, holding up every
+// VM's callbacks: where ground truth is kept (the bench, the GPU tests,
+// the switch-overhead probes), never for sluiced's guests.
+const recordLate = 1_000_000
+
+// takeRecord adds THROTTLE seq's ground-truth record to its VM's truth
+// log; the completer saw its end at seen. The record comes after the end
+// marker: it waits for it, recordLate after seen at most (lost: the
 // ground truth goes without it), and reports whether it came. Its slot is
-// the channel's until then (recordsOut): Submit leaves it alone.
+// the channel's until the deliverer is done with it (readThrough).
 func (ch *channel) takeRecord(seq uint64, seen int64) bool {
-	defer ch.recordsOut.Add(-1)
 	blk := ch.vm.blk
 	off := ch.base + blk.l.slotOff(seq)
 	for i := 1; blk.load(off+24) != seq; i++ {
-		if i%64 == 0 && ch.vm.b.now()-seen >= recordWait {
+		if i%64 == 0 && ch.vm.b.now()-seen >= recordLate && blk.load(off+24) != seq {
 			return false
 		}
 	}

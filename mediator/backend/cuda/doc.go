@@ -164,9 +164,10 @@
 // ours), so Start and End are host observation times within a sweep (about
 // a microsecond) of the marker writes; the deliverer spins 200 µs after a
 // delivery, then parks. The completer hands completions over through a
-// lock-free queue (handoff.go), and a THROTTLE's ground-truth record is the
-// deliverer's to read: the interval after a sweep that delivered is what a
-// short kernel's start is seen within, and is kept short. ReadStatus is the
+// lock-free queue (handoff.go), and a THROTTLE's ground-truth record is
+// read where its callback runs (the deliverer, or the completer delivering
+// inline), not in the sweep: the interval after a sweep that delivered is
+// what a short kernel's start is seen within, and is kept short. ReadStatus is the
 // LoGA status read: a channel runs when its start marker is ahead of its
 // end marker, since the moment that was first seen.
 //

@@ -23,13 +23,16 @@ type handoff struct {
 	n       uint64 // completions pushed (pushed's value)
 	_       [64]byte
 
-	pushed atomic.Uint64 // completions published: the completer's to write
-	_      [56]byte
+	// pushed is the completions published: the completer's to write.
+	// parked, the deliverer's, on the same line: it changes only when the
+	// deliverer parks, and the completer reads it at every push.
+	pushed atomic.Uint64
+	parked atomic.Bool
+	_      [48]byte
 	// taken is the completions delivered: the deliverer's to write, after
 	// each callback returned (inline delivery reads it).
-	taken  atomic.Uint64
-	parked atomic.Bool // the deliverer waits on wake
-	_      [48]byte
+	taken atomic.Uint64
+	_     [56]byte
 
 	// The deliverer's.
 	head    *handoffChunk

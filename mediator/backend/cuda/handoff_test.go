@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -18,9 +19,14 @@ func TestHandoffInOrder(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		var taken uint64
+		spins := 0
 		for taken < total {
 			n := h.pushed.Load()
 			if n == taken {
+				if spins++; spins < 100 {
+					continue
+				}
+				spins = 0
 				if !h.park(taken, stop) {
 					done <- nil
 					return
@@ -29,8 +35,7 @@ func TestHandoffInOrder(t *testing.T) {
 			}
 			for ; taken < n; taken++ {
 				if d := h.pop(); d.c.Tag != taken {
-					t.Errorf("completion %d came as %d", taken, d.c.Tag)
-					done <- nil
+					done <- fmt.Errorf("completion %d came as %d", taken, d.c.Tag)
 					return
 				}
 				h.taken.Store(taken + 1)
@@ -53,7 +58,10 @@ func TestHandoffInOrder(t *testing.T) {
 		}
 	}
 	select {
-	case <-done:
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
 	case <-time.After(20 * time.Second):
 		close(stop)
 		t.Fatalf("the consumer took %d of %d and stopped", h.taken.Load(), total)

@@ -194,7 +194,7 @@ var mediatorHops = [][2]string{
 	hopKernel:                 {"kernel", "the THROTTLE kernel's first to last %globaltimer read"},
 	hopEndSeen:                {"kernel_end_to_end_seen", "the kernel's last %globaltimer read to the completer seeing its end marker (needs gpu_clock)"},
 	hopLaunchedSeenLessKernel: {"launched_to_end_seen_less_kernel", "the launch call's return to the end marker seen, less the kernel: GPU launch latency plus the end's trip to the host (no clock relation needed)"},
-	hopSeenCallback:           {"end_seen_to_callback", "the completer seeing the end to the VM's Complete callback starting (the hand-off to the deliverer, if any)"},
+	hopSeenCallback:           {"end_seen_to_callback", "the completer seeing the end to the VM's Complete callback starting (the hand-off to the deliverer, if any, and its taking of the THROTTLE record and this diagnostic's bookkeeping)"},
 	hopCallback:               {"callback", "the VM's Complete callback (in the bench: the channel's completion record, the guest's interrupt and its next submit)"},
 	hopCallbackSubmit:         {"callback_to_next_submit", "a callback's start to the channel's next cuda Submit"},
 	hopSubmitSubmit:           {"submit_to_submit", "a channel's cuda Submit to its next: the period of a depth-1 loop"},
@@ -204,7 +204,7 @@ var mediatorHops = [][2]string{
 	hopBillLessKernel:         {"bill_less_kernel", "the THROTTLE's credited GPU time less its kernel's own (signed; a carried count lands on a later command than the one it was counted in, so mean_ns, the bill's error per kernel, is the figure to read)"},
 	hopKernelGap:              {"kernel_gap", "a THROTTLE's first %globaltimer read less the last of the one before it on its channel (the GPU's launch gap between two kernels, where the second was queued behind the first)"},
 	hopDeliveringSweep:        {"delivering_sweep", "a sweep that found completions, from its clock read to its return (its credit and its channels' collection of the completions)"},
-	hopHandOff:                {"hand_off", "the completer's hand-off of a sweep's completions to the deliverer (its queue's lock and the wakeup)"},
+	hopHandOff:                {"hand_off", "the completer's hand-off of a sweep's completions to the deliverer (handoff.go: the entries, the count, a wakeup where the deliverer parked)"},
 	hopAfterDelivery:          {"sweep_after_delivery", "the completer's time from a sweep that found completions to the next sweep (the interval in which the next command's start falls)"},
 	hopSeenLessKernel:         {"seen_span_less_kernel", "the completer's sight of the end less its sight of the start, less the kernel's own span, for kernels seen running (signed: how much later an end is seen than a start, with the sweeps' spacing; no clock relation needed)"},
 }

@@ -320,7 +320,9 @@ func (v *cudaVM) adopt(spec backend.VMSpec, l blockLayout) (*workerConn, error) 
 	}
 	v.tail = d.Tail
 	for i, ch := range v.chans {
+		// Its predecessor delivered everything before it kept the worker.
 		ch.seq = d.Seqs[i]
+		ch.readThrough.Store(ch.seq)
 	}
 	return w, nil
 }

@@ -39,8 +39,9 @@ import (
 // writes right after the launch call returns (the launch goes first), and
 // whose end the mediator holds until the code is there (while the worker
 // lives: completer.go, sweep). A channel never has more than slots commands in flight
-// (Submit refuses more), so a slot is not reused before its command is
-// delivered, and the ring (slots entries per channel) never overflows.
+// (Submit refuses more, counting those the deliverer has not taken yet, which
+// may read their slots: readThrough), so a slot is not reused before its
+// command is delivered, and the ring (slots entries per channel) never overflows.
 const (
 	offTail     = 0
 	offHead     = 64

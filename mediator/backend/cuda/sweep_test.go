@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -196,6 +197,17 @@ func TestEndNotBeforeStart(t *testing.T) {
 	if len(out) != 1 || out[0].c.Start != 20_000 || out[0].c.End < out[0].c.Start {
 		t.Fatalf("delivered %+v, want it started at 20000 and ended no earlier", out)
 	}
+
+	// Never seen running, submitted after the sweep's instant (a callback
+	// on the deliverer) and ended before its marker read.
+	tl = newTimeline([]int{1}, 1)
+	tl.b.clock = func() int64 { return 10_000 }
+	tl.vms[0].chans[0].q[0].submitAt = 12_000
+	tl.mark(0, 0, 1, 1)
+	out = tl.b.sweep(nil)
+	if len(out) != 1 || out[0].c.End < out[0].c.Start || out[0].c.Start < 12_000 {
+		t.Fatalf("delivered %+v, want it started at its submission (12000) and ended no earlier", out)
+	}
 }
 
 // TestDelivererTakesTheRecord: a THROTTLE's ground-truth record is the
@@ -203,8 +215,9 @@ func TestEndNotBeforeStart(t *testing.T) {
 // the interval a short kernel's start is seen within): the sweep delivers
 // the command at its end marker, record or not. Only where ground truth is
 // kept: the deliverer then waits for a record that lands after the
-// marker, keeps its slot from Submit until it has it, and gives up
-// recordWait after the end was seen.
+// marker, and gives up recordLate after the end was seen. Until the
+// deliverer took a command, Submit reuses no slot of it or of those after
+// it (TestSubmitSpareSlotsTheDelivererReads).
 func TestDelivererTakesTheRecord(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		tl := newTimeline([]int{1}, 1)
@@ -217,26 +230,26 @@ func TestDelivererTakesTheRecord(t *testing.T) {
 		v.undelivered.Store(1)
 		tl.b.outstanding.Store(1)
 		ch.q[0].op = abi.OpThrottle
-		tl.mark(0, 0, 1, 1) // ended; its record is not there
+		tl.b.clock = func() int64 { return 1_000_000 } // stopped: the deliverer waits as long as it takes
+		tl.mark(0, 0, 1, 1)                            // ended; its record is not there
 		out := tl.b.sweep(nil)
-		if len(out) != 1 {
-			t.Fatalf("keep %v: the sweep delivered %+v, want the THROTTLE at its end marker", keep, out)
-		}
-		if want := map[bool]uint64{false: 0, true: 1}[keep]; out[0].record != want || ch.recordsOut.Load() != int64(want) {
-			t.Fatalf("keep %v: record %d, %d records out; want %d", keep, out[0].record, ch.recordsOut.Load(), want)
+		if len(out) != 1 || out[0].seq != 1 || out[0].record != keep {
+			t.Fatalf("keep %v: the sweep delivered %+v, want the THROTTLE at its end marker, its record to take %v", keep, out, keep)
 		}
 		if !keep {
 			tl.b.deliver(out[0])
-			if len(got) != 1 {
-				t.Fatalf("delivered %+v", got)
+			if len(got) != 1 || ch.readThrough.Load() != 1 {
+				t.Fatalf("delivered %+v, read through %d", got, ch.readThrough.Load())
 			}
 			continue
 		}
 		done := make(chan struct{})
 		go func() { tl.b.deliver(out[0]); close(done) }()
 		time.Sleep(5 * time.Millisecond)
-		if len(v.truth.ivals) != 0 || ch.recordsOut.Load() != 1 {
-			t.Fatal("took a record that was not there")
+		select {
+		case <-done:
+			t.Fatal("delivered before its record landed")
+		default:
 		}
 		rec := ch.base + v.blk.l.slotOff(1)
 		v.blk.store(rec, 700)
@@ -244,17 +257,41 @@ func TestDelivererTakesTheRecord(t *testing.T) {
 		v.blk.store(rec+16, 5700)
 		v.blk.store(rec+24, 1) // it lands
 		<-done
-		if ns, n := v.truth.total(); ns != 700 || n != 1 || len(got) != 1 || ch.recordsOut.Load() != 0 {
-			t.Fatalf("ground truth %d ns of %d kernels, delivered %d, %d records out; want 700 of 1, 1, 0", ns, n, len(got), ch.recordsOut.Load())
+		if ns, n := v.truth.total(); ns != 700 || n != 1 || len(got) != 1 || ch.readThrough.Load() != 1 {
+			t.Fatalf("ground truth %d ns of %d kernels, delivered %d, read through %d; want 700 of 1, 1, 1", ns, n, len(got), ch.readThrough.Load())
 		}
 	}
 
-	// One that never lands: given up recordWait after the end was seen.
+	// One that never lands: given up recordLate after the end was seen.
 	tl := newTimeline([]int{1}, 1)
 	ch := tl.vms[0].chans[0]
 	clock := int64(0)
 	tl.b.clock = func() int64 { clock += 1000; return clock }
-	if ch.takeRecord(1, 0) || clock < recordWait {
-		t.Fatalf("a record that never came: taken, or given up at %d ns, before recordWait", clock)
+	if ch.takeRecord(1, 0) || clock < recordLate {
+		t.Fatalf("a record that never came: taken, or given up at %d ns, before recordLate", clock)
+	}
+}
+
+// TestSubmitSpareSlotsTheDelivererReads: a channel's commands the sweep
+// handed to the deliverer keep their slots (seq % slots) until it took
+// them, the record or the hop trace it reads there: commands without a
+// record after a THROTTLE that waits for its record leave the channel's
+// queue, but a Submit a whole ring of seqs later is refused until the
+// deliverer is past the THROTTLE.
+func TestSubmitSpareSlotsTheDelivererReads(t *testing.T) {
+	tl := newTimeline([]int{1}, 0)
+	ch := tl.vms[0].chans[0]
+	v := ch.vm
+	slots := v.blk.l.slots
+	ch.seq = uint64(slots) // 1 (a THROTTLE) .. slots went out, all delivered by the sweep
+	v.complete = func(backend.Completion) {}
+	v.drained = make(chan struct{}, 1)
+	submit := func() error { return v.Submit(0, abi.Command{Op: abi.OpNop}, 0) }
+	if err := submit(); !errors.Is(err, backend.ErrInvalid) {
+		t.Fatalf("a Submit that would reuse the slot of command 1, not taken yet: %v", err)
+	}
+	ch.readThrough.Store(1) // the deliverer took command 1
+	if err := submit(); err != nil {
+		t.Fatalf("once the deliverer took command 1: %v", err)
 	}
 }

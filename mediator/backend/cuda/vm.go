@@ -149,10 +149,12 @@ type channel struct {
 	hopLastSeq                  uint64
 	hopLastKernel, hopLastEndAt int64
 
-	// recordsOut counts the delivered THROTTLEs whose records the
-	// deliverer has yet to take (takeRecord): their slots are not free
-	// for commands after them.
-	recordsOut atomic.Int64
+	// readThrough is the last command whose completion the deliverer
+	// took: it reads a command's slots there (takeRecord, the hop
+	// diagnostic), so the slots of those after it, delivered by the
+	// completer or not, are not free yet (Submit). Seqs are the channel's
+	// in order, and so are its deliveries.
+	readThrough atomic.Uint64
 }
 
 // push queues it behind the commands in flight (ch.mu held). q moves
@@ -182,7 +184,7 @@ type item struct {
 	code       abi.ErrorCode // for seq 0
 	submitAt   int64
 	startAt    int64   // when its start marker was first seen; 0 if never
-	endAt      int64   // when its end marker was first seen, if its record was not there yet
+	endAt      int64   // when its end marker was first seen (the sweep's instant, never before its start)
 	seen       bool    // a sweep saw it running (it is credited as running, not unseen)
 	unseenOnce bool    // listed by a sweep as ended unseen (peek): credited in that sweep only
 	gpu        float64 // its share of the GPU while it ran (the completer's sweeps)
@@ -607,7 +609,7 @@ func (v *cudaVM) Submit(channel int, cmd abi.Command, tag uint64) error {
 	// One hold of ch.mu: the completer sees the command queued by the time
 	// its end marker can be there.
 	ch.mu.Lock()
-	if n := len(ch.q) + int(ch.recordsOut.Load()); n >= v.blk.l.slots {
+	if n := max(len(ch.q), int(ch.seq-ch.readThrough.Load())); n >= v.blk.l.slots {
 		ch.mu.Unlock()
 		return fmt.Errorf("submitting to channel %d of VM %d: %w: %d commands in flight, the most it was attached with", channel, v.id, backend.ErrInvalid, n)
 	}
