@@ -281,6 +281,7 @@ func (g *Gate) SetTurns(a Arbitration, cfg TurnConfig) error {
 
 // setTurnsLocked puts arbitration a (driver or turns) in force.
 func (g *Gate) setTurnsLocked(a Arbitration, cfg TurnConfig) {
+	g.closeTurnsLocked()
 	for _, b := range g.budgets {
 		unhook(b)
 	}
@@ -297,6 +298,38 @@ func (g *Gate) setTurnsLocked(a Arbitration, cfg TurnConfig) {
 	}
 	if g.turns != nil {
 		g.settleLocked()
+	}
+}
+
+// closeTurnsLocked nets what the turns in force charged ahead, as they
+// end (a switch of arbitration: auto's at a period's end, or SetTurns): the
+// holder is charged what it completed since its last charge less what was
+// charged ahead for its work in flight then, and a hand-off's tail and the
+// overruns still owed are netted as they stand. Each VM's charges are then
+// its busy time; its work still in flight runs under what follows, charged
+// nothing under the driver's arbitration (and charged in its turn under
+// fresh turns). Dropped with the turns, those charges stayed at their
+// estimates: a VM whose kernels ran past them was charged time it had not
+// run (TestSwitchNetsWhatTurnsChargedAhead).
+func (g *Gate) closeTurnsLocked() {
+	t := g.turns
+	if t == nil {
+		return
+	}
+	if t.has && t.contended {
+		if b := g.budgets[t.holder]; b != nil {
+			t.cfg.Picker.ChargeTurn(t.holder, b.BusyNs()-t.base-t.pre)
+		}
+	}
+	if t.tailed {
+		if b := g.budgets[t.tail]; b != nil {
+			g.netTailLocked(t.tail, b, tailCharge{t.tailBase, t.tailPre})
+		}
+	}
+	for id, c := range t.owed {
+		if b := g.budgets[id]; b != nil {
+			g.netTailLocked(id, b, c)
+		}
 	}
 }
 

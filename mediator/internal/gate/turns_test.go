@@ -910,3 +910,41 @@ func TestTurnsHolderIdleInFlight(t *testing.T) {
 		}
 	})
 }
+
+// TestSwitchNetsWhatTurnsChargedAhead: turns charge work in flight ahead,
+// by its estimate, and net it when it drains; a switch to the driver's
+// arbitration (auto's, at a period's end) ends them with some of it still
+// in flight: the holder's last work, and an overrun's late kernel no longer
+// waited for. The switch nets both as they stand, so that each VM's charges
+// are its busy time when it came (the work in flight then runs under the
+// driver, which charges nothing); dropped, they stayed charged at their
+// estimates, and a VM whose kernels ran past them kept a charge for time it
+// had not run when turns came back.
+func TestSwitchNetsWhatTurnsChargedAhead(t *testing.T) {
+	w := newHandoffWorld(t, time.Millisecond, 0, true)
+	log := &chargeLog{Picker: w.s, charged: map[uint32]int64{}}
+	cfg := TurnConfig{QuantumNs: int64(time.Millisecond), Picker: log, Clock: w.clock(), Preempts: true}
+	if err := w.g.SetTurns(ArbitrationTurns, cfg); err != nil {
+		t.Fatal(err)
+	}
+	a := w.addVM(1, 1, time.Millisecond, 1, 0, time.Hour)
+	a.runPct = 2000 // 20 ms a kernel: each overruns its turn
+	b := w.addVM(2, 1, 500*time.Microsecond, 4, 0, time.Hour)
+	w.run(ms(95)) // a's fifth kernel in flight, past its turn
+	if _, turn := w.g.Arbitration(); turn.Overruns == 0 {
+		t.Fatal("no overrun: nothing charged ahead is in flight")
+	}
+	busyA, busyB := a.busy, b.busy
+	if err := w.g.SetTurns(ArbitrationDriver, TurnConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	w.run(ms(200))
+	for _, c := range []struct {
+		v    *tvm
+		busy int64
+	}{{a, busyA}, {b, busyB}} {
+		if got := log.charged[c.v.id]; got != c.busy {
+			t.Errorf("vm %d: charged %v, want its busy time at the switch, %v", c.v.id, time.Duration(got), time.Duration(c.busy))
+		}
+	}
+}
