@@ -183,6 +183,20 @@ func TestBudgetStallTickets(t *testing.T) {
 	if s := r.chans[0].Stalled(); s != 0 {
 		t.Fatalf("channel 0 holds ticket %d after a reset dropped what waited", s)
 	}
+
+	// A channel that fails forwards nothing until its reset: its ticket
+	// goes, or every release would poll it first.
+	r = newVMRig(t, 1000*us)
+	r.write(0, throttle(800*us), throttle(800*us))
+	if r.chans[0].Stalled() == 0 {
+		t.Fatal("the second command did not wait for room")
+	}
+	f := r.flight[0]
+	r.flight = r.flight[1:]
+	r.chans[0].Complete(Completion{Index: uint32(f.tag), Op: f.cmd.Op, Code: abi.ErrDevice})
+	if s := r.chans[0].Stalled(); s != 0 || r.inFlight(0) != 0 {
+		t.Fatalf("a failed channel holds ticket %d with %d in flight, want none and none", s, r.inFlight(0))
+	}
 }
 
 func TestBudgetLimitChanges(t *testing.T) {

@@ -500,6 +500,9 @@ func (c *Channel) failLocked(idx uint32, code abi.ErrorCode, local bool) {
 		return
 	}
 	c.failed, c.failCode, c.failIndex, c.failLocal = true, code, idx, local
+	// It forwards nothing until its reset: nothing of it waits for room,
+	// and a ticket kept would put it first in every release (Stalled).
+	c.stalled.Store(0)
 	c.logFailureLocked(idx, code)
 	c.stepOverFailureLocked()
 }
