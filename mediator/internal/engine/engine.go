@@ -208,7 +208,13 @@ func (e *Engine) OnPeriod(p accounting.Period) {
 		e.derived = max(next/DefaultBudgetDiv, 1)
 	}
 	e.gate.SetBudget(e.budgetLocked(d.Policy))
-	e.gate.Apply(d.Hold)
+	var ahead []uint32
+	for _, st := range d.VMs {
+		if st.Held && st.Reason == sched.ReasonAhead {
+			ahead = append(ahead, st.ID)
+		}
+	}
+	e.gate.ApplyAhead(d.Hold, ahead)
 	e.gate.EndPeriod(Shares(d.Policy)) // under auto: the next period's arbitration
 	for id, st := range e.vms {
 		held := slices.Contains(d.Hold, id)

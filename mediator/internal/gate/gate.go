@@ -69,6 +69,7 @@ type Gate struct {
 	mu      sync.Mutex
 	vms     map[uint32][]Channel
 	held    map[uint32]bool // the scheduler's holds
+	ahead   map[uint32]bool // those of them for running ahead (ApplyAhead)
 	latched map[uint32]bool // VMs whose channels are latched now
 	budgets map[uint32]*channel.Budget
 	limit   int64             // every VM's budget, ns; 0: none
@@ -131,7 +132,7 @@ func (g *Gate) syncLocked(id uint32) {
 	if !ok {
 		return
 	}
-	want := g.held[id] || (g.turns != nil && !g.turns.runs(id))
+	want := g.heldLocked(id) || (g.turns != nil && !g.turns.runs(id))
 	if want == g.latched[id] {
 		return
 	}
@@ -278,6 +279,7 @@ func (g *Gate) Remove(vm uint32) {
 	}
 	delete(g.vms, vm)
 	delete(g.held, vm)
+	delete(g.ahead, vm)
 	delete(g.latched, vm)
 	delete(g.budgets, vm)
 	g.watchLocked() // one VM left alone: auto stops watching
@@ -290,7 +292,19 @@ func (g *Gate) Remove(vm uint32) {
 // Apply holds exactly the VMs in hold and releases every other VM that was
 // held, forwarding its latched work (under turns: the turn holder's; a
 // held holder's turn ends). Unknown ids are ignored.
-func (g *Gate) Apply(hold []uint32) {
+func (g *Gate) Apply(hold []uint32) { g.ApplyAhead(hold, nil) }
+
+// ApplyAhead is Apply where the holds of the VMs in ahead (a subset of
+// hold) are for running ahead of the others (the scheduler's dfq), not for
+// a limit (cap) or a turn of the policy's (timeslice). Those bind under the
+// driver's arbitration, and not under turns, where the turn picker shares
+// the GPU itself by the turns' charges: the two accounts disagree on when a
+// VM ran (the picker charges a long kernel ahead, by its estimate, when its
+// quantum ends; the scheduler sees it when it completes), and a VM the
+// picker had already let the others catch up on was then held for the same
+// lead, so that they ran twice (a VM of 200 ms kernels got 42% of an H100
+// beside one of 1 ms kernels).
+func (g *Gate) ApplyAhead(hold, ahead []uint32) {
 	g.mu.Lock()
 	defer g.unlock()
 	want := make(map[uint32]bool, len(hold))
@@ -299,13 +313,25 @@ func (g *Gate) Apply(hold []uint32) {
 			want[id] = true
 		}
 	}
-	g.held = want
+	fair := make(map[uint32]bool, len(ahead))
+	for _, id := range ahead {
+		if want[id] {
+			fair[id] = true
+		}
+	}
+	g.held, g.ahead = want, fair
 	for _, id := range slices.Sorted(maps.Keys(g.vms)) {
 		g.syncLocked(id)
 	}
 	if g.turns != nil {
 		g.settleLocked()
 	}
+}
+
+// heldLocked reports whether the scheduler's hold of id binds now: a hold
+// for running ahead does not under turns (ApplyAhead).
+func (g *Gate) heldLocked(id uint32) bool {
+	return g.held[id] && (g.turns == nil || !g.ahead[id])
 }
 
 // Held reports whether the scheduler holds a VM now.

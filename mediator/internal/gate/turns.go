@@ -406,7 +406,7 @@ func (g *Gate) knocked(id uint32) {
 // not held by the scheduler, leaving out skip if skipping.
 func (g *Gate) candidatesLocked(skip uint32, skipping bool) []uint32 {
 	out := g.waitingLocked(skip, skipping)
-	return slices.DeleteFunc(out, func(id uint32) bool { return g.held[id] })
+	return slices.DeleteFunc(out, g.heldLocked)
 }
 
 // event re-evaluates the turn after a VM's drain or knock; t is the turn
@@ -825,7 +825,7 @@ func (g *Gate) settleLocked() {
 		g.pendSpellLocked(h, busy && pending)
 		switch {
 		case t.ending:
-		case g.held[h]:
+		case g.heldLocked(h):
 			t.ending = true // the scheduler holds it
 		case len(others) > 0 && !busy:
 			if !stuck && (t.idle || g.anticipateLocked(h, others)) {

@@ -502,6 +502,40 @@ func testTurnsSchedulerHold(t *testing.T, handoff time.Duration) {
 	}
 }
 
+// TestTurnsAheadHoldsDoNotBind: a hold for running ahead (dfq's) does not
+// bind under turns: the VM held so still gets its turns, and the two share
+// the GPU by the picker's charges; a hold for a limit (cap's) does bind.
+// Under the driver's arbitration the hold for running ahead binds again.
+func TestTurnsAheadHoldsDoNotBind(t *testing.T) {
+	w := newHandoffWorld(t, time.Millisecond, 0, false)
+	a := w.addVM(1, 1, time.Millisecond, 2, 0, time.Hour)
+	b := w.addVM(2, 1, time.Millisecond, 2, 0, time.Hour)
+	w.g.ApplyAhead([]uint32{2}, []uint32{2})
+	w.run(ms(100))
+	if !w.g.Held(2) {
+		t.Fatal("the hold is not reported")
+	}
+	if len(b.starts) < 40 || len(a.starts) < 40 || w.violations != 0 {
+		t.Fatalf("b held for running ahead ran %d commands, a %d, %d overlapping submissions; want about 50 each, none",
+			len(b.starts), len(a.starts), w.violations)
+	}
+	w.g.ApplyAhead([]uint32{2}, nil) // the same VM held for a limit
+	n := len(b.starts)
+	w.run(ms(200))
+	if len(b.starts) > n+2 { // what it had in flight or its turn's last
+		t.Fatalf("b held for a limit ran %d more commands", len(b.starts)-n)
+	}
+	if err := w.g.SetTurns(ArbitrationDriver, TurnConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	w.g.ApplyAhead([]uint32{2}, []uint32{2})
+	n = len(b.starts)
+	w.run(ms(300))
+	if len(b.starts) > n+2 {
+		t.Fatalf("under the driver's arbitration b held for running ahead ran %d more commands", len(b.starts)-n)
+	}
+}
+
 // TestSwitchArbitration: back to driver, every VM is released and forwards.
 func TestSwitchArbitration(t *testing.T) {
 	w := newWorld(t, ArbitrationTurns, time.Millisecond)

@@ -17,8 +17,11 @@ import "time"
 // behind by at most TurnBank, so it banks a bounded credit for the time it
 // did not ask for. With every VM
 // saturating, a VM of weight w gets w/Σw of the turns' time to within one
-// turn. The policy's holds (cap, dfq, timeslice) stay what they are: the
-// gate gives no turn to a held VM.
+// turn. The policy's holds for a limit or a turn of its own (cap,
+// timeslice) stay what they are: the gate gives no turn to a VM they hold.
+// dfq's holds of a VM running ahead bind under the driver's arbitration
+// only: under turns the turn lags share the GPU, and the two accounts would
+// make a VM pay twice for one lead (gate.Gate.ApplyAhead).
 
 // turnScale is the turn lag of one ns of GPU time at weight 1.
 const turnScale = 1 << 10
