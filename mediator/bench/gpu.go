@@ -40,6 +40,9 @@ func openGPU(s spec.Spec) (gpu, *sim.Sim, error) {
 		if s.Clock == spec.ClockVirtual {
 			clock, params["drive"] = "virtual", "manual"
 		}
+		if ts := s.Tuning.SimTimeslice; ts > 0 {
+			params["timeslice"] = ts.String()
+		}
 		sm, err := sim.New(backend.Options{Clock: clock, Params: params})
 		if err != nil {
 			return nil, nil, fmt.Errorf("opening the sim: %w", err)

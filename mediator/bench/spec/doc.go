@@ -16,6 +16,7 @@
 //	  inflight_budget: 4ms  # duration in (0, 1h], or negative: a VM's in-flight budget (default: the mediator's)
 //	  neon_window: 2ms      # duration in (0, 1s]: NEON's sampling window per VM (default 2ms)
 //	  neon_freerun_ratio: 5 # number in (0, 10000]: NEON's freerun : sampling windows ratio (default 5)
+//	  sim_timeslice: 2ms    # duration in (0, 1s], backend sim only: the sim time-slices between VMs (default: it does not)
 //	vms:                    # at least one
 //	  - name: app           # required; ^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$
 //	    weight: 1           # integer 1..1000000                  (default 1)
@@ -63,6 +64,11 @@
 // arbitration_in_force, arbitration_switches and each VM's outstanding say what it did); left out, auto under
 // policies dfq and cap and driver under none and timeslice (Spec.Arbitration); quantum is the turn quantum
 // (default 5ms). They apply with accounting loga and loga-segment-average.
+//
+// sim_timeslice makes the simulated GPU time-slice between VMs as a GPU's driver does between contexts: a
+// command that has run that long while another VM's waits is preempted, and the two take turns (backend sim only;
+// left out, the sim runs each command to its end, as the GPU of the LoGA paper). It is how the sim shows what a
+// real GPU's time slicing does to a workload, such as a kernel far longer than a turn under arbitration turns.
 //
 // Weight is the VM's share under policy dfq (and timeslice). Cap is the VM's maximum share of the GPU; it applies
 // only under policy cap and is accepted but ignored under other policies (Warnings reports it). Under policy cap a

@@ -71,6 +71,9 @@ func TestOptionalKeyErrors(t *testing.T) {
 		{"budget too long", oneVM("duration: 1s\ntuning: {inflight_budget: 2h}\n", "", throttle), "tuning.inflight_budget: must be negative (no bound) or a duration in (0, 1h0m0s]"},
 		{"budget bare number", oneVM("duration: 1s\ntuning: {inflight_budget: 4}\n", "", throttle), "tuning.inflight_budget: must be a duration with a unit"},
 		{"tuning not a mapping", oneVM("duration: 1s\ntuning: 3\n", "", throttle), "tuning: must be a mapping"},
+		{"sim timeslice zero", oneVM("duration: 1s\ntuning: {sim_timeslice: 0s}\n", "", throttle), "tuning.sim_timeslice: must be positive and at most 1s, got 0s"},
+		{"sim timeslice too long", oneVM("duration: 1s\ntuning: {sim_timeslice: 2s}\n", "", throttle), "tuning.sim_timeslice: must be positive and at most 1s"},
+		{"sim timeslice on cuda", oneVM("duration: 1s\nbackend: cuda\nclock: wall\ntuning: {sim_timeslice: 2ms}\n", "", throttle), "tuning.sim_timeslice: needs backend sim"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,7 +86,7 @@ func TestOptionalKeyErrors(t *testing.T) {
 }
 
 func TestOptionalKeysRoundTrip(t *testing.T) {
-	s := Spec{Duration: time.Second, Tuning: Tuning{PollRatio: 0.1, IdleFactor: 1, NeonWindow: time.Microsecond}, VMs: []VM{{
+	s := Spec{Duration: time.Second, Tuning: Tuning{PollRatio: 0.1, IdleFactor: 1, NeonWindow: time.Microsecond, SimTimeslice: 2 * time.Millisecond}, VMs: []VM{{
 		Name: "a", Workload: Workload{Kind: KindThrottle, KernelUS: 5, Depth: MaxDepth, Start: time.Nanosecond,
 			On: MaxDuration, Off: time.Millisecond},
 	}}}

@@ -188,6 +188,7 @@ func (p *problems) tuning(n *yaml.Node, path string, t *Tuning) {
 		{"arbitration", func(n *yaml.Node, path string) { stringValue(p, n, path, &t.Arbitration) }},
 		{"quantum", func(n *yaml.Node, path string) { p.duration(n, path, &t.Quantum) }},
 		{"handoff", func(n *yaml.Node, path string) { p.duration(n, path, &t.Handoff) }},
+		{"sim_timeslice", func(n *yaml.Node, path string) { p.duration(n, path, &t.SimTimeslice) }},
 	})
 }
 

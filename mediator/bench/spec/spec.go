@@ -86,6 +86,7 @@ const (
 	MaxBudget        = time.Hour        // tuning.inflight_budget
 	MaxQuantum       = time.Minute      // tuning.quantum
 	MaxHandoff       = time.Millisecond // tuning.handoff (gate.MaxHandoff)
+	MaxSimTimeslice  = time.Second      // tuning.sim_timeslice
 )
 
 // Defaults for keys left out.
@@ -136,6 +137,10 @@ type Tuning struct {
 	// Handoff is the turns' hand-off threshold (0: the mediator's
 	// default; negative: off).
 	Handoff time.Duration `yaml:"handoff,omitempty"`
+	// SimTimeslice makes the sim's compute engine time-slice between VMs,
+	// as a GPU's driver does between contexts (backend sim only; 0: its
+	// commands are not preempted).
+	SimTimeslice time.Duration `yaml:"sim_timeslice,omitempty"`
 }
 
 // VM is one VM of a spec, or Count identical ones.

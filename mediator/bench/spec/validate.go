@@ -150,6 +150,9 @@ func (s Spec) check(p *problems) {
 		return
 	}
 	s.Tuning.check(p, "tuning")
+	if s.Tuning.SimTimeslice != 0 && s.Backend == BackendCUDA {
+		p.add("tuning.sim_timeslice", "needs backend sim (a GPU time-slices as its driver does)")
+	}
 	for i, vm := range s.VMs {
 		vm.check(p, fmt.Sprintf("vms[%d]", i))
 	}
@@ -257,6 +260,9 @@ func (t Tuning) check(p *problems, path string) {
 	}
 	if h := t.Handoff; (h == 0 && p.has(path+".handoff")) || h > MaxHandoff {
 		p.add(path+".handoff", "must be negative (off) or a duration in (0, %s], got %s", MaxHandoff, h)
+	}
+	if d := t.SimTimeslice; (d != 0 || p.has(path+".sim_timeslice")) && !(d > 0 && d <= MaxSimTimeslice) {
+		p.add(path+".sim_timeslice", "must be positive and at most %s, got %s", MaxSimTimeslice, d)
 	}
 	if r := t.NeonFreerunRatio; (r != 0 || p.has(path+".neon_freerun_ratio")) && !(r > 0 && r <= MaxRatio) {
 		p.add(path+".neon_freerun_ratio", "must be a number in (0, %d], got %v", MaxRatio, r)

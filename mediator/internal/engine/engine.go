@@ -217,7 +217,7 @@ func (e *Engine) OnPeriod(p accounting.Period) {
 	e.gate.ApplyAhead(d.Hold, ahead)
 	e.gate.EndPeriod(Shares(d.Policy)) // under auto: the next period's arbitration
 	for id, st := range e.vms {
-		held := slices.Contains(d.Hold, id)
+		held := e.gate.Held(id) // what binds under the arbitration in force: ApplyAhead
 		switch {
 		case held && st.heldFrom < 0:
 			st.heldFrom = p.End

@@ -334,11 +334,12 @@ func (g *Gate) heldLocked(id uint32) bool {
 	return g.held[id] && (g.turns == nil || !g.ahead[id])
 }
 
-// Held reports whether the scheduler holds a VM now.
+// Held reports whether the scheduler holds a VM now: a hold that binds
+// (not one for running ahead under turns: ApplyAhead).
 func (g *Gate) Held(vm uint32) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.held[vm]
+	return g.heldLocked(vm)
 }
 
 // Waiting lists the latched VMs that have latched work, sorted: the
