@@ -94,3 +94,27 @@ func TestWriteNative(t *testing.T) {
 		t.Errorf("a table without native results mentions it:\n%s", b.String())
 	}
 }
+
+// TestHogTargetUnderTurns: a hog never held is a miss under the driver's
+// arbitration; under turns (auto with periods under turns), where dfq's
+// holds of a VM running ahead do not bind, it is judged by its share.
+func TestHogTargetUnderTurns(t *testing.T) {
+	periods := uint64(40)
+	hog := func(share float64) []bench.VMResult {
+		return []bench.VMResult{{Name: "hog", Share: share}, {Name: "a", Share: (1 - share) / 3}, {Name: "b"}, {Name: "c"}}
+	}
+	for _, c := range []struct {
+		r    bench.Result
+		pass bool
+	}{
+		{bench.Result{MeanPeriodNs: 30e6, VMs: hog(0.25)}, false},
+		{bench.Result{MeanPeriodNs: 30e6, Arbitration: "auto", TurnsPeriods: &periods, VMs: hog(0.25)}, true},
+		{bench.Result{MeanPeriodNs: 30e6, Arbitration: "turns", VMs: hog(0.25)}, true},
+		{bench.Result{MeanPeriodNs: 30e6, Arbitration: "auto", TurnsPeriods: &periods, VMs: hog(0.40)}, false},
+	} {
+		tg := hogTarget(&c.r)
+		if tg.met != c.pass {
+			t.Errorf("arbitration %q, hog share %.2f: %+v, want met %v", c.r.Arbitration, c.r.VMs[0].Share, tg, c.pass)
+		}
+	}
+}

@@ -19,7 +19,9 @@
 // between the other two at each period's end, after the period's charges
 // and holds, so that each period runs under one of them): under turns the scheduler picks each
 // turn's holder (sched.Scheduler.NextTurn) and is charged each turn's exact
-// GPU time, and its policy's holds stay in force. Under turns the
+// GPU time; its policy's holds for a limit (cap) or a turn of its own
+// (timeslice) stay in force, dfq's of a VM running ahead do not
+// (gate.Gate.ApplyAhead: the turn picker shares the GPU). Under turns the
 // scheduler's period charges are exact too: the busy time the backend
 // reported for each VM's commands completed in the period, and what the
 // turn holder's command in flight has run so far (gate.BusyNowNs: with one

@@ -612,6 +612,17 @@ func (g *Gate) contendLocked() {
 func (g *Gate) uncontendLocked() {
 	t := g.turns
 	g.chargeLocked()
+	// Take back what chargeLocked charged ahead for the work in flight:
+	// contendLocked re-bases on BusyNs, so that work is charged as it
+	// completes if the turn is contended again (else it was charged twice).
+	if t.contended && t.pre > 0 {
+		t.cfg.Picker.ChargeTurn(t.holder, -t.pre)
+		t.pre = 0
+	}
+	// Nobody waits: re-base the lags on the holder, so that a VM that
+	// waited and stopped (or only seemed to: a guest that moves its put
+	// back) banks TurnBank at most.
+	t.cfg.Picker.NextTurn([]uint32{t.holder})
 	// Nobody waits for it any more: an anticipation (charged up to now)
 	// ends, and its timer with it, as a pending spell does.
 	t.idle, t.pend = false, false

@@ -528,14 +528,25 @@ func TestTurnsAheadHoldsDoNotBind(t *testing.T) {
 	if len(b.starts) > n+2 { // what it had in flight or its turn's last
 		t.Fatalf("b held for a limit ran %d more commands", len(b.starts)-n)
 	}
+	// The switch itself latches and releases by what binds under the
+	// arbitration it puts in force.
+	w.g.ApplyAhead([]uint32{2}, []uint32{2})
+	w.run(ms(250))
 	if err := w.g.SetTurns(ArbitrationDriver, TurnConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	w.g.ApplyAhead([]uint32{2}, []uint32{2})
 	n = len(b.starts)
-	w.run(ms(300))
-	if len(b.starts) > n+2 {
-		t.Fatalf("under the driver's arbitration b held for running ahead ran %d more commands", len(b.starts)-n)
+	w.run(ms(350))
+	if len(b.starts) > n+2 || !w.g.Held(2) {
+		t.Fatalf("under the driver's arbitration b held for running ahead ran %d more commands (held %v)", len(b.starts)-n, w.g.Held(2))
+	}
+	if err := w.g.SetTurns(ArbitrationTurns, TurnConfig{QuantumNs: ms(1), Picker: w.s, Clock: w.clock()}); err != nil {
+		t.Fatal(err)
+	}
+	n = len(b.starts)
+	w.run(ms(450))
+	if len(b.starts) < n+20 || w.g.Held(2) {
+		t.Fatalf("back under turns b held for running ahead ran %d more commands (held %v)", len(b.starts)-n, w.g.Held(2))
 	}
 }
 
@@ -984,4 +995,113 @@ func TestSwitchNetsWhatTurnsChargedAhead(t *testing.T) {
 			t.Errorf("vm %d: charged %v, want its busy time at the switch, %v", c.v.id, time.Duration(got), time.Duration(c.busy))
 		}
 	}
+
+	// The holder's contended turn and a hand-off's tail: switches every
+	// 250 µs across a few turns of kernels that run longer or shorter
+	// than their estimates find both, and net them as well.
+	seen := map[string]bool{}
+	for _, handoff := range []time.Duration{0, 50 * time.Microsecond} {
+		for at := int64(0); at < ms(4); at += int64(250 * time.Microsecond) {
+			w := newHandoffWorld(t, time.Millisecond, handoff, false)
+			log := &chargeLog{Picker: w.s, charged: map[uint32]int64{}}
+			cfg := TurnConfig{QuantumNs: ms(1), Picker: log, Clock: w.clock(), HandoffNs: int64(handoff)}
+			if err := w.g.SetTurns(ArbitrationTurns, cfg); err != nil {
+				t.Fatal(err)
+			}
+			a := w.addVM(1, 1, time.Millisecond, 3, 0, time.Hour)
+			a.runPct = 170
+			b := w.addVM(2, 1, 700*time.Microsecond, 3, 0, time.Hour)
+			b.runPct = 60
+			w.run(ms(50) + at)
+			tt := w.g.turns
+			seen["holder"] = seen["holder"] || tt.has && tt.contended && tt.pre > 0
+			seen["tail"] = seen["tail"] || tt.tailed
+			busyA, busyB := a.busy, b.busy
+			if err := w.g.SetTurns(ArbitrationDriver, TurnConfig{}); err != nil {
+				t.Fatal(err)
+			}
+			w.run(ms(200))
+			if log.charged[1] != busyA || log.charged[2] != busyB {
+				t.Errorf("hand-off %v, switch at 50 ms + %v: a charged %v for %v busy, b %v for %v", handoff, time.Duration(at),
+					time.Duration(log.charged[1]), time.Duration(busyA), time.Duration(log.charged[2]), time.Duration(busyB))
+			}
+		}
+	}
+	if !seen["holder"] || !seen["tail"] {
+		t.Fatalf("the switches found a holder's work charged ahead %v, a tail %v: want both", seen["holder"], seen["tail"])
+	}
+}
+
+// TestTurnsUncontendChargesOnce: a holder's turn that stops being
+// contended (the only VM waiting is held for a limit, or a guest moved its
+// put back after it rang) and is contended again before the holder's work
+// in flight completes charges that work once: uncontending took back what
+// the quantum's end had charged ahead of it. And a VM that only seemed to
+// wait banks TurnBank at most: uncontending re-bases the lags on the
+// holder. Before, each flip charged the holder's work in flight twice and
+// never re-based: a guest that rang and retracted its put around each of
+// the holder's completions had it charged 792 ms for 500 ms busy, then
+// took 895 ms of the next second while the holder waited 806 ms.
+func TestTurnsUncontendChargesOnce(t *testing.T) {
+	t.Run("hold flips", func(t *testing.T) {
+		w := newHandoffWorld(t, 5*time.Millisecond, 0, false)
+		log := &chargeLog{Picker: w.s, charged: map[uint32]int64{}}
+		if err := w.g.SetTurns(ArbitrationTurns, TurnConfig{QuantumNs: ms(5), Picker: log, Clock: w.clock()}); err != nil {
+			t.Fatal(err)
+		}
+		a := w.addVM(1, 1, time.Millisecond, 8, 0, time.Hour)
+		b := w.addVM(2, 1, time.Millisecond, 8, 0, time.Hour)
+		for range 20 {
+			w.run(w.now + int64(2300*time.Microsecond))
+			w.g.ApplyAhead([]uint32{2}, nil) // b held for a limit: a's turn uncontended
+			w.run(w.now + int64(100*time.Microsecond))
+			w.g.ApplyAhead(nil, nil) // released: contended again
+		}
+		w.g.ApplyAhead([]uint32{1, 2}, nil)
+		w.run(w.now + ms(100)) // everything drains
+		for _, v := range []*tvm{a, b} {
+			if d, lim := log.charged[v.id]-v.busy, int64(v.depth)*v.kernelNs; d < -lim || d > lim {
+				t.Errorf("vm %d: charged %v for %v busy, want within %v", v.id, time.Duration(log.charged[v.id]),
+					time.Duration(v.busy), time.Duration(lim))
+			}
+		}
+	})
+	t.Run("put retracted", func(t *testing.T) {
+		w := newHandoffWorld(t, 5*time.Millisecond, 0, false)
+		log := &chargeLog{Picker: w.s, charged: map[uint32]int64{}}
+		if err := w.g.SetTurns(ArbitrationTurns, TurnConfig{QuantumNs: ms(5), Picker: log, Clock: w.clock()}); err != nil {
+			t.Fatal(err)
+		}
+		h := w.addVM(1, 1, time.Millisecond, 8, 0, time.Hour)
+		o := w.addVM(2, 1, time.Millisecond, 8, 500*time.Millisecond, time.Hour)
+		var step func()
+		step = func() {
+			if w.now >= ms(495) {
+				return
+			}
+			cmd := abi.EncodeCommand(abi.Command{Op: abi.OpThrottle, DurationNs: uint64(time.Millisecond)})
+			o.region.CopyIn(o.layout.RecordOff(0, o.put), cmd[:])
+			o.region.Store32(o.layout.ChannelOff(0)+abi.ChPut, o.put+1)
+			o.ch.Poll() // rings: it waits
+			w.at(w.now+int64(300*time.Microsecond), func() {
+				o.region.Store32(o.layout.ChannelOff(0)+abi.ChPut, o.put) // and takes it back
+			})
+			w.at(w.now+ms(1), step)
+		}
+		w.at(int64(150*time.Microsecond), step)
+		w.run(ms(500))
+		if lim := int64(h.depth) * h.kernelNs; log.charged[1] > h.busy+lim {
+			t.Errorf("the holder was charged %v for %v busy", time.Duration(log.charged[1]), time.Duration(h.busy))
+		}
+		w.run(ms(1500)) // o saturates from 500 ms
+		var wait, last int64 = 0, ms(500)
+		for _, s := range h.starts {
+			if s > ms(500) {
+				wait, last = max(wait, s-last), s
+			}
+		}
+		if limit := int64(sched.TurnBank) + ms(15); wait > limit {
+			t.Errorf("the holder waited %v at once beside the VM that seemed to wait, want at most %v", time.Duration(wait), time.Duration(limit))
+		}
+	})
 }

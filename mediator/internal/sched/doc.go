@@ -99,8 +99,10 @@
 // work on the GPU, and the scheduler also picks whose turn is next
 // (NextTurn) and is charged each turn (ChargeTurn): start-time fair queuing
 // over turns by weight, with its own lags kept apart from dfq's virtual
-// times (turns.go). The policy's holds still apply: the gate gives no turn
-// to a held VM.
+// times (turns.go). The policy's holds for a limit or a turn of its own
+// (cap, timeslice) still apply: the gate gives no turn to a VM they hold.
+// dfq's holds of a VM running ahead do not under turns, where the turn
+// lags share the GPU (gate.Gate.ApplyAhead).
 //
 // # Policy switches
 //

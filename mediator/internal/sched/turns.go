@@ -32,7 +32,9 @@ const turnScale = 1 << 10
 // beside two that always do is then owed what the others ran while it
 // slept, up to this, and gets its third of the GPU (min of what it uses
 // alone and its fair share) instead of a third of its active half; a VM
-// back from a long idle spell runs ahead of the others for at most this.
+// back from a long idle spell runs ahead of the others for at most this,
+// times its weight (a lag is GPU time over weight: a VM of weight 8 banks
+// 400 ms of GPU time, and under turns nothing else holds it back).
 const TurnBank = 50 * time.Millisecond
 
 const turnBank = int64(TurnBank) * turnScale
