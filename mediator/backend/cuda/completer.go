@@ -612,6 +612,8 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 	for ; n < len(ch.q); n++ {
 		it := &ch.q[n]
 		c := backend.Completion{Channel: ch.idx, Tag: it.tag, Op: it.op, Code: it.code}
+		var record bool // the deliverer takes its THROTTLE record (delivery.record)
+		var hop *item
 		if it.seq != 0 {
 			// Whether the worker ended first: then its markers are final,
 			// as it left them, and they alone judge its commands. Not the
@@ -668,23 +670,18 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 						// the one before, not since it was queued.
 						c.Start = max(c.Start, min(v.b.prevSweep, c.End))
 					}
-				}
-				ch.lastEnd = it.endAt
-				if c.Code == abi.OK {
-					d := delivery{vm: v, c: c, seen: it.endAt, seq: it.seq}
 					// Its ground-truth record, where one is kept, is the
 					// deliverer's to take: it lands after the end marker,
 					// and reading it here (a line the GPU wrote: a miss)
 					// would lengthen the interval after a delivery, in
 					// which the next short kernel's start is seen.
-					d.record = it.op == abi.OpThrottle && (v.truth.keep.Load() || v.b.hops != nil)
+					record = it.op == abi.OpThrottle && (v.truth.keep.Load() || v.b.hops != nil)
 					if v.b.hops != nil {
-						d.hop = new(item)
-						*d.hop = *it
+						hop = new(item)
+						*hop = *it
 					}
-					out = append(out, d)
-					continue
 				}
+				ch.lastEnd = it.endAt
 			case dead:
 				c.Code = it.w.lostCode()
 			case closing:
@@ -693,7 +690,7 @@ func (ch *channel) sweep(out []delivery) ([]delivery, uint64) {
 				goto stop
 			}
 		}
-		out = append(out, delivery{vm: v, c: c, seen: it.endAt, seq: it.seq})
+		out = append(out, delivery{vm: v, c: c, seen: it.endAt, seq: it.seq, record: record, hop: hop})
 	}
 stop:
 	switch {

@@ -819,6 +819,18 @@ type chargeLog struct {
 	charged map[uint32]int64
 }
 
+// newChargedWorld is newHandoffWorld whose turns' picker logs the charges.
+func newChargedWorld(t *testing.T, quantum, handoff time.Duration, preempts bool) (*world, *chargeLog) {
+	t.Helper()
+	w := newHandoffWorld(t, quantum, handoff, preempts)
+	log := &chargeLog{Picker: w.s, charged: map[uint32]int64{}}
+	cfg := TurnConfig{QuantumNs: int64(quantum), Picker: log, Clock: w.clock(), Preempts: preempts, HandoffNs: int64(handoff)}
+	if err := w.g.SetTurns(ArbitrationTurns, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return w, log
+}
+
 func (c *chargeLog) ChargeTurn(id uint32, busyNs int64) {
 	c.charged[id] += busyNs
 	c.Picker.ChargeTurn(id, busyNs)
@@ -843,13 +855,7 @@ func TestHandoffTailGraceNetted(t *testing.T) {
 	}{{1, DefaultHandoff}, {2, DefaultHandoff}, {1, 0}, {2, 0}} {
 		depth := c.depth
 		t.Run(fmt.Sprintf("depth=%d/handoff=%v", depth, c.handoff), func(t *testing.T) {
-			w := newHandoffWorld(t, time.Millisecond, c.handoff, true)
-			log := &chargeLog{Picker: w.s, charged: map[uint32]int64{}}
-			cfg := TurnConfig{QuantumNs: int64(time.Millisecond), Picker: log, Clock: w.clock(), Preempts: true,
-				HandoffNs: int64(c.handoff)}
-			if err := w.g.SetTurns(ArbitrationTurns, cfg); err != nil {
-				t.Fatal(err)
-			}
+			w, log := newChargedWorld(t, time.Millisecond, c.handoff, true)
 			a := w.addVM(1, 1, time.Millisecond, depth, 0, time.Hour)
 			a.runPct = 500
 			b := w.addVM(2, 1, 500*time.Microsecond, 4, 0, time.Hour)
@@ -969,12 +975,7 @@ func TestTurnsHolderIdleInFlight(t *testing.T) {
 // estimates, and a VM whose kernels ran past them kept a charge for time it
 // had not run when turns came back.
 func TestSwitchNetsWhatTurnsChargedAhead(t *testing.T) {
-	w := newHandoffWorld(t, time.Millisecond, 0, true)
-	log := &chargeLog{Picker: w.s, charged: map[uint32]int64{}}
-	cfg := TurnConfig{QuantumNs: int64(time.Millisecond), Picker: log, Clock: w.clock(), Preempts: true}
-	if err := w.g.SetTurns(ArbitrationTurns, cfg); err != nil {
-		t.Fatal(err)
-	}
+	w, log := newChargedWorld(t, time.Millisecond, 0, true)
 	a := w.addVM(1, 1, time.Millisecond, 1, 0, time.Hour)
 	a.runPct = 2000 // 20 ms a kernel: each overruns its turn
 	b := w.addVM(2, 1, 500*time.Microsecond, 4, 0, time.Hour)
@@ -1002,12 +1003,7 @@ func TestSwitchNetsWhatTurnsChargedAhead(t *testing.T) {
 	seen := map[string]bool{}
 	for _, handoff := range []time.Duration{0, 50 * time.Microsecond} {
 		for at := int64(0); at < ms(4); at += int64(250 * time.Microsecond) {
-			w := newHandoffWorld(t, time.Millisecond, handoff, false)
-			log := &chargeLog{Picker: w.s, charged: map[uint32]int64{}}
-			cfg := TurnConfig{QuantumNs: ms(1), Picker: log, Clock: w.clock(), HandoffNs: int64(handoff)}
-			if err := w.g.SetTurns(ArbitrationTurns, cfg); err != nil {
-				t.Fatal(err)
-			}
+			w, log := newChargedWorld(t, time.Millisecond, handoff, false)
 			a := w.addVM(1, 1, time.Millisecond, 3, 0, time.Hour)
 			a.runPct = 170
 			b := w.addVM(2, 1, 700*time.Microsecond, 3, 0, time.Hour)
@@ -1044,11 +1040,7 @@ func TestSwitchNetsWhatTurnsChargedAhead(t *testing.T) {
 // took 895 ms of the next second while the holder waited 806 ms.
 func TestTurnsUncontendChargesOnce(t *testing.T) {
 	t.Run("hold flips", func(t *testing.T) {
-		w := newHandoffWorld(t, 5*time.Millisecond, 0, false)
-		log := &chargeLog{Picker: w.s, charged: map[uint32]int64{}}
-		if err := w.g.SetTurns(ArbitrationTurns, TurnConfig{QuantumNs: ms(5), Picker: log, Clock: w.clock()}); err != nil {
-			t.Fatal(err)
-		}
+		w, log := newChargedWorld(t, 5*time.Millisecond, 0, false)
 		a := w.addVM(1, 1, time.Millisecond, 8, 0, time.Hour)
 		b := w.addVM(2, 1, time.Millisecond, 8, 0, time.Hour)
 		for range 20 {
@@ -1067,11 +1059,7 @@ func TestTurnsUncontendChargesOnce(t *testing.T) {
 		}
 	})
 	t.Run("put retracted", func(t *testing.T) {
-		w := newHandoffWorld(t, 5*time.Millisecond, 0, false)
-		log := &chargeLog{Picker: w.s, charged: map[uint32]int64{}}
-		if err := w.g.SetTurns(ArbitrationTurns, TurnConfig{QuantumNs: ms(5), Picker: log, Clock: w.clock()}); err != nil {
-			t.Fatal(err)
-		}
+		w, log := newChargedWorld(t, 5*time.Millisecond, 0, false)
 		h := w.addVM(1, 1, time.Millisecond, 8, 0, time.Hour)
 		o := w.addVM(2, 1, time.Millisecond, 8, 500*time.Millisecond, time.Hour)
 		var step func()
