@@ -36,7 +36,7 @@ trap cleanup EXIT INT TERM
 # num FIELD: the first integer FIELD of the JSON object on stdin.
 num() { grep -o "\"$1\": *[0-9]*" | head -n 1 | grep -o '[0-9]*$'; }
 
-echo "== starting sluiced (backend sim, wall clock) in $dir"
+echo "== starting sluiced --backend sim --clock wall${SLUICED_ARGS:+ $SLUICED_ARGS} in $dir (later flags win)"
 "$BIN/sluiced" --socket "$sock" --state-dir "$dir/state" --backend sim --clock wall ${SLUICED_ARGS:-} \
   --log-level warn 2>"$dir/sluiced.log" &
 daemon=$!

@@ -154,6 +154,9 @@ type BillKinds struct {
 	Even        int64 `json:"even"`
 	TracerNs    int64 `json:"tracer"`
 	SwitchesOut int64 `json:"switches_out"` // the switches of its context out that its tracer saw
+	// TracerDropped is what of the tracer's count was not billed by it,
+	// by why (cuda.DropNames; only those not zero); absent where none was.
+	TracerDropped map[string]int64 `json:"tracer_dropped,omitempty"`
 }
 
 // jain is Jain's fairness index of xs: (Σx)² / (n Σx²).

@@ -111,6 +111,7 @@ type tracedCounter interface {
 // backend's BillKinds).
 type billKinder interface {
 	BillKinds(id uint32) (kinds [3]float64, count, outs uint64)
+	TracerDropped(id uint32) [len(cuda.DropNames)]float64
 }
 
 // snapshot is every figure at W, taken on the timeline.
@@ -443,6 +444,14 @@ func (r *runner) result(o Options) (*Result, error) {
 		if bk, ok := r.gpu.(billKinder); ok {
 			k, n, o := bk.BillKinds(h.id)
 			v.BillKinds = &BillKinds{Alone: int64(k[0]), Traced: int64(k[1]), Even: int64(k[2]), TracerNs: int64(n), SwitchesOut: int64(o)}
+			for i, d := range bk.TracerDropped(h.id) {
+				if d != 0 {
+					if v.BillKinds.TracerDropped == nil {
+						v.BillKinds.TracerDropped = map[string]int64{}
+					}
+					v.BillKinds.TracerDropped[cuda.DropNames[i]] = int64(d)
+				}
+			}
 		}
 		if r.s.Accounting != spec.AccountingOff && v.TrueGPUNs > 0 {
 			a := float64(v.AccountedGPUNs)/float64(v.TrueGPUNs) - 1

@@ -322,6 +322,9 @@ func (v *cudaVM) readTracer(gen uint64, dt, now int64) {
 	// The read before was the last credit's, and the count has not gone
 	// back (a worker restarted, or words the VM's kernels wrote).
 	next := t.gen != 0 && t.gen == gen-1 && ran >= t.ran
+	if !next && t.gen != 0 && ran > t.ran {
+		v.dropped[dropGap] += float64(ran - t.ran)
+	}
 	t.fresh = next && (t.live && on || dt > countOverHalfNs && (t.live || on))
 	t.delta, t.grew, t.active = 0, 0, 0
 	if next && (t.live || on || live != t.n) {
@@ -365,6 +368,7 @@ func (v *cudaVM) setTracing(on bool) {
 	v.tracing = on
 	if !on {
 		v.blk.store(offTracing, 0)
+		v.dropped[dropOff] += v.tc.held
 		v.tc = tracerCount{} // what it held is not for the next time tracing comes on
 		return
 	}
@@ -474,6 +478,7 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 			// besides.
 			t.carry = carry
 			if !t.fresh {
+				v.dropped[dropStale] += t.grew
 				t.held = 0
 				b.carried = b.carried || carry > 0
 			}
@@ -495,7 +500,11 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 		// ones after, and VMs of 100 µs kernels beside a busy one were
 		// billed 5-14% under on an H100.
 		t.room = max(0, t.room+t.active-(counted-t.held))
-		if t.held = min(t.held, t.room+slack); t.held <= 0 {
+		if h := min(t.held, t.room+slack); h < t.held {
+			v.dropped[dropRoom] += t.held - max(h, 0)
+			t.held = h
+		}
+		if t.held <= 0 {
 			t.held, t.room = 0, 0
 		}
 	}
@@ -520,11 +529,14 @@ func (b *Backend) tracedInterval(gen uint64, dt int64) bool {
 		// between the sweeps.
 		for _, ch := range *b.chans.Load() {
 			if t := &ch.vm.tc; ch.idx == 0 {
+				h := 0.0
 				if ch.vm.creditGen == gen {
-					t.held, t.room = 0, 0
+					t.room = 0
 				} else {
-					t.held, t.room = min(t.held, t.prevHeld), t.prevRoom
+					h, t.room = min(t.held, t.prevHeld), t.prevRoom
 				}
+				ch.vm.dropped[dropOtherwise] += t.held - h
+				t.held = h
 			}
 		}
 	}
@@ -676,6 +688,40 @@ const (
 	billTraced
 	billEven
 )
+
+// What of a VM's tracer's count was not billed by it, by why
+// (Backend.TracerDropped): it grew between reads that were not the
+// credits' one after the other (dropGap); it grew while the VM was billed
+// otherwise, its tracer not counting at both reads (dropStale); it was held
+// past the time its tracer could have counted (dropRoom); it was held at an
+// interval billed otherwise (dropOtherwise); it was held when tracing went
+// off (dropOff). A diagnostic of the billing rules (the bench's JSON):
+// some of it is the count's edges, which the VM was billed otherwise.
+const (
+	dropGap = iota
+	dropStale
+	dropRoom
+	dropOtherwise
+	dropOff
+	nDrops
+)
+
+// DropNames names TracerDropped's entries, in order.
+var DropNames = [nDrops]string{"gap", "stale", "room", "otherwise", "off"}
+
+// TracerDropped is what of VM id's tracer's count was not billed by it,
+// ns, by why (DropNames); read it as BillKinds.
+func (b *Backend) TracerDropped(id uint32) (d [nDrops]float64) {
+	b.sweeping.Lock()
+	defer b.sweeping.Unlock()
+	b.mu.Lock()
+	v := b.vms[id]
+	b.mu.Unlock()
+	if v == nil {
+		return d
+	}
+	return v.dropped
+}
 
 // BillKinds is how much of VM id's bill was made each way (billAlone,
 // billTraced, billEven), ns, its tracer's count and the switches out it

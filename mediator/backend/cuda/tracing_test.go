@@ -437,6 +437,14 @@ func TestForgedCountBilledWithinBounds(t *testing.T) {
 	if f := tl.b.overheadFraction(); f != 0.1 {
 		t.Errorf("the overhead fraction moved to %g", f)
 	}
+	// What the forged count was not billed is reported dropped, for
+	// having no room (TracerDropped); B's honest count is billed whole.
+	if d := tl.vms[0].dropped; d[dropRoom] < 1<<61 {
+		t.Errorf("A's forged count: dropped %v (%v), want most of 2^62 for room", d, DropNames)
+	}
+	if d := tl.vms[1].dropped; d != [nDrops]float64{} {
+		t.Errorf("B's honest count: dropped %v (%v), want none", d, DropNames)
+	}
 }
 
 // TestStuckTracerNotBelieved: a VM that runs with its tracer live and its

@@ -74,7 +74,8 @@ type cudaVM struct {
 	// the one before, and whether one had commands queued (the completer's).
 	busy, wasBusy     bool
 	queued, wasQueued bool
-	billKinds         [3]float64 // BillKinds
+	billKinds         [3]float64      // BillKinds
+	dropped           [nDrops]float64 // TracerDropped
 }
 
 // workerConn is the mediator's end of one worker.
