@@ -712,15 +712,8 @@ var DropNames = [nDrops]string{"gap", "stale", "room", "otherwise", "off"}
 // TracerDropped is what of VM id's tracer's count was not billed by it,
 // ns, by why (DropNames); read it as BillKinds.
 func (b *Backend) TracerDropped(id uint32) (d [nDrops]float64) {
-	b.sweeping.Lock()
-	defer b.sweeping.Unlock()
-	b.mu.Lock()
-	v := b.vms[id]
-	b.mu.Unlock()
-	if v == nil {
-		return d
-	}
-	return v.dropped
+	b.readVM(id, func(v *cudaVM) { d = v.dropped })
+	return d
 }
 
 // BillKinds is how much of VM id's bill was made each way (billAlone,
@@ -728,16 +721,24 @@ func (b *Backend) TracerDropped(id uint32) (d [nDrops]float64) {
 // saw; read it once the VM's commands have completed (the completer
 // writes them).
 func (b *Backend) BillKinds(id uint32) (kinds [3]float64, count, outs uint64) {
-	// The sweeps' lock first: a VM that finish takes out after this
-	// looks it up is not unmapped before it is let go.
+	b.readVM(id, func(v *cudaVM) {
+		base := v.blk.chanBase(0)
+		kinds, count, outs = v.billKinds, v.blk.load(base+offSentRan), v.blk.load(base+offSentOuts)
+	})
+	return kinds, count, outs
+}
+
+// readVM runs read on VM id, if there is one, under the sweeps' lock: the
+// completer writes what it reads between sweeps, and the sweeps' lock is
+// taken first so that a VM that finish takes out after the lookup is not
+// unmapped before read is done.
+func (b *Backend) readVM(id uint32, read func(v *cudaVM)) {
 	b.sweeping.Lock()
 	defer b.sweeping.Unlock()
 	b.mu.Lock()
 	v := b.vms[id]
 	b.mu.Unlock()
-	if v == nil {
-		return kinds, 0, 0
+	if v != nil {
+		read(v)
 	}
-	base := v.blk.chanBase(0)
-	return v.billKinds, v.blk.load(base + offSentRan), v.blk.load(base + offSentOuts)
 }
